@@ -1,0 +1,38 @@
+"""structlog configuration, fenced into this one module: JSON when not on a terminal, console when on one."""
+
+from __future__ import annotations
+
+import logging
+import sys
+from typing import Any
+
+import structlog
+
+_configured = False
+
+
+def configure(fmt: str = "auto", level: str = "info") -> None:
+    """Configure structlog once per process. `fmt` is 'json', 'console' or 'auto'."""
+    global _configured
+    use_console = fmt == "console" or (fmt == "auto" and sys.stderr.isatty())
+    renderer: Any = structlog.dev.ConsoleRenderer() if use_console else structlog.processors.JSONRenderer()
+    structlog.configure(
+        processors=[
+            structlog.contextvars.merge_contextvars,
+            structlog.processors.add_log_level,
+            structlog.processors.TimeStamper(fmt="iso", utc=True),
+            structlog.processors.format_exc_info,
+            renderer,
+        ],
+        wrapper_class=structlog.make_filtering_bound_logger(logging.getLevelNamesMapping()[level.upper()]),
+        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
+        cache_logger_on_first_use=False,
+    )
+    _configured = True
+
+
+def get_logger(name: str) -> Any:
+    """A logger; configures the defaults on first use so library code never logs unconfigured."""
+    if not _configured:
+        configure()
+    return structlog.get_logger(name)
