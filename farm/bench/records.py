@@ -70,3 +70,36 @@ class Figure:
     workload: str | None = None
     params: dict[str, Any] = field(default_factory=dict)
     requested_repeats: int | None = None
+
+
+# The figure names every stage agrees on. A figure's key is "<kind>/<point>/<metric>", where <point> is the
+# workload, the prompt length, the concurrency level or the card: e.g. "decode/code/decode_tok_s",
+# "prefill/107016/prefill_tok_s", "concurrency/16/ttft_ms_p99", "memory/gpu0/peak_memory_gib".
+KIND_DECODE = "decode"  # metric decode_tok_s, point = workload
+KIND_PREFILL = "prefill"  # metrics prefill_tok_s and ttft_ms, point = prompt tokens
+KIND_SHORT_TTFT = "short_ttft"  # metric ttft_ms, point = prompt tokens
+KIND_PREFIX_CACHE = "prefix_cache"  # metric ttft_ms, point = prompt tokens
+KIND_CONCURRENCY = "concurrency"  # point = level; metrics below
+KIND_SPEC_DECODE = "spec_decode"  # metrics acceptance_rate, mean_acceptance_length; point = workload
+KIND_MEMORY = "memory"  # metric peak_memory_gib, point = gpu<index>
+
+CONCURRENCY_METRICS = (
+    "aggregate_tok_s",
+    "per_stream_tok_s",
+    "ttft_ms_p50",
+    "ttft_ms_p90",
+    "ttft_ms_p99",
+    "itl_ms_p50",
+    "itl_ms_p90",
+    "itl_ms_p99",
+    "tpot_ms_p50",
+    "tpot_ms_p90",
+    "tpot_ms_p99",
+    "e2e_ms_p50",
+    "e2e_ms_p90",
+    "e2e_ms_p99",
+)
+
+
+def figure_key(kind: str, point: str | int, metric: str) -> str:
+    return f"{kind}/{point}/{metric}"

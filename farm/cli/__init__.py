@@ -1,0 +1,1 @@
+"""The `farm` command: one Typer app, one module per command group. Commands parse input and call the library."""
