@@ -4,6 +4,15 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
+KNOWN_ENGINES: frozenset[str] = frozenset({"vllm"})
+"""Engine names a recipe may ask for. A recipe's argv starts with its engine's executable (the same name)."""
+
+ENGINE_SUBCOMMANDS: dict[str, str] = {"vllm": "serve"}
+"""The subcommand that starts an engine's server (`vllm serve`); others (`vllm bench`) serve nothing."""
+
+SOURCE_FORMATS = ("local-ai-registry/v1", "localmaxxing-page")
+"""The recipe documents the farm reads (farm.recipes.parse)."""
+
 
 class _Frozen(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -72,11 +81,15 @@ class Recipe(_Frozen):
     """What to run: model, hardware, engine and the exact launch argv."""
 
     id: str
-    model_id: str = Field(description="the model repository the engine serves, e.g. deepseek-ai/DeepSeek-V4-Flash-0731")
+    model_id: str = Field(
+        description="the model repository the engine serves, e.g. deepseek-ai/DeepSeek-V4-Flash-0731"
+    )
     hardware_id: str = Field(description="a local-ai-registry hardware id, e.g. rtx-pro-6000-blackwell-96gb")
     hardware_count: int = Field(ge=1)
     engine: Engine
-    argv: tuple[str, ...] = Field(description="the launch command as tokens, e.g. ('vllm', 'serve', MODEL, ...)")
+    argv: tuple[str, ...] = Field(
+        description="the launch command as tokens, e.g. ('vllm', 'serve', MODEL, ...)"
+    )
     container: ContainerLaunch | None = None
     serving: ServingLimits = ServingLimits()
     provenance: RecipeProvenance

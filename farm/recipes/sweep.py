@@ -1,12 +1,18 @@
-"""The sweep spec: a TOML file in jobs/ naming a recipe and the measurement plan (the seed's method as data)."""
+"""The sweep spec: a TOML file in jobs/ naming a recipe and the measurement plan (the seed's method as data).
+
+The loader is farm.recipes.spec.
+"""
 
 from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
-WORKLOADS = ("code", "prose", "math")
+Workload = Literal["code", "prose", "math"]
+"""A workload prompt the farm ships (farm.bench.prompts)."""
+
+WORKLOADS: tuple[Workload, ...] = ("code", "prose", "math")
 """The prompts the farm ships (farm.bench.prompts). The seed measured all three."""
 
 
@@ -15,17 +21,29 @@ class _Spec(BaseModel):
 
 
 class DecodePlan(_Spec):
-    """Two-point decode: the same prefix-warmed prompt at two output lengths; the difference cancels prefill."""
+    """Two-point decode: one prefix-warmed prompt at two output lengths; the difference cancels prefill."""
 
-    workloads: tuple[Literal["code", "prose", "math"], ...] = WORKLOADS
+    workloads: tuple[Workload, ...] = Field(WORKLOADS, min_length=1)
     short_output_tokens: int = Field(64, ge=1, description="the seed's short point")
     long_output_tokens: int = Field(896, ge=2, description="the seed's long point")
 
-    @model_validator(mode="after")
-    def _long_after_short(self) -> DecodePlan:
-        if self.long_output_tokens <= self.short_output_tokens:
-            raise ValueError("long_output_tokens must be greater than short_output_tokens")
-        return self
+    @field_validator("workloads")
+    @classmethod
+    def _distinct_workloads(cls, workloads: tuple[str, ...]) -> tuple[str, ...]:
+        if len(set(workloads)) != len(workloads):
+            raise ValueError("each workload may appear once")
+        return workloads
+
+    @field_validator("long_output_tokens")
+    @classmethod
+    def _long_after_short(cls, long_output_tokens: int, info: ValidationInfo) -> int:
+        # A field validator (not a model validator) so the error names long_output_tokens itself.
+        short = info.data.get("short_output_tokens")
+        if short is not None and long_output_tokens <= short:
+            raise ValueError(
+                f"must be greater than short_output_tokens ({short}): the difference is what is timed"
+            )
+        return long_output_tokens
 
 
 class PrefillPlan(_Spec):
@@ -33,6 +51,13 @@ class PrefillPlan(_Spec):
 
     prompt_tokens: tuple[int, ...] = Field((107_016,), min_length=1, description="the seed's 107,016 tokens")
     output_tokens: int = Field(1, ge=1, description="one token is enough to time the first one")
+
+    @field_validator("prompt_tokens")
+    @classmethod
+    def _positive_prompt_tokens(cls, prompt_tokens: tuple[int, ...]) -> tuple[int, ...]:
+        if any(tokens < 1 for tokens in prompt_tokens):
+            raise ValueError("every prompt length must be at least 1 token")
+        return prompt_tokens
 
 
 class ShortTTFTPlan(_Spec):
@@ -53,32 +78,75 @@ class ConcurrencyPlan(_Spec):
     levels: tuple[int, ...] = Field((1, 2, 4, 8, 16, 32, 64), min_length=1)
     prompt_tokens: int = Field(512, ge=1)
     output_tokens: int = Field(256, ge=2)
-    workload: Literal["code", "prose", "math"] = "code"
+    workload: Workload = "code"
 
-    @model_validator(mode="after")
-    def _positive_levels(self) -> ConcurrencyPlan:
-        if any(level < 1 for level in self.levels):
+    @field_validator("levels")
+    @classmethod
+    def _positive_distinct_levels(cls, levels: tuple[int, ...]) -> tuple[int, ...]:
+        if any(level < 1 for level in levels):
             raise ValueError("every concurrency level must be at least 1")
-        return self
+        if len(set(levels)) != len(levels):
+            raise ValueError("each concurrency level may appear once")
+        return levels
 
 
 class SweepPlan(_Spec):
-    """How to measure. A section left out of the spec is not measured."""
+    """How to measure. A section left out of the spec (None here) is not measured.
+
+    The sections default to None so that a TOML spec measures exactly what it names; `SweepPlan.seed()` is the
+    seed's whole method (decode, prefill, short TTFT and prefix-cache repeat) for code that wants it.
+    """
 
     repeats: int = Field(3, ge=1, le=100, description="the seed's 'mean of 3 runs'")
     warmup_requests: int = Field(1, ge=0, description="requests sent and discarded before measuring")
     temperature: float = Field(0.0, ge=0.0, description="greedy, as the seed")
     thinking: bool = Field(False, description="the seed ran with thinking off")
     time_budget_s: float = Field(3600.0, gt=0, description="the whole sweep, warm-up included")
-    request_timeout_s: float = Field(600.0, gt=0, description="one request; a 107k prefill takes 10 s on the seed")
+    request_timeout_s: float = Field(
+        600.0, gt=0, description="one request; a 107k prefill takes 10 s on the seed"
+    )
     api: Literal["chat", "completions"] = Field(
         "chat", description="decode and concurrency requests: chat (thinking off through the template) or raw"
     )
-    decode: DecodePlan | None = DecodePlan()
-    prefill: PrefillPlan | None = PrefillPlan()
-    short_ttft: ShortTTFTPlan | None = ShortTTFTPlan()
-    prefix_cache: PrefixCachePlan | None = PrefixCachePlan()
+    decode: DecodePlan | None = None
+    prefill: PrefillPlan | None = None
+    short_ttft: ShortTTFTPlan | None = None
+    prefix_cache: PrefixCachePlan | None = None
     concurrency: ConcurrencyPlan | None = None
+
+    @field_validator("prefix_cache")
+    @classmethod
+    def _prefix_cache_needs_prefill(
+        cls, prefix_cache: PrefixCachePlan | None, info: ValidationInfo
+    ) -> PrefixCachePlan | None:
+        # The prefix-cache measurement re-sends the first prefill prompt: without one, nothing to repeat.
+        # (A prefill that failed its own validation is absent from info.data and reported on its own.)
+        if (
+            prefix_cache is not None
+            and prefix_cache.enabled
+            and "prefill" in info.data
+            and info.data["prefill"] is None
+        ):
+            raise ValueError("repeats the first prefill prompt, so it needs a [plan.prefill] section")
+        return prefix_cache
+
+    @property
+    def measures_anything(self) -> bool:
+        """Whether at least one measurement section is present (a disabled prefix cache does not count)."""
+        sections = (self.decode, self.prefill, self.short_ttft, self.concurrency)
+        prefix_cache = self.prefix_cache is not None and self.prefix_cache.enabled
+        return prefix_cache or any(section is not None for section in sections)
+
+    @classmethod
+    def seed(cls) -> SweepPlan:
+        """The seed's method: two-point decode on code/prose/math, prefill at 107,016 tokens, short TTFT and
+        the prefix-cache repeat, 3 repeats, greedy, thinking off."""
+        return cls(
+            decode=DecodePlan(),
+            prefill=PrefillPlan(),
+            short_ttft=ShortTTFTPlan(),
+            prefix_cache=PrefixCachePlan(),
+        )
 
 
 class SweepSpec(_Spec):
