@@ -1,0 +1,13 @@
+"""The vLLM simulator: vLLM's OpenAI-compatible HTTP API over a calibrated timing model, with fault injection.
+
+Modules, by job:
+    profile      the profile model (pydantic, TOML files in `profiles/`) and how a profile is loaded
+    timing       the truth functions of the timing model (no I/O)
+    tokenizer    the simulator's deterministic tokenizer and chat template
+    prefix_cache the LRU of prompt-prefix block hashes
+    protocol     request parsing and pre-encoded response bytes in vLLM's shapes
+    metrics      counters, histograms and the Prometheus text of `/metrics`; schedule lateness
+    scheduler    the single task that writes every stream's chunks at their due times
+    faults       the fault plan (slow start, crash, hang, errors)
+    server       the aiohttp application, `build_app` and `run_server`
+"""

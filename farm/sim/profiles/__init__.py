@@ -1,0 +1,1 @@
+"""The shipped simulator profiles (TOML data files; see farm.sim.profile)."""
