@@ -1,0 +1,70 @@
+"""Schema migrations run from code.
+
+The Alembic config ships in the package; `upgrade` migrates, and `ensure_current` checks that a database is at
+the revision this farm expects.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from alembic import command
+from alembic.config import Config
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
+from sqlalchemy import Engine
+
+from farm.errors import StoreError
+from farm.store.db import READ_ONLY, translate_errors
+
+ALEMBIC_INI = Path(__file__).with_name("alembic.ini")
+
+
+def alembic_config() -> Config:
+    """The package's Alembic config, with the script location resolved inside the installed package."""
+    config = Config(str(ALEMBIC_INI))
+    config.set_main_option("script_location", str(ALEMBIC_INI.with_name("migrations")))
+    return config
+
+
+def head_revision() -> str:
+    """The newest migration this farm ships."""
+    head = ScriptDirectory.from_config(alembic_config()).get_current_head()
+    assert head is not None, "the farm ships at least one migration"
+    return head
+
+
+def current_revision(engine: Engine) -> str | None:
+    """The revision the database is at, or None when it was never migrated."""
+    with (
+        translate_errors("cannot read the schema revision"),
+        engine.connect().execution_options(**READ_ONLY) as conn,
+    ):
+        return MigrationContext.configure(conn).get_current_revision()
+
+
+def upgrade(engine: Engine, revision: str = "head") -> None:
+    """Migrate the database to `revision` in one transaction."""
+    config = alembic_config()
+    with translate_errors("cannot migrate the database"), engine.begin() as conn:
+        config.attributes["connection"] = conn
+        command.upgrade(config, revision)
+
+
+def ensure_current(engine: Engine, *, auto_upgrade: bool, where: str) -> None:
+    """Upgrade (when allowed) or refuse a database that is not at this farm's head revision."""
+    current = current_revision(engine)
+    head = head_revision()
+    if current == head:
+        return
+    known = {script.revision for script in ScriptDirectory.from_config(alembic_config()).walk_revisions()}
+    if current is not None and current not in known:
+        raise StoreError(
+            f"the database {where} is at schema revision {current!r}, which this farm does not know: "
+            "it was migrated by a newer farm; upgrade the farm"
+        )
+    if auto_upgrade:
+        upgrade(engine)
+        return
+    state = "not initialised" if current is None else f"at schema revision {current!r}, not {head!r}"
+    raise StoreError(f"the database {where} is {state}: run `farm db upgrade`")

@@ -1,0 +1,214 @@
+"""Claims, leases and the reaper on real SQLite and PostgreSQL, including claimers in separate processes."""
+
+from __future__ import annotations
+
+import multiprocessing
+import threading
+from collections import Counter
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from multiprocessing.queues import Queue
+from multiprocessing.synchronize import Barrier
+
+import pytest
+
+from farm.domain import FailureClass, JobState, Phase
+from farm.errors import LeaseLost
+from farm.recipes.model import Recipe
+from farm.store import RunState, Store
+
+HW = "rtx-pro-6000-blackwell-96gb x 2"
+OTHER_HW = "rtx-4090-24gb x 1"
+PLAN = {"repeats": 1}
+T0 = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
+
+
+def _submit(
+    store: Store,
+    recipe: Recipe,
+    count: int = 1,
+    *,
+    max_attempts: int = 3,
+    priority: int = 0,
+    at: datetime = T0,
+) -> list[str]:
+    return store.submit(
+        recipe, "seed", PLAN, "cd" * 32, max_attempts, simulated=False, count=count, priority=priority, now=at
+    )
+
+
+def test_claim_matches_hardware_class_only(store: Store, make_recipe: Callable[..., Recipe]) -> None:
+    """A worker claims only jobs of its hardware classes; the claim sets owner, attempt, lease and phase."""
+    [big] = _submit(store, make_recipe())
+    [small] = _submit(store, make_recipe("small", hardware_id="rtx-4090-24gb", hardware_count=1))
+    assert store.claim("w-none", ["h100-80gb x 8"], lease_s=60) is None
+    assert store.claim("w-none", [], lease_s=60) is None
+    job = store.claim("w-small", [OTHER_HW], lease_s=60, now=T0)
+    assert job is not None
+    assert (job.id, job.attempt, job.owner, job.hardware_class) == (small, 1, "w-small", OTHER_HW)
+    assert job.lease_expires_at == T0 + timedelta(seconds=60)
+    assert Recipe.model_validate(job.recipe) == make_recipe(
+        "small", hardware_id="rtx-4090-24gb", hardware_count=1
+    )
+    assert job.plan == PLAN
+    assert job.extra["sweep_name"] == "seed"
+    assert store.claim("w-small", [OTHER_HW], lease_s=60) is None
+    view = store.get_job(small)
+    assert (view.state, view.owner, view.attempt, view.phase) == (JobState.RUNNING, "w-small", 1, "claimed")
+    assert view.lease_expires_at == T0 + timedelta(seconds=60)
+    assert store.get_job(big).state is JobState.QUEUED
+    [run] = store.runs(small)
+    assert (run.attempt, run.worker_id, run.state) == (1, "w-small", RunState.RUNNING)
+
+
+def test_claim_order_is_priority_then_age(store: Store, make_recipe: Callable[..., Recipe]) -> None:
+    """Lower priority values go first; among equals, the oldest job."""
+    [old] = _submit(store, make_recipe(), at=T0)
+    [new] = _submit(store, make_recipe(), at=T0 + timedelta(seconds=1))
+    [urgent] = _submit(store, make_recipe(), priority=-1, at=T0 + timedelta(seconds=2))
+    claimed = [store.claim("w1", [HW], lease_s=60) for _ in range(3)]
+    assert [job.id for job in claimed if job] == [urgent, old, new]
+
+
+def test_claim_job_by_id(store: Store, make_recipe: Callable[..., Recipe]) -> None:
+    """A named claim takes the job once; a duplicate message, other hardware or an unknown id get None."""
+    [job_id] = _submit(store, make_recipe())
+    assert store.claim_job(job_id, "w1", [OTHER_HW], lease_s=60) is None
+    assert store.claim_job("j-ffffffffff", "w1", [HW], lease_s=60) is None
+    job = store.claim_job(job_id, "w1", [HW], lease_s=60)
+    assert job is not None
+    assert job.attempt == 1
+    assert store.claim_job(job_id, "w2", [HW], lease_s=60) is None
+    assert store.get_job(job_id).owner == "w1"
+
+
+def test_heartbeat_renews_the_lease(store: Store, make_recipe: Callable[..., Recipe]) -> None:
+    """A heartbeat from the owner extends the lease and records phase and progress."""
+    [job_id] = _submit(store, make_recipe())
+    job = store.claim("w1", [HW], lease_s=2, now=T0)
+    assert job is not None
+    for step in range(1, 9):  # a 2 s lease renewed every 0.5 s outlives its first expiry by far
+        when = T0 + timedelta(seconds=0.5 * step)
+        expires = store.heartbeat(job_id, 1, "w1", Phase.MEASURING, step / 8, lease_s=2, now=when)
+        assert expires == when + timedelta(seconds=2)
+        assert store.reap(now=when) == []
+    view = store.get_job(job_id)
+    assert (view.phase, view.progress, view.lease_expires_at) == ("measuring", 1.0, T0 + timedelta(seconds=6))
+
+
+def test_heartbeat_after_expiry_or_from_another_worker_is_refused(
+    store: Store, make_recipe: Callable[..., Recipe]
+) -> None:
+    """A heartbeat cannot revive an expired lease, nor renew someone else's."""
+    [job_id] = _submit(store, make_recipe())
+    assert store.claim("w1", [HW], lease_s=60, now=T0) is not None
+    with pytest.raises(LeaseLost, match="held by w1 in attempt 1"):
+        store.heartbeat(job_id, 1, "w2", "measuring", None, lease_s=60, now=T0)
+    with pytest.raises(LeaseLost, match="held by w1 in attempt 1"):
+        store.heartbeat(job_id, 2, "w1", "measuring", None, lease_s=60, now=T0)
+    with pytest.raises(LeaseLost, match="expired"):
+        store.heartbeat(job_id, 1, "w1", "measuring", None, lease_s=60, now=T0 + timedelta(seconds=60))
+    assert store.get_job(job_id).lease_expires_at == T0 + timedelta(seconds=60)
+
+
+def test_expired_lease_is_reaped_and_claimed_again(store: Store, make_recipe: Callable[..., Recipe]) -> None:
+    """An expired lease sends the job back to the queue; the next claim is attempt 2 of a new run."""
+    [job_id] = _submit(store, make_recipe(), at=T0)
+    [other] = _submit(store, make_recipe(), at=T0 + timedelta(seconds=1))
+    assert store.claim("w1", [HW], lease_s=10, now=T0) is not None
+    assert store.claim("w2", [HW], lease_s=100, now=T0) is not None
+    assert store.reap(now=T0 + timedelta(seconds=9)) == []
+    assert store.reap(now=T0 + timedelta(seconds=11)) == [job_id]
+    view = store.get_job(job_id)
+    assert (view.state, view.owner, view.failure_class) == (JobState.QUEUED, None, "host_lost")
+    assert store.get_job(other).state is JobState.RUNNING
+    again = store.claim("w3", [HW], lease_s=10, now=T0 + timedelta(seconds=12))
+    assert again is not None
+    assert (again.id, again.attempt) == (job_id, 2)
+    assert [(run.attempt, run.worker_id, run.state, run.failure_class) for run in store.runs(job_id)] == [
+        (1, "w1", RunState.FAILED, "host_lost"),
+        (2, "w3", RunState.RUNNING, None),
+    ]
+
+
+def test_spent_budget_fails_with_host_lost(store: Store, make_recipe: Callable[..., Recipe]) -> None:
+    """A job whose last allowed attempt loses its lease ends failed with class host_lost."""
+    [job_id] = _submit(store, make_recipe(), max_attempts=2)
+    for attempt in (1, 2):
+        start = T0 + timedelta(minutes=attempt)
+        job = store.claim(f"w{attempt}", [HW], lease_s=10, now=start)
+        assert job is not None
+        assert job.attempt == attempt
+        assert store.reap(now=start + timedelta(seconds=11)) == [job_id]
+    view = store.get_job(job_id)
+    assert (view.state, view.failure_class, view.attempt) == (JobState.FAILED, FailureClass.HOST_LOST, 2)
+    assert store.claim("w3", [HW], lease_s=10, now=T0 + timedelta(minutes=5)) is None
+
+
+def test_concurrent_reapers_reap_each_job_once(store: Store, make_recipe: Callable[..., Recipe]) -> None:
+    """Four reapers running at once over the same expired leases reap every job exactly once."""
+    ids = _submit(store, make_recipe(), count=40)
+    for _ in ids:
+        assert store.claim("w1", [HW], lease_s=1, now=T0) is not None
+    barrier = threading.Barrier(4)
+    reaped: list[list[str]] = []
+
+    def reaper() -> None:
+        barrier.wait()
+        reaped.append(store.reap(now=T0 + timedelta(seconds=5)))
+
+    threads = [threading.Thread(target=reaper) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert len(reaped) == 4
+    flat = [job_id for batch in reaped for job_id in batch]
+    assert sorted(flat) == sorted(ids)
+    assert all(len(store.runs(job_id)) == 1 for job_id in ids)
+
+
+def claim_until_empty(
+    url: str, worker_id: str, barrier: Barrier, results: Queue[tuple[str, list[str]]]
+) -> None:
+    """Child process: open the store, wait for the others, claim until nothing is left, report the ids."""
+    store = Store(url)
+    claimed: list[str] = []
+    try:
+        barrier.wait(timeout=60)
+        while (job := store.claim(worker_id, [HW], lease_s=600)) is not None:
+            claimed.append(job.id)
+    finally:
+        store.close()
+        results.put((worker_id, claimed))
+
+
+@pytest.mark.slow
+def test_no_job_is_claimed_twice_by_concurrent_processes(
+    store: Store, store_url: str, make_recipe: Callable[..., Recipe]
+) -> None:
+    """Four processes claiming from one store of 200 jobs claim each job exactly once, between them all."""
+    ids = _submit(store, make_recipe(), count=200)
+    context = multiprocessing.get_context("spawn")
+    barrier = context.Barrier(4)
+    results: Queue[tuple[str, list[str]]] = context.Queue()
+    processes = [
+        context.Process(target=claim_until_empty, args=(store_url, f"w{index}", barrier, results))
+        for index in range(4)
+    ]
+    for process in processes:
+        process.start()
+    batches = dict(results.get(timeout=90) for _ in processes)
+    for process in processes:
+        process.join(timeout=30)
+        assert process.exitcode == 0
+    claimed = [job_id for batch in batches.values() for job_id in batch]
+    assert len(claimed) == len(set(claimed)) == 200
+    assert set(claimed) == set(ids)
+    assert sum(1 for batch in batches.values() if batch) >= 2, (
+        "the claimers did not overlap; nothing was tested"
+    )
+    jobs = store.list_jobs(limit=500)
+    assert all(job.state is JobState.RUNNING and job.attempt == 1 for job in jobs)
+    owners = Counter(job.owner for job in jobs)
+    assert owners == Counter({worker: len(batch) for worker, batch in batches.items() if batch})

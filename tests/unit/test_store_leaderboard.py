@@ -1,0 +1,111 @@
+"""Leaderboard aggregation as a pure function: hand-computed cases, no database."""
+
+from __future__ import annotations
+
+import pytest
+
+from farm.store.leaderboard import aggregate, pooled_stat
+from farm.store.records import MeasuredRun, Stat
+
+
+def _run(job_id: str, values: dict[str, tuple[float, ...]], **overrides: object) -> MeasuredRun:
+    fields: dict[str, object] = {
+        "job_id": job_id,
+        "recipe_id": "seed",
+        "recipe_sha256": "a" * 64,
+        "model_id": "deepseek-ai/DeepSeek-V4-Flash-0731",
+        "hardware_class": "rtx-pro-6000-blackwell-96gb x 2",
+        "engine_name": "vllm",
+        "engine_version": "0.11.0",
+        "simulated": False,
+        "values": values,
+    }
+    fields.update(overrides)
+    return MeasuredRun(**fields)  # type: ignore[arg-type]  # test builder: fields are checked by the asserts
+
+
+@pytest.mark.parametrize(
+    ("values", "expected"),
+    [
+        ((276.0,), Stat(n=1, mean=276.0, min=276.0, max=276.0, spread=0.0)),
+        ((270.0, 280.0, 290.0), Stat(n=3, mean=280.0, min=270.0, max=290.0, spread=20.0 / 280.0)),
+        ((0.0, 0.0), Stat(n=2, mean=0.0, min=0.0, max=0.0, spread=0.0)),
+    ],
+)
+def test_pooled_stat(values: tuple[float, ...], expected: Stat) -> None:
+    """Mean, range, count and spread ((max - min) / mean) of pooled values."""
+    assert pooled_stat(values) == pytest.approx(expected)
+
+
+def test_pooled_stat_refuses_nothing() -> None:
+    """There is no summary of no values."""
+    with pytest.raises(ValueError, match="no values"):
+        pooled_stat(())
+
+
+def test_one_row_per_workload_and_engine_version() -> None:
+    """Runs of the same recipe pool per workload; another engine version or the simulator is another row."""
+    rows = aggregate(
+        [
+            _run("j1", {"decode/code/decode_tok_s": (270.0, 280.0), "decode/math/decode_tok_s": (285.0,)}),
+            _run("j2", {"decode/code/decode_tok_s": (290.0,)}),
+            _run("j3", {"decode/code/decode_tok_s": (300.0,)}, engine_version="0.12.0"),
+            _run("j4", {"decode/code/decode_tok_s": (500.0,)}, simulated=True),
+        ]
+    )
+    summary = [
+        (row.workload, row.engine_version, row.simulated, row.runs, row.decode_tok_s.mean) for row in rows
+    ]
+    assert summary == [
+        ("code", "0.12.0", False, 1, 300.0),
+        ("code", "0.11.0", False, 2, 280.0),
+        ("math", "0.11.0", False, 1, 285.0),
+        ("code", "0.11.0", True, 1, 500.0),
+    ]
+    assert [
+        row.simulated for row in aggregate([_run("j4", {"decode/code/decode_tok_s": (1.0,)}, simulated=True)])
+    ]
+    assert (
+        aggregate([_run("j4", {"decode/code/decode_tok_s": (1.0,)}, simulated=True)], include_simulated=False)
+        == []
+    )
+
+
+def test_secondary_figures() -> None:
+    """Prefill at the largest prompt, short TTFT, peak memory over cards and runs, and acceptance rate."""
+    [row] = aggregate(
+        [
+            _run(
+                "j1",
+                {
+                    "decode/code/decode_tok_s": (276.0,),
+                    "prefill/2048/prefill_tok_s": (3000.0,),
+                    "prefill/107016/prefill_tok_s": (10_400.0,),
+                    "prefill/107016/ttft_ms": (10_290.0,),
+                    "short_ttft/32/ttft_ms": (62.0, 64.0),
+                    "memory/gpu0/peak_memory_gib": (88.0,),
+                    "memory/gpu1/peak_memory_gib": (91.5,),
+                    "spec_decode/code/acceptance_rate": (0.48, 0.49),
+                    "spec_decode/prose/acceptance_rate": (0.9,),
+                },
+            ),
+            _run("j2", {"decode/code/decode_tok_s": (270.0,), "prefill/107016/prefill_tok_s": (10_200.0,)}),
+        ]
+    )
+    assert row.prefill_prompt_tokens == 107_016
+    assert row.prefill_tok_s == pytest.approx(10_300.0)
+    assert row.short_ttft_ms == pytest.approx(63.0)
+    assert row.peak_memory_gib == 91.5
+    assert row.spec_acceptance_rate == pytest.approx(0.485)
+    assert row.job_ids == ("j1", "j2")
+
+
+def test_a_run_without_optional_figures_leaves_them_empty() -> None:
+    """Figures a sweep did not measure are None in the row, and keys of other shapes are ignored."""
+    [row] = aggregate([_run("j1", {"decode/prose/decode_tok_s": (149.8,), "odd-key": (1.0,)})])
+    assert (row.prefill_tok_s, row.short_ttft_ms, row.peak_memory_gib, row.spec_acceptance_rate) == (
+        None,
+        None,
+        None,
+        None,
+    )
