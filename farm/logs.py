@@ -4,17 +4,18 @@ from __future__ import annotations
 
 import logging
 import sys
-from typing import Any
+from typing import Any, TextIO
 
 import structlog
 
 _configured = False
 
 
-def configure(fmt: str = "auto", level: str = "info") -> None:
-    """Configure structlog once per process. `fmt` is 'json', 'console' or 'auto'."""
+def configure(fmt: str = "auto", level: str = "info", file: TextIO | None = None) -> None:
+    """Configure structlog for the process. `fmt` is 'json', 'console' or 'auto'; `file` defaults to stderr."""
     global _configured
-    use_console = fmt == "console" or (fmt == "auto" and sys.stderr.isatty())
+    out = file or sys.stderr
+    use_console = fmt == "console" or (fmt == "auto" and out.isatty())
     renderer: Any = structlog.dev.ConsoleRenderer() if use_console else structlog.processors.JSONRenderer()
     structlog.configure(
         processors=[
@@ -25,7 +26,7 @@ def configure(fmt: str = "auto", level: str = "info") -> None:
             renderer,
         ],
         wrapper_class=structlog.make_filtering_bound_logger(logging.getLevelNamesMapping()[level.upper()]),
-        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
+        logger_factory=structlog.PrintLoggerFactory(file=out),
         cache_logger_on_first_use=False,
     )
     _configured = True

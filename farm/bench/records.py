@@ -103,3 +103,26 @@ CONCURRENCY_METRICS = (
 
 def figure_key(kind: str, point: str | int, metric: str) -> str:
     return f"{kind}/{point}/{metric}"
+
+
+def figure_to_json(figure: Figure) -> dict[str, Any]:
+    """A figure as plain JSON (the worker's spool and exports use it)."""
+    from dataclasses import asdict
+
+    data = asdict(figure)
+    data["values"] = list(figure.values)
+    return data
+
+
+def figure_from_json(data: dict[str, Any]) -> Figure:
+    return Figure(
+        kind=data["kind"],
+        key=data["key"],
+        metric=data["metric"],
+        unit=data["unit"],
+        values=tuple(float(v) for v in data["values"]),
+        summary=Summary(**data["summary"]),
+        workload=data.get("workload"),
+        params=dict(data.get("params") or {}),
+        requested_repeats=data.get("requested_repeats"),
+    )

@@ -4,10 +4,23 @@ from __future__ import annotations
 
 import typer
 
-from farm.cli import sim
+from farm.cli import db, demo, jobs, recipe, sim, worker
 
-app = typer.Typer(help="bench farm: benchmark sweeps of LLM inference servers.", no_args_is_help=True)
+app = typer.Typer(
+    help="bench farm: benchmark sweeps of LLM inference servers, with every figure's provenance.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+)
+app.add_typer(recipe.app, name="recipe")
+app.add_typer(db.app, name="db")
 app.add_typer(sim.app, name="sim")
+app.command()(jobs.submit)
+app.command()(jobs.status)
+app.command()(jobs.cancel)
+app.command()(jobs.results)
+app.command()(jobs.leaderboard)
+app.command()(worker.worker)
+app.command()(demo.demo)
 
 
 def main() -> None:

@@ -57,3 +57,21 @@ class DeclaredProbe:
 
     def compute_processes(self) -> tuple[int, ...]:
         return ()
+
+
+class SimulatedProbe(DeclaredProbe):
+    """The declared hardware of a simulator worker; memory comes from the simulator's `/sim/gpu`."""
+
+    def __init__(self, report: HardwareReport) -> None:
+        super().__init__(report)
+        self.base_url: str | None = None
+
+    def memory_used_mib(self) -> tuple[int, ...]:
+        if self.base_url is None:
+            return ()
+        import json
+        import urllib.request
+
+        with urllib.request.urlopen(self.base_url + "/sim/gpu", timeout=2) as resp:  # noqa: S310 - loopback
+            cards = json.loads(resp.read())
+        return tuple(int(card["memory_used_mib"]) for card in cards)

@@ -1,0 +1,58 @@
+"""What every command shares: settings, the store, printing JSON, turning FarmErrors into clean exits."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import typer
+from rich.console import Console
+from rich.text import Text
+
+from farm.errors import FarmError
+from farm.logs import configure
+from farm.settings import Settings
+from farm.store import Store
+
+WIDE_OUTPUT = 200
+"""Tables sent to a file or a pipe are not cut to 80 columns: nobody's terminal is there to fit."""
+console = Console() if sys.stdout.isatty() else Console(width=WIDE_OUTPUT)
+err_console = Console(stderr=True)
+
+
+def settings() -> Settings:
+    s = Settings()
+    configure(s.log_format, s.log_level)
+    return s
+
+
+def open_store(s: Settings) -> Store:
+    """The store the settings name; the embedded default is created and migrated on first use."""
+    embedded = s.database_url is None
+    return Store.open(s.resolved_database_url, auto_upgrade=embedded)
+
+
+def print_json(data: Any) -> None:
+    sys.stdout.write(json.dumps(data, indent=2, default=str) + "\n")
+
+
+@contextmanager
+def farm_errors() -> Iterator[None]:
+    """A FarmError becomes its message on stderr and exit status 1 (2 for bad input), never a traceback."""
+    from farm.errors import InputError
+
+    try:
+        yield
+    except InputError as exc:
+        _print_error(exc)
+        raise typer.Exit(2) from exc
+    except FarmError as exc:
+        _print_error(exc)
+        raise typer.Exit(1) from exc
+
+
+def _print_error(exc: Exception) -> None:
+    err_console.print(Text("error: ", style="bold red") + Text(str(exc)), highlight=False, soft_wrap=True)

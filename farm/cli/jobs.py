@@ -1,0 +1,179 @@
+"""`farm submit|status|cancel|results|leaderboard`: the sweep author's and the leaderboard keeper's commands."""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+import typer
+from rich.table import Table
+
+from farm.cli.common import console, farm_errors, open_store, print_json, settings
+from farm.domain import JobView
+from farm.queue import submit_sweep
+from farm.recipes.spec import load_sweep
+
+
+def submit(
+    spec: Path = typer.Argument(..., help="a sweep spec, e.g. jobs/deepseek-v4-flash-0731-tp2.toml"),
+    recipe: Path | None = typer.Option(None, "--recipe", help="measure this recipe instead of the spec's"),
+    simulate: bool = typer.Option(
+        False, "--simulate", help="run on the recipe's hardware played by the simulator"
+    ),
+    count: int = typer.Option(1, min=1, max=100, help="independent jobs of the same sweep"),
+    as_json: bool = typer.Option(False, "--json"),
+) -> None:
+    """Validate a sweep spec and its recipe, queue the jobs, print their ids. Bad input queues nothing."""
+    s = settings()
+    with farm_errors():
+        sweep = load_sweep(spec, recipe_override=recipe)
+        store = open_store(s)
+        job_ids = submit_sweep(store, sweep, simulate=simulate, count=count)
+    if as_json:
+        print_json({"jobs": job_ids, "recipe": sweep.recipe.id, "sweep": sweep.spec.name})
+        return
+    for job_id in job_ids:
+        console.print(job_id, markup=False, highlight=False)
+
+
+def status(
+    all_jobs: bool = typer.Option(False, "--all", help="finished jobs too"),
+    limit: int = typer.Option(50, min=1),
+    as_json: bool = typer.Option(False, "--json"),
+) -> None:
+    """Jobs with state, host, phase and progress."""
+    s = settings()
+    with farm_errors():
+        store = open_store(s)
+        jobs = store.list_jobs(None if all_jobs else ["queued", "running"], limit=limit)
+        depth = store.queue_depth()
+    if as_json:
+        print_json({"jobs": [_job_json(j) for j in jobs], "queue_depth": depth})
+        return
+    table = Table(title="jobs")
+    for column in ("job", "state", "sweep", "hardware", "attempt", "worker", "phase", "progress", "note"):
+        table.add_column(column)
+    for job in jobs:
+        table.add_row(
+            job.id,
+            job.state.value,
+            job.sweep_name,
+            job.hardware_class,
+            f"{job.attempt}/{job.max_attempts}",
+            job.owner or "",
+            job.phase or "",
+            f"{job.progress:.0%}" if job.progress is not None and job.state == "running" else "",
+            _note(job),
+        )
+    console.print(table)
+    if depth:
+        console.print(
+            "queued per hardware class: " + ", ".join(f"{k}: {v}" for k, v in sorted(depth.items()))
+        )
+
+
+def cancel(job: str = typer.Argument(..., help="a job id")) -> None:
+    """Cancel a queued or running job. A running job's worker stops at its next heartbeat."""
+    s = settings()
+    with farm_errors():
+        state = open_store(s).cancel(job)
+    console.print(f"{job}: {state}", markup=False, highlight=False)
+
+
+def results(
+    job: str = typer.Argument(..., help="a job id"),
+    as_json: bool = typer.Option(False, "--json"),
+) -> None:
+    """Every figure of a job's successful run: n, mean, min, max, spread."""
+    s = settings()
+    with farm_errors():
+        store = open_store(s)
+        view = store.get_job(job)
+        figures = store.results(job)
+    if as_json:
+        print_json({"job": _job_json(view), "figures": [_figure_json(f) for f in figures]})
+        return
+    title = f"{view.id} {view.sweep_name} ({view.state.value}{', simulated' if view.simulated else ''})"
+    table = Table(title=title)
+    for column in ("figure", "unit", "n", "mean", "min", "max", "spread"):
+        table.add_column(column, justify="left" if column in ("figure", "unit") else "right")
+    for f in figures:
+        sm = f.summary
+        table.add_row(f.key, f.unit, str(sm.n), _num(sm.mean), _num(sm.min), _num(sm.max), f"{sm.spread:.1%}")
+    console.print(table)
+    if view.failure_message:
+        console.print(f"failure: {view.failure_class}: {view.failure_message}", markup=False, highlight=False)
+
+
+def leaderboard(
+    real_only: bool = typer.Option(False, "--real-only", help="leave out simulated results"),
+    as_json: bool = typer.Option(False, "--json"),
+) -> None:
+    """A row per recipe × hardware × engine version × workload. Simulated rows are marked, never ranked."""
+    s = settings()
+    with farm_errors():
+        rows = open_store(s).leaderboard(include_simulated=not real_only)
+    if as_json:
+        print_json([asdict(r) for r in rows])
+        return
+    print_leaderboard(rows)
+
+
+def print_leaderboard(rows: list[Any]) -> None:
+    """The leaderboard as a table narrow enough for a terminal; `--json` has every field."""
+    table = Table(title="leaderboard (decode: mean of the runs' repeats; spread = (max - min) / mean)")
+    for column, justify in (
+        ("model", "left"),
+        ("hardware", "left"),
+        ("engine", "left"),
+        ("workload", "left"),
+        ("decode tok/s", "right"),
+        ("spread", "right"),
+        ("prefill tok/s", "right"),
+        ("TTFT ms", "right"),
+        ("GiB/card", "right"),
+        ("accept", "right"),
+    ):
+        table.add_column(column, justify=justify)  # type: ignore[arg-type]
+    for r in rows:
+        engine_version = (r.engine_version or "").split("+")[0]
+        table.add_row(
+            r.model_id.split("/")[-1],
+            r.hardware_class.removeprefix("sim:") + (" (sim)" if r.simulated else ""),
+            f"{r.engine_name} {engine_version}".strip(),
+            r.workload,
+            f"{_num(r.decode_tok_s.mean)} (n={r.decode_tok_s.n})",
+            f"{r.decode_tok_s.spread:.1%}",
+            _num(r.prefill_tok_s) + f" @{r.prefill_prompt_tokens}" if r.prefill_tok_s is not None else "",
+            _num(r.short_ttft_ms) if r.short_ttft_ms is not None else "",
+            _num(r.peak_memory_gib) if r.peak_memory_gib is not None else "",
+            f"{r.spec_acceptance_rate:.1%}" if r.spec_acceptance_rate is not None else "",
+        )
+    console.print(table)
+    if any(r.simulated for r in rows):
+        console.print("(sim): measured on the simulator; never ranked with real hardware.", markup=False)
+
+
+def _num(value: float) -> str:
+    return f"{value:,.1f}" if abs(value) >= 10 else f"{value:.3g}"
+
+
+def _note(job: JobView) -> str:
+    if job.failure_class:
+        return f"{job.failure_class}: {(job.failure_message or '').splitlines()[0][:60]}"
+    if job.state == "queued" and job.attempt:
+        return "retrying"
+    return ""
+
+
+def _job_json(job: JobView) -> dict[str, Any]:
+    data = asdict(job)
+    data["state"] = job.state.value
+    return data
+
+
+def _figure_json(figure: Any) -> dict[str, Any]:
+    from farm.bench.records import figure_to_json
+
+    return figure_to_json(figure)

@@ -1,0 +1,68 @@
+"""The demo: submit the demo sweep, run a local worker until that job is done, hand back the job's view."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import farm
+from farm.domain import JobView
+from farm.errors import FarmError, InputError
+from farm.queue import submit_sweep
+from farm.recipes.spec import load_sweep
+from farm.store import Store
+from farm.worker.daemon import Worker
+from farm.worker.profile import load_profile
+
+CHECKOUT = Path(farm.__file__).resolve().parent.parent
+DEMO_SPEC = CHECKOUT / "jobs" / "demo.toml"
+DEMO_PROFILE = CHECKOUT / "workers" / "demo-sim.toml"
+DEMO_DEADLINE_S = 600.0
+"""Far above the demo's minute or two on a 2-core machine; a demo that hangs must still end."""
+
+
+def run_demo(
+    store: Store,
+    data_dir: Path,
+    *,
+    spec: Path = DEMO_SPEC,
+    profile: Path = DEMO_PROFILE,
+    on_update: Callable[[JobView], None] = lambda _job: None,
+    deadline_s: float = DEMO_DEADLINE_S,
+) -> JobView:
+    """Submit the demo sweep on simulated hardware and run a worker in this process until the job ends."""
+    for path, what in ((spec, "sweep spec"), (profile, "worker profile")):
+        if not path.exists():
+            raise InputError(f"the demo's {what} is missing (run from a checkout, or pass it)", source=path)
+    sweep = load_sweep(spec)
+    worker_profile = load_profile(profile)
+    (job_id,) = submit_sweep(store, sweep, simulate=True)
+    worker = Worker(store, worker_profile, data_dir=data_dir)
+    errors: list[BaseException] = []
+
+    def _work() -> None:
+        try:
+            worker.run(only_jobs=[job_id])
+        except BaseException as exc:  # noqa: BLE001 - handed to the main thread, which reports it
+            errors.append(exc)
+
+    thread = threading.Thread(target=_work, name="demo-worker", daemon=True)
+    thread.start()
+    deadline = time.monotonic() + deadline_s
+    try:
+        while True:
+            job = store.get_job(job_id)
+            on_update(job)
+            if job.state.finished:
+                return job
+            if errors:
+                raise FarmError(f"the demo's worker stopped: {errors[0]}") from errors[0]
+            if time.monotonic() > deadline:
+                store.cancel(job_id)
+                raise FarmError(f"the demo did not finish within {deadline_s:.0f} s; job {job_id} cancelled")
+            time.sleep(0.25)
+    finally:
+        worker.shutdown()
+        thread.join(timeout=30)

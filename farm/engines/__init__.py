@@ -1,0 +1,1 @@
+"""Engines under test: one interface (start, wait ready, version, stop, log) over processes the worker supervises."""

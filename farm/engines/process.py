@@ -1,0 +1,263 @@
+"""Supervision of one engine process group: start, readiness with a deadline, stop (TERM, grace, KILL), log.
+
+The engine runs in its own session, so stopping it stops every process it started (vLLM's API server leaves
+its engine core and tensor-parallel workers behind when only it is killed). The parent-death signal makes an
+engine die with a worker that was killed outright.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import json
+import os
+import signal
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from farm.domain import FailureClass
+from farm.errors import EngineError
+from farm.logs import get_logger
+
+log = get_logger(__name__)
+
+READY_POLL_S = 0.2
+"""How often readiness is polled: short next to any engine's start-up, long next to a request."""
+
+LOG_TAIL_LINES = 40
+"""Lines of the engine log quoted in every failure message."""
+
+_PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent() -> None:  # pragma: no cover - runs in the child between fork and exec
+    try:
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+    except OSError:
+        pass
+
+
+class EngineProcess:
+    """One engine process group and its log file."""
+
+    def __init__(
+        self,
+        argv: Sequence[str],
+        *,
+        env: Mapping[str, str],
+        log_path: Path,
+        base_url: str,
+        served_model: str,
+        simulated: bool,
+        stop_grace_s: float = 30.0,
+        cwd: Path | None = None,
+    ) -> None:
+        self._argv = tuple(argv)
+        self._env = dict(env)
+        self._log_path = log_path
+        self._base_url = base_url.rstrip("/")
+        self._served_model = served_model
+        self._simulated = simulated
+        self._stop_grace_s = stop_grace_s
+        self._cwd = cwd
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._exit_status: int | None = None
+
+    @property
+    def base_url(self) -> str:
+        return self._base_url
+
+    @property
+    def served_model(self) -> str:
+        return self._served_model
+
+    @property
+    def argv(self) -> tuple[str, ...]:
+        return self._argv
+
+    @property
+    def simulated(self) -> bool:
+        return self._simulated
+
+    @property
+    def log_path(self) -> Path:
+        return self._log_path
+
+    @property
+    def environment(self) -> dict[str, str]:
+        return dict(self._env)
+
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid if self._proc else None
+
+    def start(self) -> None:
+        self._log_path.parent.mkdir(parents=True, exist_ok=True)
+        with self._log_path.open("ab") as log_file:
+            try:
+                self._proc = subprocess.Popen(
+                    self._argv,
+                    env=self._env,
+                    cwd=self._cwd,
+                    stdin=subprocess.DEVNULL,
+                    stdout=log_file,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                    preexec_fn=_die_with_parent,  # noqa: PLW1509 - only prctl, no locks taken
+                )
+            except OSError as exc:
+                raise EngineError(
+                    f"could not start {self._argv[0]!r}: {exc}", failure_class=FailureClass.ENGINE_START_FAILED
+                ) from exc
+        log.info("engine.started", pid=self._proc.pid, argv=list(self._argv), log=str(self._log_path))
+
+    def alive(self) -> bool:
+        return self._proc is not None and self._proc.poll() is None
+
+    def exit_status(self) -> int | None:
+        return self._proc.poll() if self._proc else None
+
+    def wait_ready(self, timeout_s: float) -> None:
+        """`/health` answers 200, then one tiny completion succeeds. Ends at once if the process exits."""
+        if self._proc is None:
+            raise EngineError("wait_ready before start", failure_class=FailureClass.ENGINE_START_FAILED)
+        deadline = time.monotonic() + timeout_s
+        healthy = False
+        while True:
+            status = self._proc.poll()
+            if status is not None:
+                raise EngineError(
+                    f"engine exited with status {status} before it was ready",
+                    failure_class=self.classify_exit(),
+                    log_tail=self.log_tail(),
+                )
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise EngineError(
+                    f"engine not ready after {timeout_s:.0f} s",
+                    failure_class=FailureClass.STARTUP_TIMEOUT,
+                    log_tail=self.log_tail(),
+                )
+            probe_timeout = max(0.1, min(5.0, remaining))
+            if not healthy:
+                healthy = self._http_status("GET", "/health", None, probe_timeout) == 200
+            if healthy and self._tiny_completion(probe_timeout):
+                log.info("engine.ready", pid=self._proc.pid)
+                return
+            time.sleep(min(READY_POLL_S, max(0.0, deadline - time.monotonic())))
+
+    def version(self) -> str | None:
+        body = self._http_json("GET", "/version", None, 5.0)
+        version = body.get("version") if isinstance(body, dict) else None
+        return str(version) if version is not None else None
+
+    def stop(self) -> int | None:
+        """SIGTERM to the group, a grace period, then SIGKILL. Safe to call again."""
+        if self._proc is None:
+            return None
+        if self._exit_status is not None:
+            return self._exit_status
+        pgid = self._proc.pid
+        _signal_group(pgid, signal.SIGTERM)
+        try:
+            self._proc.wait(timeout=self._stop_grace_s)
+        except subprocess.TimeoutExpired:
+            log.warning("engine.kill", pid=pgid, grace_s=self._stop_grace_s)
+        # The leader may be gone while children of the group live on: always finish the group off.
+        _signal_group(pgid, signal.SIGKILL)
+        self._exit_status = self._proc.wait()
+        _wait_group_gone(pgid, timeout_s=5.0)
+        log.info("engine.stopped", pid=pgid, status=self._exit_status)
+        return self._exit_status
+
+    def log_text(self) -> str:
+        try:
+            return self._log_path.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            return ""
+
+    def log_tail(self, lines: int = LOG_TAIL_LINES) -> str:
+        return "\n".join(self.log_text().splitlines()[-lines:])
+
+    def classify_exit(self) -> FailureClass:
+        """The failure class of an engine that exited, from its log."""
+        return classify_log(self.log_text(), started=False)
+
+    # --- HTTP probes (plain urllib: untimed, no event loop needed) ---
+
+    def _tiny_completion(self, timeout_s: float) -> bool:
+        body = {"model": self._served_model, "prompt": "Hello", "max_tokens": 1, "temperature": 0}
+        return self._http_status("POST", "/v1/completions", body, timeout_s) == 200
+
+    def _http_status(self, method: str, path: str, body: Any, timeout_s: float) -> int | None:
+        try:
+            with self._open(method, path, body, timeout_s) as resp:
+                resp.read()
+                return int(resp.status)
+        except urllib.error.HTTPError as exc:
+            return int(exc.code)
+        except (urllib.error.URLError, OSError, TimeoutError):
+            return None
+
+    def _http_json(self, method: str, path: str, body: Any, timeout_s: float) -> Any:
+        try:
+            with self._open(method, path, body, timeout_s) as resp:
+                return json.loads(resp.read())
+        except (urllib.error.URLError, OSError, TimeoutError, ValueError):
+            return None
+
+    def _open(self, method: str, path: str, body: Any, timeout_s: float) -> Any:
+        data = json.dumps(body).encode() if body is not None else None
+        request = urllib.request.Request(  # noqa: S310 - the URL is the engine's loopback address
+            self._base_url + path, data=data, method=method, headers={"Content-Type": "application/json"}
+        )
+        return urllib.request.urlopen(request, timeout=timeout_s)  # noqa: S310 - same
+
+
+_LOG_PATTERNS: tuple[tuple[FailureClass, tuple[str, ...]], ...] = (
+    (FailureClass.OUT_OF_MEMORY, ("CUDA out of memory", "OutOfMemoryError", "out of memory")),
+    (FailureClass.PORT_IN_USE, ("Address already in use", "address already in use", "port is already")),
+    (FailureClass.BAD_ARGUMENT, ("error: unrecognized arguments", "error: argument", "invalid choice")),
+    (FailureClass.CUDA_ERROR, ("CUDA error", "cudaError", "NCCL error")),
+)
+
+
+def classify_log(text: str, *, started: bool) -> FailureClass:
+    """A failure class from an engine log: the first known pattern wins; otherwise a crash or a failed start."""
+    for failure_class, needles in _LOG_PATTERNS:
+        if any(needle in text for needle in needles):
+            return failure_class
+    return FailureClass.ENGINE_CRASHED if started else FailureClass.ENGINE_START_FAILED
+
+
+def _signal_group(pgid: int, sig: signal.Signals) -> None:
+    try:
+        os.killpg(pgid, sig)
+    except ProcessLookupError:
+        pass
+    except PermissionError as exc:  # pragma: no cover - a reused pgid of another user
+        if exc.errno != errno.EPERM:
+            raise
+
+
+def group_alive(pgid: int) -> bool:
+    """Whether any process of the group is still there."""
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # pragma: no cover
+        return True
+    return True
+
+
+def _wait_group_gone(pgid: int, timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    while group_alive(pgid) and time.monotonic() < deadline:
+        time.sleep(0.05)

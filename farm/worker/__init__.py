@@ -1,0 +1,1 @@
+"""The worker daemon: claims matching jobs, supervises the engine, runs the sweep, writes results."""

@@ -1,0 +1,395 @@
+"""The worker loop: claim a matching job, supervise its engine, run the sweep, write results, clean up.
+
+One job at a time. Every wait has a deadline; the engine is stopped on every exit path; a heartbeat thread
+renews the lease and reports the phase; results go to the store in one transaction, or to the spool when the
+store cannot be reached.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import structlog
+
+from farm.bench.records import KIND_MEMORY, Figure, figure_key
+from farm.bench.runner import SweepOutcome, run_sweep
+from farm.domain import Artifact, ClaimedJob, FailureClass, Phase, RunResult
+from farm.engines.base import Engine
+from farm.engines.sim import sim_engine
+from farm.errors import EngineError, FarmError, LeaseLost, MeasurementError, StoreError
+from farm.hardware.probe import DeclaredProbe, HardwareProbe, HardwareReport, SimulatedProbe
+from farm.logs import get_logger
+from farm.provenance import HostInfo, Provenance, farm_commit, farm_version, now_utc, scrub_environment
+from farm.recipes.model import Recipe
+from farm.recipes.sweep import SweepPlan
+from farm.store import Store
+from farm.worker.memory import PeakMemorySampler
+from farm.worker.profile import WorkerProfile
+from farm.worker.spool import Spool
+
+log = get_logger(__name__)
+
+EngineFactory = Callable[[Recipe, WorkerProfile, int, Path], Engine]
+
+
+def default_engine_factory(recipe: Recipe, profile: WorkerProfile, port: int, log_path: Path) -> Engine:
+    """The engine the profile names, for this recipe. The executable is the profile's, never the job's."""
+    engine = profile.engine
+    if engine.kind == "sim":
+        return sim_engine(
+            recipe,
+            profile=engine.sim.profile,
+            port=port,
+            log_path=log_path,
+            host=engine.host,
+            overrides=engine.sim.overrides,
+            faults=engine.sim.faults,
+            stop_grace_s=engine.stop_grace_s,
+        )
+    raise EngineError(f"engine kind {engine.kind!r} is not supported", failure_class=FailureClass.BAD_RECIPE)
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket() as sock:
+        sock.bind((host, 0))
+        return int(sock.getsockname()[1])
+
+
+def probe_for(profile: WorkerProfile) -> HardwareProbe:
+    report = HardwareReport(
+        hardware_id=profile.hardware.hardware_id,
+        count=profile.hardware.count,
+        declared=True,
+    )
+    return SimulatedProbe(report) if profile.simulated else DeclaredProbe(report)
+
+
+@dataclass
+class _RunState:
+    """Shared between the job's thread and its heartbeat thread."""
+
+    phase: str = Phase.CLAIMED
+    progress: float = 0.0
+    lease_lost: str | None = None
+    stop: threading.Event = field(default_factory=threading.Event)
+
+
+class Worker:
+    """One worker daemon: one job at a time, from the hardware classes of its profile."""
+
+    def __init__(
+        self,
+        store: Store,
+        profile: WorkerProfile,
+        *,
+        data_dir: Path,
+        engine_factory: EngineFactory = default_engine_factory,
+        probe: HardwareProbe | None = None,
+        worker_id: str | None = None,
+    ) -> None:
+        self.store = store
+        self.profile = profile
+        self.worker_id = worker_id or profile.worker_id()
+        self.data_dir = data_dir
+        self.engine_factory = engine_factory
+        self.probe = probe or probe_for(profile)
+        self.spool = Spool(data_dir / "spool" / self.worker_id)
+        self.hardware_classes = profile.hardware_classes()
+        self.lease_s = profile.worker.lease_s
+        self._shutdown = threading.Event()
+        self._host = HostInfo.read()
+
+    # --- the loop ---
+
+    def shutdown(self) -> None:
+        """Ask the loop to stop after the current job (or at once when idle)."""
+        self._shutdown.set()
+
+    def run(
+        self,
+        *,
+        max_jobs: int | None = None,
+        idle_exit_s: float | None = None,
+        only_jobs: Sequence[str] | None = None,
+    ) -> int:
+        """Claim and run jobs until shut down, `max_jobs` are done, or idle for `idle_exit_s`. Returns jobs run.
+
+        `only_jobs` restricts the worker to those job ids (the demo runs its own job and nothing else).
+        """
+        structlog.contextvars.bind_contextvars(worker=self.worker_id)
+        log.info("worker.start", classes=list(self.hardware_classes))
+        self.store.register_worker(
+            self.worker_id, host=self._host.name, hardware_classes=list(self.hardware_classes)
+        )
+        done = 0
+        idle_since = time.monotonic()
+        while not self._shutdown.is_set():
+            self.deliver_spooled()
+            try:
+                self.store.reap()
+                job = self._claim(only_jobs)
+            except StoreError as exc:
+                log.warning("worker.store_unavailable", error=str(exc))
+                job = None
+            if job is None:
+                self._idle_heartbeat()
+                if idle_exit_s is not None and time.monotonic() - idle_since > idle_exit_s:
+                    break
+                self._shutdown.wait(self.profile.worker.poll_interval_s)
+                continue
+            self.run_job(job)
+            done += 1
+            idle_since = time.monotonic()
+            if max_jobs is not None and done >= max_jobs:
+                break
+        log.info("worker.stop", jobs=done)
+        return done
+
+    def _claim(self, only_jobs: Sequence[str] | None) -> ClaimedJob | None:
+        if only_jobs is None:
+            return self.store.claim(self.worker_id, self.hardware_classes, self.lease_s)
+        for job_id in only_jobs:
+            job = self.store.claim_job(job_id, self.worker_id, self.hardware_classes, self.lease_s)
+            if job is not None:
+                return job
+        return None
+
+    def _idle_heartbeat(self) -> None:
+        try:
+            self.store.worker_heartbeat(self.worker_id, job_id=None, phase=None)
+        except StoreError:
+            pass
+
+    def deliver_spooled(self) -> None:
+        for item in self.spool.pending():
+            try:
+                self.store.complete(item.job_id, item.attempt, item.worker_id, item.result)
+            except LeaseLost as exc:
+                log.warning("spool.refused", job=item.job_id, attempt=item.attempt, reason=str(exc))
+            except StoreError:
+                return
+            else:
+                log.info("spool.delivered", job=item.job_id, attempt=item.attempt)
+            self.spool.remove(item)
+
+    # --- one job ---
+
+    def run_job(self, job: ClaimedJob) -> None:
+        structlog.contextvars.bind_contextvars(job=job.id, attempt=job.attempt)
+        state = _RunState()
+        heartbeat = threading.Thread(target=self._heartbeat_loop, args=(job, state), name="heartbeat", daemon=True)
+        heartbeat.start()
+        engine: Engine | None = None
+        try:
+            recipe = Recipe.model_validate(job.recipe)
+            plan = SweepPlan.model_validate(job.plan)
+            run_dir = self.data_dir / "runs" / job.id / str(job.attempt)
+            port = self.profile.engine.port or free_port(self.profile.engine.host)
+            engine = self.engine_factory(recipe, self.profile, port, run_dir / "engine.log")
+            result = self._execute(job, recipe, plan, engine, state)
+            self._set_phase(state, Phase.STOPPING)
+            engine.stop()
+            result = _with_log(result, engine)
+            self._deliver(job, result)
+        except LeaseLost as exc:
+            log.warning("job.lease_lost", reason=str(exc))
+        except EngineError as exc:
+            self._fail(job, exc.failure_class, str(exc), engine)
+        except MeasurementError as exc:
+            if state.lease_lost:
+                log.warning("job.abandoned", reason=state.lease_lost)
+            else:
+                self._fail(job, FailureClass.MEASUREMENT_ERROR, str(exc), engine)
+        except FarmError as exc:
+            self._fail(job, FailureClass.BAD_RECIPE, str(exc), engine)
+        except Exception as exc:
+            log.exception("job.unexpected_error")
+            self._fail(job, FailureClass.MEASUREMENT_ERROR, f"{type(exc).__name__}: {exc}", engine)
+        finally:
+            if engine is not None:
+                engine.stop()
+            state.stop.set()
+            heartbeat.join(timeout=10)
+            structlog.contextvars.unbind_contextvars("job", "attempt", "phase")
+
+    def _execute(
+        self, job: ClaimedJob, recipe: Recipe, plan: SweepPlan, engine: Engine, state: _RunState
+    ) -> RunResult:
+        self._set_phase(state, Phase.LAUNCHING)
+        engine.start()
+        engine.wait_ready(self.profile.engine.ready_timeout_s)
+        if isinstance(self.probe, SimulatedProbe):
+            self.probe.base_url = engine.base_url
+
+        def on_phase(phase: str) -> None:
+            self._set_phase(state, phase)
+
+        def on_progress(fraction: float, _what: str) -> None:
+            state.progress = fraction
+
+        def should_stop() -> bool:
+            return state.lease_lost is not None or not engine.alive()
+
+        started = now_utc()
+        with PeakMemorySampler(self.probe.memory_used_mib) as sampler:
+            try:
+                outcome = asyncio.run(
+                    run_sweep(
+                        engine.base_url,
+                        engine.served_model,
+                        plan,
+                        on_phase=on_phase,
+                        on_progress=on_progress,
+                        should_stop=should_stop,
+                    )
+                )
+            except MeasurementError as exc:
+                if state.lease_lost:
+                    raise LeaseLost(state.lease_lost) from exc
+                if not engine.alive():
+                    raise EngineError(
+                        f"engine exited during the sweep ({exc})",
+                        failure_class=FailureClass.ENGINE_CRASHED,
+                        log_tail="\n".join(engine.log_text().splitlines()[-40:]),
+                    ) from exc
+                raise
+        if state.lease_lost:
+            raise LeaseLost(state.lease_lost)
+        figures = list(outcome.figures) + _memory_figures(sampler.peaks_mib, plan.repeats)
+        provenance = self._provenance(job, recipe, plan, engine, outcome, started)
+        return RunResult(
+            figures=tuple(figures),
+            samples=outcome.samples,
+            provenance=provenance.to_json(),
+            failed_requests=outcome.failed_requests,
+            total_requests=outcome.total_requests,
+        )
+
+    def _provenance(
+        self,
+        job: ClaimedJob,
+        recipe: Recipe,
+        plan: SweepPlan,
+        engine: Engine,
+        outcome: SweepOutcome,
+        started: str,
+    ) -> Provenance:
+        report = self.probe.report()
+        return Provenance(
+            captured_at=now_utc(),
+            host=self._host.__dict__ | {"started_at": started},
+            gpus={
+                "hardware_id": report.hardware_id,
+                "count": report.count,
+                "declared": report.declared,
+                "names": list(self.profile.hardware.gpu_names),
+                "uuids": [g.uuid for g in report.gpus],
+                "memory_total_mib": [g.memory_total_mib for g in report.gpus],
+                "driver_version": report.driver_version,
+                "cuda_version": report.cuda_version,
+                "interconnect": report.interconnect,
+                "power_limit_w": [g.power_limit_w for g in report.gpus],
+            },
+            engine={
+                "name": "sim" if engine.simulated else recipe.engine.name,
+                "recipe_engine": recipe.engine.name,
+                "version": outcome.engine_version or engine.version(),
+                "image_digest": recipe.container.digest if recipe.container else None,
+            },
+            argv=engine.argv,
+            environment=scrub_environment(engine.environment),
+            recipe_id=recipe.id,
+            recipe_sha256=recipe.provenance.content_sha256,
+            model_id=recipe.model_id,
+            model_revision=None,
+            farm_version=farm_version(),
+            farm_commit=farm_commit(),
+            method=plan.model_dump(mode="json"),
+            prompt_sha256=dict(outcome.prompt_sha256),
+            output_sha256=dict(outcome.output_sha256),
+            cache_state="prefix cache warmed per workload; prefill prompts carry a unique prefix",
+            worker_id=self.worker_id,
+            attempt=job.attempt,
+            simulated=engine.simulated,
+        )
+
+    def _deliver(self, job: ClaimedJob, result: RunResult) -> None:
+        try:
+            self.store.complete(job.id, job.attempt, self.worker_id, result)
+        except LeaseLost:
+            raise
+        except StoreError as exc:
+            path = self.spool.put(job.id, job.attempt, self.worker_id, result)
+            log.warning("job.results_spooled", path=str(path), error=str(exc))
+            return
+        log.info("job.succeeded", figures=len(result.figures))
+
+    def _fail(self, job: ClaimedJob, failure_class: str, message: str, engine: Engine | None) -> None:
+        artifacts = (Artifact("engine.log", engine.log_text()),) if engine is not None else ()
+        try:
+            state = self.store.fail(job.id, job.attempt, self.worker_id, failure_class, message, artifacts)
+        except LeaseLost as exc:
+            log.warning("job.fail_refused", reason=str(exc))
+            return
+        except StoreError as exc:
+            log.error("job.fail_unrecorded", error=str(exc))
+            return
+        log.error("job.failed", failure_class=failure_class, message=message.splitlines()[0], state=str(state))
+
+    # --- heartbeat ---
+
+    def _set_phase(self, state: _RunState, phase: str) -> None:
+        state.phase = phase
+        structlog.contextvars.bind_contextvars(phase=phase)
+        log.info("job.phase")
+
+    def _heartbeat_loop(self, job: ClaimedJob, state: _RunState) -> None:
+        interval = self.lease_s / 4
+        while not state.stop.wait(interval):
+            try:
+                self.store.heartbeat(job.id, job.attempt, self.worker_id, state.phase, state.progress, self.lease_s)
+                self.store.worker_heartbeat(self.worker_id, job_id=job.id, phase=state.phase)
+            except LeaseLost as exc:
+                state.lease_lost = str(exc)
+                log.warning("job.lease_lost", reason=str(exc))
+                return
+            except StoreError as exc:
+                log.warning("heartbeat.store_unavailable", error=str(exc))
+
+
+def _memory_figures(peaks_mib: tuple[int, ...], repeats: int) -> list[Figure]:
+    from farm.bench.metrics import summarize
+
+    figures = []
+    for index, peak in enumerate(peaks_mib):
+        gib = round(peak / 1024, 3)
+        figures.append(
+            Figure(
+                kind=KIND_MEMORY,
+                key=figure_key(KIND_MEMORY, f"gpu{index}", "peak_memory_gib"),
+                metric="peak_memory_gib",
+                unit="GiB",
+                values=(gib,),
+                summary=summarize([gib]),
+                params={"card": index, "sampled_every_s": 0.5},
+                requested_repeats=1,
+            )
+        )
+    return figures
+
+
+def _with_log(result: RunResult, engine: Engine) -> RunResult:
+    return RunResult(
+        figures=result.figures,
+        samples=result.samples,
+        provenance=result.provenance,
+        artifacts=(*result.artifacts, Artifact("engine.log", engine.log_text())),
+        failed_requests=result.failed_requests,
+        total_requests=result.total_requests,
+    )

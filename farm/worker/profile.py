@@ -1,0 +1,101 @@
+"""Worker host profiles (TOML in workers/): the hardware a host offers and the engine policy it enforces."""
+
+from __future__ import annotations
+
+import os
+import socket
+import tomllib
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from farm import hardware
+from farm.domain import hardware_class
+from farm.errors import ProfileError
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class WorkerSection(_Section):
+    id: str | None = Field(None, description="unset: <hostname>-<profile name>")
+    lease_s: float = Field(60.0, gt=0, description="a job's lease; the heartbeat renews it every lease_s / 4")
+    poll_interval_s: float = Field(1.0, gt=0, description="embedded mode: how often an idle worker polls")
+
+
+class HardwareSection(_Section):
+    source: Literal["declared"] = Field("declared", description="NVML detection comes with the NVML probe")
+    hardware_id: str
+    count: int = Field(ge=1)
+    also_serve_counts: tuple[int, ...] = Field(
+        (), description="smaller GPU counts this host also takes jobs for (a 2-GPU host taking 1-GPU jobs)"
+    )
+    gpu_names: tuple[str, ...] = ()
+
+    @field_validator("hardware_id")
+    @classmethod
+    def _known(cls, value: str) -> str:
+        if not hardware.is_known(value):
+            raise ValueError(f"unknown hardware id {value!r}; known: {', '.join(sorted(hardware.catalogue()))}")
+        return value
+
+
+class SimEngineSection(_Section):
+    profile: str = Field("seed-rtx-pro-6000-tp2", description="a profile in farm/sim/profiles")
+    overrides: dict[str, str] = Field(default_factory=dict, description="profile fields to override")
+    faults: tuple[str, ...] = Field((), description="fault flags passed to `farm sim serve` (tests)")
+
+
+class EngineSection(_Section):
+    kind: Literal["sim"] = Field("sim", description="'vllm' and 'vllm-container' come with the vLLM engine")
+    host: str = Field("127.0.0.1", description="engines listen on loopback: the worker is their only client")
+    port: int = Field(0, ge=0, le=65535, description="0: a free port for every run")
+    ready_timeout_s: float = Field(1200.0, gt=0, description="sized for 20-minute loads of the largest models")
+    stop_grace_s: float = Field(30.0, ge=0, description="between SIGTERM and SIGKILL of the engine's group")
+    sim: SimEngineSection = SimEngineSection()
+
+
+class WorkerProfile(_Section):
+    """A worker profile file."""
+
+    name: str
+    worker: WorkerSection = WorkerSection()
+    hardware: HardwareSection
+    engine: EngineSection = EngineSection()
+
+    @property
+    def simulated(self) -> bool:
+        return self.engine.kind == "sim"
+
+    def worker_id(self) -> str:
+        return self.worker.id or f"{socket.gethostname()}-{self.name}-{os.getpid()}"
+
+    def hardware_classes(self) -> tuple[str, ...]:
+        """The claim keys this worker serves; a simulator serves only simulated jobs."""
+        counts = (self.hardware.count, *sorted(set(self.hardware.also_serve_counts), reverse=True))
+        classes = [hardware_class(self.hardware.hardware_id, n) for n in counts if n <= self.hardware.count]
+        return tuple(simulated_class(c) if self.simulated else c for c in dict.fromkeys(classes))
+
+
+def simulated_class(hardware_class_: str) -> str:
+    """The claim key of a job that asks for simulated hardware: never claimed by a real GPU worker."""
+    return f"sim:{hardware_class_}"
+
+
+def load_profile(path: Path) -> WorkerProfile:
+    """Read and validate a worker profile; errors name the file and the field."""
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError as exc:
+        raise ProfileError("no such file", source=path) from exc
+    except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise ProfileError(f"not valid TOML: {exc}", source=path) from exc
+    data.setdefault("name", path.stem)
+    try:
+        return WorkerProfile.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        field = ".".join(str(p) for p in first["loc"])
+        raise ProfileError(first["msg"], source=path, field=field) from exc
