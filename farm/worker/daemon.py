@@ -11,9 +11,10 @@ import asyncio
 import socket
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, TypeVar
 
 import structlog
 
@@ -34,6 +35,7 @@ from farm.worker.profile import WorkerProfile
 from farm.worker.spool import Spool
 
 log = get_logger(__name__)
+T = TypeVar("T")
 
 EngineFactory = Callable[[Recipe, WorkerProfile, int, Path], Engine]
 
@@ -240,16 +242,19 @@ class Worker:
         with PeakMemorySampler(self.probe.memory_used_mib) as sampler:
             try:
                 outcome = asyncio.run(
-                    run_sweep(
-                        engine.base_url,
-                        engine.served_model,
-                        plan,
-                        on_phase=on_phase,
-                        on_progress=on_progress,
-                        should_stop=should_stop,
+                    _cancel_when(
+                        run_sweep(
+                            engine.base_url,
+                            engine.served_model,
+                            plan,
+                            on_phase=on_phase,
+                            on_progress=on_progress,
+                            should_stop=should_stop,
+                        ),
+                        should_stop,
                     )
                 )
-            except MeasurementError as exc:
+            except (MeasurementError, asyncio.CancelledError) as exc:
                 if state.lease_lost:
                     raise LeaseLost(state.lease_lost) from exc
                 if not engine.alive():
@@ -258,6 +263,8 @@ class Worker:
                         failure_class=FailureClass.ENGINE_CRASHED,
                         log_tail="\n".join(engine.log_text().splitlines()[-40:]),
                     ) from exc
+                if isinstance(exc, asyncio.CancelledError):
+                    raise MeasurementError("the sweep was stopped") from exc
                 raise
         if state.lease_lost:
             raise LeaseLost(state.lease_lost)
@@ -361,6 +368,20 @@ class Worker:
                 return
             except StoreError as exc:
                 log.warning("heartbeat.store_unavailable", error=str(exc))
+
+
+STOP_CHECK_INTERVAL_S = 0.1
+"""How soon a lost lease or a dead engine stops the requests in flight (a long request can take minutes)."""
+
+
+async def _cancel_when(work: Coroutine[Any, Any, T], should_stop: Callable[[], bool]) -> T:
+    """Run `work`, cancelling it (and every request it has in flight) as soon as `should_stop()` is true."""
+    task = asyncio.ensure_future(work)
+    while not task.done():
+        await asyncio.wait({task}, timeout=STOP_CHECK_INTERVAL_S)
+        if not task.done() and should_stop():
+            task.cancel()
+    return task.result()
 
 
 def _memory_figures(peaks_mib: tuple[int, ...], repeats: int) -> list[Figure]:

@@ -1,0 +1,123 @@
+"""The `farm` command as a user types it (Typer's runner, in-process, on a real SQLite store)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from farm.cli.app import app
+from farm.settings import Settings
+from farm.store import Store
+
+ROOT = Path(__file__).resolve().parents[2]
+SEEDS = [
+    ROOT / "tests" / "fixtures" / "001_5d0dc33ac7ff8823.txt",
+    ROOT / "tests" / "fixtures" / "000_fb943dab8cb08842.txt",
+]
+BAD = ROOT / "tests" / "fixtures" / "bad"
+
+runner = CliRunner()
+
+
+def farm(*args: str) -> tuple[int, str, str]:
+    result = runner.invoke(app, list(args))
+    return result.exit_code, result.stdout, result.stderr
+
+
+def test_recipe_show_json_gives_the_same_recipe_for_both_seeds() -> None:
+    """`farm recipe show --json` on the registry JSON and on the LocalMaxxing page: same model, hardware,
+    engine and argv."""
+    shown = []
+    for seed in SEEDS:
+        code, out, err = farm("recipe", "show", str(seed), "--json")
+        assert code == 0, err
+        shown.append(json.loads(out))
+    registry, page = shown
+    for field in ("id", "model_id", "hardware_id", "hardware_count", "argv"):
+        assert registry[field] == page[field], field
+    assert registry["engine"]["name"] == page["engine"]["name"] == "vllm"
+    assert registry["hardware_id"] == "rtx-pro-6000-blackwell-96gb"
+    assert registry["hardware_count"] == 2
+    assert registry["argv"][:3] == ["vllm", "serve", "deepseek-ai/DeepSeek-V4-Flash-0731"]
+
+
+def test_recipe_check_reports_every_bad_file_and_exits_non_zero() -> None:
+    """`farm recipe check` goes through all files, names each bad one, and exits 2."""
+    bad = sorted(BAD.iterdir())[:3]
+    code, out, err = farm("recipe", "check", str(SEEDS[0]), *map(str, bad))
+    assert code == 2
+    assert "ok" in out
+    assert SEEDS[0].name in out
+    for path in bad:
+        assert path.name in err
+
+
+def test_submit_status_cancel_results_round_trip(tmp_path: Path) -> None:
+    """submit prints ids; status lists them queued; cancel cancels; results of an unknown job is an error."""
+    code, out, err = farm("submit", str(ROOT / "jobs" / "demo.toml"), "--simulate", "--count", "2", "--json")
+    assert code == 0, err
+    job_ids = json.loads(out)["jobs"]
+    assert len(job_ids) == 2
+
+    code, out, _ = farm("status", "--json")
+    listed = json.loads(out)
+    assert {j["id"] for j in listed["jobs"]} == set(job_ids)
+    assert all(j["state"] == "queued" for j in listed["jobs"])
+    assert listed["queue_depth"] == {"sim:rtx-pro-6000-blackwell-96gb x 2": 2}
+
+    code, out, _ = farm("cancel", job_ids[0])
+    assert code == 0
+    assert "cancelled" in out
+    code, _, err = farm("cancel", job_ids[0])
+    assert code == 1
+    assert job_ids[0] in err
+
+    code, _, err = farm("results", "j-doesnotexist")
+    assert code == 1
+    assert "j-doesnotexist" in err
+
+
+@pytest.mark.parametrize(
+    ("edit", "field"),
+    [
+        (lambda t: t.replace("repeats = 3", "repeats = 0"), "plan.repeats"),
+        (
+            lambda t: t.replace("long_output_tokens = 512", "long_output_tokens = 8"),
+            "plan.decode.long_output_tokens",
+        ),
+        (lambda t: t.replace("[plan]", "[plan]\nbogus = 1"), "plan.bogus"),
+        (lambda t: t.replace("registry.json", "missing.json"), "recipe"),
+    ],
+)
+def test_a_bad_spec_queues_nothing(tmp_path: Path, edit: object, field: str) -> None:
+    """A bad sweep spec gets an error naming the file and the field, exit 2, and no job is stored."""
+    spec = tmp_path / "bad.toml"
+    text = (
+        (ROOT / "jobs" / "demo.toml")
+        .read_text()
+        .replace(
+            "../examples/deepseek-v4-flash-0731-registry.json",
+            str(ROOT / "examples" / "deepseek-v4-flash-0731-registry.json"),
+        )
+    )
+    spec.write_text(edit(text))  # type: ignore[operator]
+    code, _out, err = farm("submit", str(spec))
+    assert code == 2
+    assert "bad.toml" in err
+    assert field in err
+    store = Store.open(Settings().resolved_database_url, auto_upgrade=True)
+    assert store.list_jobs() == []
+
+
+def test_worker_profile_errors_name_the_field(tmp_path: Path) -> None:
+    """A worker profile with an unknown hardware id is refused before anything starts."""
+    profile = tmp_path / "w.toml"
+    profile.write_text('name = "x"\n[hardware]\nhardware_id = "tpu-v9"\ncount = 1\n')
+    code, _, err = farm("worker", "--profile", str(profile))
+    assert code == 2
+    assert "w.toml" in err
+    assert "hardware.hardware_id" in err
+    assert "tpu-v9" in err
