@@ -45,7 +45,7 @@ def run_demo(
     def _work() -> None:
         try:
             worker.run(only_jobs=[job_id])
-        except BaseException as exc:  # noqa: BLE001 - handed to the main thread, which reports it
+        except BaseException as exc:
             errors.append(exc)
 
     thread = threading.Thread(target=_work, name="demo-worker", daemon=True)

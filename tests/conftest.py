@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -14,9 +13,8 @@ SEED_PAGE = FIXTURES / "000_fb943dab8cb08842.txt"
 
 
 @pytest.fixture(autouse=True)
-def _isolated_farm_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+def _isolated_farm_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """No test touches the user's data directory or inherits a farm setting from the shell."""
     for name in ("FARM_DATABASE_URL", "FARM_BROKER_URL", "FARM_LOG_FORMAT", "FARM_LEASE_S"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("FARM_DATA_DIR", str(tmp_path / "farm-data"))
-    yield

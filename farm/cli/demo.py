@@ -40,8 +40,12 @@ def demo(
             task = progress.add_task("demo sweep", total=1.0, phase="queued")
 
             def on_update(job: JobView) -> None:
-                progress.update(task, completed=job.progress or 0.0, phase=job.phase or job.state.value,
-                                description=f"demo sweep {job.id}")
+                progress.update(
+                    task,
+                    completed=job.progress or 0.0,
+                    phase=job.phase or job.state.value,
+                    description=f"demo sweep {job.id}",
+                )
 
             job = run_demo(store, s.data_dir, spec=spec, profile=profile, on_update=on_update)
             if job.state == JobState.SUCCEEDED:
@@ -49,12 +53,16 @@ def demo(
         rows = store.leaderboard(include_simulated=True)
     elapsed = time.monotonic() - started
     if job.state != JobState.SUCCEEDED:
-        console.print(f"demo job {job.id} ended {job.state.value}: {job.failure_class}: {job.failure_message}",
-                      markup=False, highlight=False)
+        console.print(
+            f"demo job {job.id} ended {job.state.value}: {job.failure_class}: {job.failure_message}",
+            markup=False,
+            highlight=False,
+        )
         console.print(f"worker log: {log_path}", markup=False, highlight=False)
         raise typer.Exit(1)
     print_leaderboard([r for r in rows if job.id in r.job_ids] or rows)
     console.print(f"demo finished in {elapsed:.0f} s; job {job.id} (simulated).", markup=False, highlight=False)
-    console.print(f"data: {s.data_dir} (store {s.resolved_database_url}); worker log: {log_path}",
-                  markup=False, highlight=False)
+    console.print(
+        f"data: {s.data_dir} (store {s.resolved_database_url}); worker log: {log_path}", markup=False, highlight=False
+    )
     console.print(f"every figure: farm results {job.id}", markup=False, highlight=False)

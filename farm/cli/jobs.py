@@ -18,9 +18,7 @@ from farm.recipes.spec import load_sweep
 def submit(
     spec: Path = typer.Argument(..., help="a sweep spec, e.g. jobs/deepseek-v4-flash-0731-tp2.toml"),
     recipe: Path | None = typer.Option(None, "--recipe", help="measure this recipe instead of the spec's"),
-    simulate: bool = typer.Option(
-        False, "--simulate", help="run on the recipe's hardware played by the simulator"
-    ),
+    simulate: bool = typer.Option(False, "--simulate", help="run on the recipe's hardware played by the simulator"),
     count: int = typer.Option(1, min=1, max=100, help="independent jobs of the same sweep"),
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:
@@ -68,9 +66,7 @@ def status(
         )
     console.print(table)
     if depth:
-        console.print(
-            "queued per hardware class: " + ", ".join(f"{k}: {v}" for k, v in sorted(depth.items()))
-        )
+        console.print("queued per hardware class: " + ", ".join(f"{k}: {v}" for k, v in sorted(depth.items())))
 
 
 def cancel(job: str = typer.Argument(..., help="a job id")) -> None:

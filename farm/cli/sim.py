@@ -16,9 +16,7 @@ app = typer.Typer(help="The vLLM simulator.", no_args_is_help=True)
 @app.command()
 def serve(
     profile: Annotated[str, typer.Option(help="a shipped profile name (see `farm sim profiles`)")] = "test",
-    profile_file: Annotated[
-        Path | None, typer.Option(help="a profile TOML file (instead of --profile)")
-    ] = None,
+    profile_file: Annotated[Path | None, typer.Option(help="a profile TOML file (instead of --profile)")] = None,
     set_: Annotated[
         list[str] | None,
         typer.Option("--set", help="override a profile field: key=value (dotted keys reach tables)"),
@@ -39,9 +37,7 @@ def serve(
     fault_hang_after: Annotated[
         float | None, typer.Option(help="seconds after listening before nothing answers any more")
     ] = None,
-    fault_error_rate: Annotated[
-        float, typer.Option(help="fraction of completion requests answered HTTP 500")
-    ] = 0.0,
+    fault_error_rate: Annotated[float, typer.Option(help="fraction of completion requests answered HTTP 500")] = 0.0,
     fault_seed: Annotated[int, typer.Option(help="seed of the error draws")] = 0,
     spin_us: Annotated[
         int, typer.Option(help="yield instead of sleeping when the next chunk is this close (µs)")

@@ -109,7 +109,7 @@ class EngineProcess:
                     stdout=log_file,
                     stderr=subprocess.STDOUT,
                     start_new_session=True,
-                    preexec_fn=_die_with_parent,  # noqa: PLW1509 - only prctl, no locks taken
+                    preexec_fn=_die_with_parent,
                 )
             except OSError as exc:
                 raise EngineError(

@@ -8,6 +8,7 @@ store cannot be reached.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import socket
 import threading
 import time
@@ -126,9 +127,7 @@ class Worker:
         """
         structlog.contextvars.bind_contextvars(worker=self.worker_id)
         log.info("worker.start", classes=list(self.hardware_classes))
-        self.store.register_worker(
-            self.worker_id, host=self._host.name, hardware_classes=list(self.hardware_classes)
-        )
+        self.store.register_worker(self.worker_id, host=self._host.name, hardware_classes=list(self.hardware_classes))
         done = 0
         idle_since = time.monotonic()
         while not self._shutdown.is_set():
@@ -163,10 +162,8 @@ class Worker:
         return None
 
     def _idle_heartbeat(self) -> None:
-        try:
+        with contextlib.suppress(StoreError):  # an unreachable store is noticed and logged by the claim
             self.store.worker_heartbeat(self.worker_id, job_id=None, phase=None)
-        except StoreError:
-            pass
 
     def deliver_spooled(self) -> None:
         for item in self.spool.pending():
@@ -220,9 +217,7 @@ class Worker:
             heartbeat.join(timeout=10)
             structlog.contextvars.unbind_contextvars("job", "attempt", "phase")
 
-    def _execute(
-        self, job: ClaimedJob, recipe: Recipe, plan: SweepPlan, engine: Engine, state: _RunState
-    ) -> RunResult:
+    def _execute(self, job: ClaimedJob, recipe: Recipe, plan: SweepPlan, engine: Engine, state: _RunState) -> RunResult:
         self._set_phase(state, Phase.LAUNCHING)
         engine.start()
         engine.wait_ready(self.profile.engine.ready_timeout_s)

@@ -152,9 +152,7 @@ def test_engine_crash_mid_sweep_is_classified_and_leaves_no_process(tmp_path: Pa
 def test_startup_timeout_is_classified(tmp_path: Path, store: Store) -> None:
     """An engine not ready within the profile's deadline fails as startup_timeout and is stopped."""
     job_id = submit(store, write_spec(tmp_path, max_attempts=1))
-    profile = load_profile(
-        write_profile(tmp_path, faults=("--fault-startup-delay", "60"), ready_timeout_s=1.5)
-    )
+    profile = load_profile(write_profile(tmp_path, faults=("--fault-startup-delay", "60"), ready_timeout_s=1.5))
     started: list[int] = []
     worker = Worker(store, profile, data_dir=tmp_path / "data", engine_factory=_recording_factory(started))
     worker.run(max_jobs=1, idle_exit_s=5)
