@@ -1,0 +1,47 @@
+"""`farm demo` as a newcomer runs it: a subprocess on a fresh data directory, nothing started beforehand."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+SEED_DECODE_TOK_S = {"code": 276.0, "prose": 149.8, "math": 285.8}
+"""The seed's published decode figures, which the simulator's seed profile is calibrated to."""
+
+
+@pytest.mark.timeout(300)
+def test_demo_runs_the_sweep_and_its_leaderboard_matches_the_simulators_truth(tmp_path: Path) -> None:
+    """The demo finishes, prints a leaderboard, and its decode figures are within 1% of the calibrated truth."""
+    env = {**os.environ, "FARM_DATA_DIR": str(tmp_path / "data")}
+    started = time.monotonic()
+    demo = subprocess.run(
+        [sys.executable, "-m", "farm", "demo"], env=env, capture_output=True, text=True, timeout=280, check=False
+    )
+    elapsed = time.monotonic() - started
+    print(f"farm demo took {elapsed:.1f} s")
+    assert demo.returncode == 0, demo.stdout[-3000:] + demo.stderr[-3000:]
+    assert "leaderboard" in demo.stdout
+    assert "simulated" in demo.stdout
+
+    board = subprocess.run(
+        [sys.executable, "-m", "farm", "leaderboard", "--json"], env=env, capture_output=True, text=True, check=True
+    )
+    rows = json.loads(board.stdout)
+    by_workload = {r["workload"]: r for r in rows}
+    assert set(by_workload) == set(SEED_DECODE_TOK_S)
+    for workload, truth in SEED_DECODE_TOK_S.items():
+        row = by_workload[workload]
+        assert row["simulated"] is True
+        assert row["decode_tok_s"]["n"] == 3
+        assert row["decode_tok_s"]["mean"] == pytest.approx(truth, rel=0.01)
+        assert row["short_ttft_ms"] == pytest.approx(63.0, abs=5.0)
+        assert row["peak_memory_gib"] == pytest.approx(96799 / 1024, rel=0.001)
+    assert (tmp_path / "data" / "farm.db").exists()
