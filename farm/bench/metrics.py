@@ -1,0 +1,255 @@
+"""The measurement math: timestamps, token counts and counter values in, figures out.
+
+Pure functions only: no I/O and no clock reads, so every formula is tested with hand-computed tables.
+Times inside a `RequestSample` are nanoseconds from `time.perf_counter_ns`; the functions here return
+seconds unless their name says milliseconds.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import statistics
+from collections.abc import Iterable, Mapping, Sequence
+
+from farm.bench.records import RequestSample, Summary
+from farm.errors import MeasurementError
+
+NS_PER_S = 1_000_000_000
+MS_PER_S = 1_000.0
+
+SPEC_DRAFTS = "vllm:spec_decode_num_drafts"
+SPEC_DRAFT_TOKENS = "vllm:spec_decode_num_draft_tokens"
+SPEC_ACCEPTED_TOKENS = "vllm:spec_decode_num_accepted_tokens"
+SPEC_DECODE_COUNTERS = (SPEC_DRAFTS, SPEC_DRAFT_TOKENS, SPEC_ACCEPTED_TOKENS)
+"""vLLM's speculative-decoding counters (vllm/v1/spec_decode/metrics.py, `SpecDecodingProm`)."""
+
+PERCENTILES = (50, 90, 99)
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """The q-th percentile (0..100) by linear interpolation between closest ranks, as numpy's default.
+
+    The rank is q/100 * (n - 1) over the sorted values; a fractional rank interpolates between its two
+    neighbours. This is numpy's `method="linear"` (type 7 of Hyndman and Fan).
+    """
+    if not values:
+        raise MeasurementError("percentile of no values")
+    if not 0.0 <= q <= 100.0:
+        raise ValueError(f"percentile q must lie in [0, 100], got {q}")
+    ordered = sorted(values)
+    rank = q / 100.0 * (len(ordered) - 1)
+    low = math.floor(rank)
+    high = min(low + 1, len(ordered) - 1)
+    fraction = rank - low
+    return ordered[low] + (ordered[high] - ordered[low]) * fraction
+
+
+def summarize(values: Sequence[float]) -> Summary:
+    """Mean, median, min, max, sample standard deviation (0 for one value) and spread = (max - min) / mean."""
+    if not values:
+        raise MeasurementError("summary of no values")
+    mean = statistics.fmean(values)
+    low, high = min(values), max(values)
+    return Summary(
+        n=len(values),
+        mean=mean,
+        median=statistics.median(values),
+        min=low,
+        max=high,
+        stdev=statistics.stdev(values) if len(values) > 1 else 0.0,
+        spread=(high - low) / mean if mean else 0.0,
+    )
+
+
+def two_point_decode_tok_s(n_short: int, t_short_s: float, n_long: int, t_long_s: float) -> float:
+    """Decode tok/s from two requests on the same warmed prompt: (n_long - n_short) / (t_long - t_short).
+
+    Both requests pay the same prefill and first-token latency, so the difference leaves decode alone.
+    """
+    tokens = n_long - n_short
+    seconds = t_long_s - t_short_s
+    if tokens <= 0:
+        raise MeasurementError(
+            f"two-point decode: the long request has no more tokens ({n_long} <= {n_short})"
+        )
+    if seconds <= 0:
+        raise MeasurementError(
+            f"two-point decode: the long request took no longer ({t_long_s:.6f} s <= {t_short_s:.6f} s)"
+        )
+    return tokens / seconds
+
+
+def prefill_tok_s(prompt_tokens: int, ttft_s: float) -> float:
+    """Prefill rate: prompt tokens / time to first token."""
+    if prompt_tokens <= 0:
+        raise MeasurementError(f"prefill: no prompt tokens ({prompt_tokens})")
+    if ttft_s <= 0:
+        raise MeasurementError(f"prefill: non-positive time to first token ({ttft_s})")
+    return prompt_tokens / ttft_s
+
+
+def _require_ok(sample: RequestSample) -> tuple[int, int]:
+    if not sample.ok or sample.first_token_ns is None or sample.last_token_ns is None:
+        raise MeasurementError(f"a failed request has no timing: {sample.error or 'no content'}")
+    return sample.first_token_ns, sample.last_token_ns
+
+
+def ttft_s(sample: RequestSample) -> float:
+    """Time to first token: request start to the first chunk with content."""
+    first, _ = _require_ok(sample)
+    return (first - sample.started_ns) / NS_PER_S
+
+
+def e2e_s(sample: RequestSample) -> float:
+    """End-to-end latency: request start to the last chunk with content."""
+    _, last = _require_ok(sample)
+    return (last - sample.started_ns) / NS_PER_S
+
+
+def tpot_s(sample: RequestSample) -> float:
+    """Time per output token after the first: (last - first) / (completion_tokens - 1)."""
+    first, last = _require_ok(sample)
+    tokens = sample.completion_tokens or 0
+    if tokens < 2:
+        raise MeasurementError(f"time per output token needs two tokens or more, got {tokens}")
+    return (last - first) / NS_PER_S / (tokens - 1)
+
+
+def chunk_itls_s(sample: RequestSample) -> list[float]:
+    """Inter-chunk latencies: the gaps between successive content chunks (one may carry several tokens)."""
+    return [(later - earlier) / NS_PER_S for earlier, later in itertools.pairwise(sample.chunk_ns)]
+
+
+def concurrency_figures(samples: Sequence[RequestSample]) -> dict[str, float]:
+    """The figures of one round of N concurrent streams, named as `records.CONCURRENCY_METRICS`.
+
+    Only successful samples count. Aggregate tok/s = all completion tokens / (last finish - first start);
+    per-stream tok/s = mean over streams of (completion_tokens - 1) / (last - first content chunk);
+    TTFT, ITL (chunk gaps, pooled over streams), TPOT and E2E as p50/p90/p99 in milliseconds.
+    """
+    ok = [sample for sample in samples if sample.ok]
+    if not ok:
+        raise MeasurementError(f"every one of the {len(samples)} concurrent requests failed")
+    first_start = min(sample.started_ns for sample in ok)
+    last_finish = max(_require_ok(sample)[1] for sample in ok)
+    if last_finish <= first_start:
+        raise MeasurementError("concurrency round has no duration")
+    total_tokens = sum(sample.completion_tokens or 0 for sample in ok)
+    stream_rates = [
+        ((sample.completion_tokens or 0) - 1) / ((last - first) / NS_PER_S)
+        for sample in ok
+        for first, last in [_require_ok(sample)]
+        if (sample.completion_tokens or 0) >= 2 and last > first
+    ]
+    figures = {
+        "aggregate_tok_s": total_tokens / ((last_finish - first_start) / NS_PER_S),
+        "per_stream_tok_s": statistics.fmean(stream_rates) if stream_rates else math.nan,
+    }
+    series: dict[str, list[float]] = {
+        "ttft_ms": [ttft_s(sample) * MS_PER_S for sample in ok],
+        "itl_ms": [gap * MS_PER_S for sample in ok for gap in chunk_itls_s(sample)],
+        "tpot_ms": [tpot_s(sample) * MS_PER_S for sample in ok if (sample.completion_tokens or 0) >= 2],
+        "e2e_ms": [e2e_s(sample) * MS_PER_S for sample in ok],
+    }
+    for name, values in series.items():
+        for q in PERCENTILES:
+            figures[f"{name}_p{q}"] = percentile(values, q) if values else math.nan
+    return figures
+
+
+def acceptance_rate(accepted_tokens: float, draft_tokens: float) -> float:
+    """Draft acceptance rate as vLLM defines it: accepted tokens / draft tokens (a fraction, not percent)."""
+    if draft_tokens <= 0:
+        raise MeasurementError("acceptance rate: no draft tokens in the interval")
+    return accepted_tokens / draft_tokens
+
+
+def mean_acceptance_length(accepted_tokens: float, drafts: float) -> float:
+    """Mean acceptance length as vLLM defines it: 1 + accepted tokens / drafts (the 1 is the bonus token)."""
+    if drafts <= 0:
+        raise MeasurementError("mean acceptance length: no drafts in the interval")
+    return 1.0 + accepted_tokens / drafts
+
+
+def parse_prometheus_counters(text: str) -> dict[str, float]:
+    """Sum every sample of a Prometheus text exposition over its label sets, by sample name.
+
+    `vllm:x_total{engine="0"} 3` and `vllm:x_total{engine="1"} 4` give `{"vllm:x_total": 7.0}`. Comments,
+    blank lines and an optional timestamp after the value are skipped; label values may hold spaces, braces
+    and escaped quotes. A line that cannot be read raises MeasurementError.
+    """
+    totals: dict[str, float] = {}
+    for number, raw in enumerate(text.splitlines(), start=1):
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        brace = line.find("{")
+        space = line.find(" ")
+        if brace != -1 and (space == -1 or brace < space):
+            name = line[:brace]
+            rest = line[_end_of_labels(line, brace, number) + 1 :]
+        else:
+            if space == -1:
+                raise MeasurementError(f"metrics line {number}: no value: {raw!r}")
+            name, rest = line[:space], line[space:]
+        fields = rest.split()
+        if not name or not fields:
+            raise MeasurementError(f"metrics line {number}: no value: {raw!r}")
+        try:
+            value = float(fields[0])
+        except ValueError as error:
+            raise MeasurementError(f"metrics line {number}: bad value {fields[0]!r}") from error
+        totals[name] = totals.get(name, 0.0) + value
+    return totals
+
+
+def _end_of_labels(line: str, brace: int, number: int) -> int:
+    """Index of the `}` closing the label set that opens at `brace`, skipping quoted label values."""
+    index = brace + 1
+    in_quotes = False
+    while index < len(line):
+        char = line[index]
+        if in_quotes:
+            if char == "\\":
+                index += 1
+            elif char == '"':
+                in_quotes = False
+        elif char == '"':
+            in_quotes = True
+        elif char == "}":
+            return index
+        index += 1
+    raise MeasurementError(f"metrics line {number}: unclosed label set: {line!r}")
+
+
+def counter_value(counters: Mapping[str, float], name: str) -> float | None:
+    """A counter by its name, accepting the `_total` suffix that Prometheus clients add to counters."""
+    if name in counters:
+        return counters[name]
+    return counters.get(f"{name}_total")
+
+
+def counter_deltas(
+    before: Mapping[str, float], after: Mapping[str, float], names: Iterable[str]
+) -> dict[str, float] | None:
+    """after - before for each named counter; None when one is missing (the engine does not count it)."""
+    deltas: dict[str, float] = {}
+    for name in names:
+        start, end = counter_value(before, name), counter_value(after, name)
+        if start is None or end is None:
+            return None
+        deltas[name] = end - start
+    return deltas
+
+
+def spec_decode_figures(deltas: Mapping[str, float]) -> dict[str, float] | None:
+    """Acceptance rate and mean acceptance length from counter deltas; None when no draft was made."""
+    drafts, draft_tokens = deltas[SPEC_DRAFTS], deltas[SPEC_DRAFT_TOKENS]
+    if drafts <= 0 or draft_tokens <= 0:
+        return None
+    accepted = deltas[SPEC_ACCEPTED_TOKENS]
+    return {
+        "acceptance_rate": acceptance_rate(accepted, draft_tokens),
+        "mean_acceptance_length": mean_acceptance_length(accepted, drafts),
+    }

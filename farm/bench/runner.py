@@ -1,0 +1,170 @@
+"""The sweep runner: warm-up, then every measurement of a `SweepPlan`, within its time budget.
+
+`run_sweep` reports its phase ("warming", then "measuring") and its progress (a fraction and a line), checks
+`should_stop()` and the budget before every request, and returns a `SweepOutcome`, or raises
+`MeasurementError` (every request of a measurement failed, the run was stopped, the budget is spent).
+Partial failures are counted in the outcome, and the failed samples are kept with the others.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import aiohttp
+
+from farm.bench import methods
+from farm.bench.methods import MeasureContext, Measurement
+from farm.bench.records import Figure
+from farm.errors import MeasurementError
+from farm.recipes.sweep import SweepPlan
+
+PHASE_WARMING = "warming"
+PHASE_MEASURING = "measuring"
+
+
+@dataclass(frozen=True)
+class SweepOutcome:
+    """Everything a sweep measured.
+
+    `samples` maps a measurement point (`<kind>/<point>`, the start of its figures' keys, e.g. `decode/code`
+    for `decode/code/decode_tok_s`) to one list per repeat of `RequestSample.to_json()` records; the figures
+    of one point share its samples. `metrics_before` and `metrics_after` are the engine's /metrics counters
+    around the sweep (None when it serves none).
+    """
+
+    figures: tuple[Figure, ...]
+    samples: dict[str, list[list[dict[str, Any]]]]
+    prompt_sha256: dict[str, str]
+    output_sha256: dict[str, str]
+    failed_requests: int
+    total_requests: int
+    engine_version: str | None
+    metrics_before: dict[str, float] | None = None
+    metrics_after: dict[str, float] | None = None
+
+    def samples_for(self, figure_key: str) -> list[list[dict[str, Any]]]:
+        """The raw samples behind one figure."""
+        point = figure_key.rsplit("/", 1)[0]
+        return self.samples.get(point, [])
+
+    def figure(self, key: str) -> Figure:
+        for figure in self.figures:
+            if figure.key == key:
+                return figure
+        raise KeyError(key)
+
+
+def _ignore_phase(phase: str) -> None:
+    """Default `on_phase`: nobody listens."""
+
+
+def _ignore_progress(fraction: float, message: str) -> None:
+    """Default `on_progress`: nobody listens."""
+
+
+def _never_stop() -> bool:
+    """Default `should_stop`: run to the end."""
+    return False
+
+
+def planned_steps(plan: SweepPlan) -> int:
+    """How many repeats the plan holds in all: the unit of progress."""
+    points = 0
+    if plan.decode is not None:
+        points += len(plan.decode.workloads)
+    if plan.prefill is not None:
+        points += len(plan.prefill.prompt_tokens)
+    if plan.short_ttft is not None:
+        points += 1
+    if plan.prefix_cache is not None and plan.prefix_cache.enabled:
+        points += 1
+    if plan.concurrency is not None:
+        points += len(plan.concurrency.levels)
+    return points * plan.repeats
+
+
+async def run_sweep(
+    base_url: str,
+    model: str,
+    plan: SweepPlan,
+    *,
+    on_phase: Callable[[str], None] = _ignore_phase,
+    on_progress: Callable[[float, str], None] = _ignore_progress,
+    should_stop: Callable[[], bool] = _never_stop,
+) -> SweepOutcome:
+    """Run every measurement of `plan` against the OpenAI-compatible server at `base_url` serving `model`."""
+    deadline_ns = time.monotonic_ns() + int(plan.time_budget_s * 1e9)
+    total_steps = max(planned_steps(plan), 1)
+    done_steps = 0
+
+    def on_step(message: str) -> None:
+        nonlocal done_steps
+        done_steps += 1
+        on_progress(min(done_steps / total_steps, 1.0), message)
+
+    results: list[Measurement] = []
+    # Every control call sets its own limit (MeasureContext.control_timeout_s).
+    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=None)) as control:
+        ctx = MeasureContext(
+            base_url, model, plan, control, deadline_ns=deadline_ns, should_stop=should_stop, on_step=on_step
+        )
+        ctx.check()
+        served = await methods.served_models(base_url, ctx.control_timeout_s())
+        if model not in served:
+            raise MeasurementError(
+                f"the server does not serve {model!r} (it serves {', '.join(served) or 'none'})"
+            )
+        version = await methods.engine_version(ctx)
+        metrics_before = await ctx.counters()
+
+        on_phase(PHASE_WARMING)
+        await methods.warm_up(ctx)
+
+        on_phase(PHASE_MEASURING)
+        on_progress(0.0, "measuring")
+        if plan.decode is not None:
+            for workload in plan.decode.workloads:
+                results.append(await methods.measure_decode(ctx, workload, plan.decode))
+        cache_prompt: str | None = None
+        cache_tokens: int | None = None
+        if plan.prefill is not None:
+            for prompt_tokens in plan.prefill.prompt_tokens:
+                measurement, prompt = await methods.measure_prefill(
+                    ctx, prompt_tokens, plan.prefill.output_tokens
+                )
+                results.append(measurement)
+                if cache_prompt is None:
+                    cache_prompt, cache_tokens = prompt, prompt_tokens
+        if plan.short_ttft is not None:
+            results.append(await methods.measure_short_ttft(ctx, plan.short_ttft.prompt_tokens))
+        if plan.prefix_cache is not None and plan.prefix_cache.enabled:
+            results.append(await methods.measure_prefix_cache(ctx, cache_prompt, cache_tokens))
+        if plan.concurrency is not None:
+            for level in plan.concurrency.levels:
+                results.append(await methods.measure_concurrency(ctx, level, plan.concurrency))
+        metrics_after = await ctx.counters()
+
+    samples: dict[str, list[list[dict[str, Any]]]] = {}
+    prompt_sha256: dict[str, str] = {}
+    output_sha256: dict[str, str] = {}
+    figures: list[Figure] = []
+    for measurement in results:
+        figures.extend(measurement.figures)
+        for point, repeats in measurement.samples.items():
+            samples[point] = [[sample.to_json() for sample in group] for group in repeats]
+        prompt_sha256.update(measurement.prompt_sha256)
+        output_sha256.update(measurement.output_sha256)
+    return SweepOutcome(
+        figures=tuple(figures),
+        samples=samples,
+        prompt_sha256=prompt_sha256,
+        output_sha256=output_sha256,
+        failed_requests=ctx.failed_requests,
+        total_requests=ctx.total_requests,
+        engine_version=version,
+        metrics_before=metrics_before,
+        metrics_after=metrics_after,
+    )

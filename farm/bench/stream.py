@@ -1,0 +1,160 @@
+"""The timed path: one streaming completion per call, timed from a monotonic clock in the client.
+
+One `StreamClient` (one aiohttp session, its connector limited to the measurement's concurrency) serves one
+measurement. The request body is serialised before the clock starts. `started_ns` is taken when aiohttp is
+about to write the request to the socket (its `on_request_chunk_sent` trace signal, fired right before the
+write), so a request waiting in our own event loop behind the others of a burst, or for its connection, is
+not counted as server latency; it falls back to the moment `post` was called when the signal never fired.
+Every read of the body is stamped with `time.perf_counter_ns()` as soon as aiohttp hands it over
+(`iter_any`, no line buffering), then parsed by `farm.bench.sse.StreamAccumulator`.
+
+A request that fails (HTTP status, connection, timeout, a stream without usage) returns a `RequestSample` with
+`error` set: failures are data. The `openai` package is not used here; its per-chunk cost is ten times ours.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from dataclasses import dataclass
+from types import SimpleNamespace, TracebackType
+from typing import Any, Literal
+
+import aiohttp
+
+from farm.bench.records import RequestSample
+from farm.bench.sse import CHAT_TEXT_KEYS, COMPLETION_TEXT_KEYS, StreamAccumulator, StreamFormatError
+
+Api = Literal["chat", "completions"]
+
+ERROR_BODY_BYTES = 500
+"""How much of an error response's body a failed sample keeps."""
+
+
+@dataclass(frozen=True, slots=True)
+class StreamRequest:
+    """One streaming request. EOS is ignored and `min_tokens` = `max_tokens` unless said otherwise, so that
+    random-weight models (and real ones) produce exactly the asked length."""
+
+    prompt: str
+    max_tokens: int
+    api: Api = "chat"
+    temperature: float = 0.0
+    thinking: bool = False
+    ignore_eos: bool = True
+    min_tokens: int | None = None
+
+    def body(self, model: str) -> dict[str, Any]:
+        """The JSON body for vLLM's OpenAI-compatible API (vLLM's extra sampling fields at the top level)."""
+        body: dict[str, Any] = {
+            "model": model,
+            "stream": True,
+            "stream_options": {"include_usage": True},
+            "max_tokens": self.max_tokens,
+            "min_tokens": self.max_tokens if self.min_tokens is None else self.min_tokens,
+            "ignore_eos": self.ignore_eos,
+            "temperature": self.temperature,
+        }
+        if self.api == "chat":
+            body["messages"] = [{"role": "user", "content": self.prompt}]
+            body["chat_template_kwargs"] = {"enable_thinking": self.thinking}
+        else:
+            body["prompt"] = self.prompt
+        return body
+
+    @property
+    def path(self) -> str:
+        return "/v1/chat/completions" if self.api == "chat" else "/v1/completions"
+
+
+class StreamClient:
+    """Streaming requests to one server for one measurement: `async with StreamClient(...) as client`."""
+
+    def __init__(self, base_url: str, model: str, *, concurrency: int = 1, request_timeout_s: float = 600.0):
+        self.base_url = base_url.rstrip("/")
+        self.model = model
+        self.concurrency = concurrency
+        self.request_timeout_s = request_timeout_s
+        self._session: aiohttp.ClientSession | None = None
+
+    async def __aenter__(self) -> StreamClient:
+        connector = aiohttp.TCPConnector(limit=self.concurrency, limit_per_host=0, ttl_dns_cache=None)
+        tracing = aiohttp.TraceConfig()
+        tracing.on_request_chunk_sent.append(_stamp_send)
+        self._session = aiohttp.ClientSession(
+            connector=connector,
+            trace_configs=[tracing],
+            timeout=aiohttp.ClientTimeout(total=None),
+            headers={"Content-Type": "application/json", "Accept": "text/event-stream"},
+            auto_decompress=False,
+        )
+        return self
+
+    async def __aexit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
+    ) -> None:
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+    async def stream(self, request: StreamRequest, *, timeout_s: float | None = None) -> RequestSample:
+        """Send one request and time its stream; `timeout_s` (default: the client's) bounds all of it."""
+        session = self._session
+        if session is None:
+            raise RuntimeError("StreamClient used outside `async with`")
+        url = self.base_url + request.path
+        payload = json.dumps(request.body(self.model)).encode()
+        keys = CHAT_TEXT_KEYS if request.api == "chat" else COMPLETION_TEXT_KEYS
+        accumulator = StreamAccumulator(keys)
+        limit = self.request_timeout_s if timeout_s is None else min(timeout_s, self.request_timeout_s)
+        clock = time.perf_counter_ns
+        sent = _SendStamp()
+        called_ns = clock()
+        try:
+            async with asyncio.timeout(limit):
+                async with session.post(url, data=payload, trace_request_ctx=sent) as response:
+                    if response.status != 200:
+                        body = await response.content.read(ERROR_BODY_BYTES)
+                        text = body.decode("utf-8", "replace").strip()
+                        return _failed(sent.ns or called_ns, f"HTTP {response.status}: {text}")
+                    feed = accumulator.feed
+                    async for data in response.content.iter_any():
+                        feed(data, clock())
+        except TimeoutError:
+            return _failed(sent.ns or called_ns, f"timeout after {limit:.1f} s", accumulator)
+        except aiohttp.ClientError as error:
+            return _failed(sent.ns or called_ns, f"{type(error).__name__}: {error}", accumulator)
+        except StreamFormatError as error:
+            return _failed(sent.ns or called_ns, f"bad stream: {error}", accumulator)
+        return accumulator.sample(sent.ns or called_ns)
+
+
+class _SendStamp:
+    """When the request's first bytes were handed to the socket (0 until then)."""
+
+    __slots__ = ("ns",)
+
+    def __init__(self) -> None:
+        self.ns = 0
+
+
+async def _stamp_send(
+    session: aiohttp.ClientSession, context: SimpleNamespace, params: aiohttp.TraceRequestChunkSentParams
+) -> None:
+    stamp = context.trace_request_ctx
+    if isinstance(stamp, _SendStamp) and not stamp.ns:
+        stamp.ns = time.perf_counter_ns()
+
+
+def _failed(started_ns: int, error: str, accumulator: StreamAccumulator | None = None) -> RequestSample:
+    stamps = tuple(accumulator.chunk_ns) if accumulator is not None else ()
+    return RequestSample(
+        started_ns=started_ns,
+        first_token_ns=stamps[0] if stamps else None,
+        last_token_ns=stamps[-1] if stamps else None,
+        prompt_tokens=accumulator.prompt_tokens if accumulator is not None else None,
+        completion_tokens=accumulator.completion_tokens if accumulator is not None else None,
+        chunk_ns=stamps,
+        error=error,
+    )
