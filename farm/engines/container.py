@@ -1,0 +1,239 @@
+"""vLLM in the recipe's digest-pinned container: the exact `docker run`, and its lifecycle as an Engine.
+
+`docker run` runs in the foreground as the supervised process (an EngineProcess: its own process group, its
+output is the engine log, its exit ends the readiness wait). Stopping asks Docker first (`docker stop -t
+GRACE`, then `docker rm -f`), because signalling the client alone may leave the container running; a stale
+container of the same name (a worker that died) is removed before the start.
+
+Secrets go by name only (`-e HF_TOKEN`): Docker reads the value from the client's environment, so no value is
+ever in the argv that provenance stores. The published port is bound to 127.0.0.1.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from farm.engines.policy import DEFAULT_POLICY, EnginePolicy, check_argv, check_token, strip_listen_flags
+from farm.engines.vllm import GPU_FREE_DEADLINE_S, VllmEngineProcess
+from farm.errors import ArgumentPolicyError
+from farm.hardware.probe import HardwareProbe
+from farm.logs import get_logger
+from farm.recipes.model import ContainerLaunch
+
+log = get_logger(__name__)
+
+DEFAULT_CONTAINER_PORT = 8000
+"""vllm/vllm-openai listens here unless the recipe says otherwise."""
+
+CONTAINER_HF_CACHE = "/root/.cache/huggingface"
+"""Where the vllm/vllm-openai image looks for the Hugging Face cache."""
+
+DOCKER_CLIENT_ENV = ("PATH", "HOME", "DOCKER_HOST", "DOCKER_CONTEXT", "DOCKER_CONFIG", "XDG_RUNTIME_DIR")
+"""What the docker client itself needs from the worker's environment."""
+
+DOCKER_COMMAND_TIMEOUT_S = 60.0
+"""`docker rm -f` and friends: seconds, unless the daemon hangs."""
+
+ALLOWED_IPC = frozenset({"host", "private", "shareable"})
+"""IPC modes a recipe may ask for (vLLM's tensor-parallel workers want `host`); never another container's."""
+
+_DIGEST_IMAGE = re.compile(r"^[a-z0-9][a-z0-9._/-]*(:[\w.-]+)?@sha256:[0-9a-f]{64}$")
+_TAGGED_IMAGE = re.compile(r"^[a-z0-9][a-z0-9._/:-]*$")
+_CONTAINER_NAME = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,127}$")
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_SHM_SIZE = re.compile(r"^\d+[bkmgBKMG]?$")
+_REFUSED_ENV = frozenset({"PATH", "LD_PRELOAD", "LD_LIBRARY_PATH", "PYTHONPATH", "PYTHONSTARTUP"})
+
+
+def _refuse(what: str, why: str) -> ArgumentPolicyError:
+    return ArgumentPolicyError(f"{what}: {why}", field="container")
+
+
+def _check_image(image: str, policy: EnginePolicy) -> None:
+    if _DIGEST_IMAGE.match(image):
+        return
+    if policy.allow_image_tags and _TAGGED_IMAGE.match(image):
+        return
+    raise _refuse(repr(image), "the image must be pinned by digest (name@sha256:...); this host allows no tags")
+
+
+def _volume(source: str, target: str, read_only: bool) -> str:
+    for path in (source, target):
+        check_token(path)
+        if not path.startswith("/") or ":" in path or "," in path:
+            raise _refuse(repr(path), "a mount path must be absolute, without ':' or ','")
+    return f"{source}:{target}" + (":ro" if read_only else "")
+
+
+def _mounts(container: ContainerLaunch, model_cache: str | None, policy: EnginePolicy) -> list[str]:
+    """`-v` values: the model cache where the image expects it, and any mount the policy allows."""
+    default_cache = os.path.expanduser("~/.cache/huggingface")
+    allowed = {os.path.expanduser(p) for p in policy.allowed_mount_sources}
+    volumes: list[str] = []
+    cache_mounted = False
+    for mount in container.mounts:
+        source = os.path.expanduser(mount.source)
+        if mount.target.rstrip("/").endswith("/.cache/huggingface"):
+            if model_cache is not None:
+                source = model_cache
+            elif source != default_cache and source not in allowed:
+                raise _refuse(repr(mount.source), "the model cache mount must be the worker's own cache")
+            cache_mounted = True
+        elif source not in allowed:
+            raise _refuse(repr(mount.source), "this host's profile does not allow mounting it")
+        volumes.append(_volume(source, mount.target, mount.read_only))
+    if model_cache is not None and not cache_mounted:
+        volumes.append(_volume(model_cache, CONTAINER_HF_CACHE, False))
+    return volumes
+
+
+def container_env_names(container: ContainerLaunch, extra_env: Mapping[str, str]) -> tuple[str, ...]:
+    """The names passed with `-e NAME`: the recipe's environment (checked) and the worker's extra."""
+    for name, value in container.environment.items():
+        if not _ENV_NAME.match(name) or name in _REFUSED_ENV:
+            raise _refuse(f"environment {name!r}", "a recipe may not set it")
+        check_token(value)
+    for name in extra_env:
+        if not _ENV_NAME.match(name):
+            raise _refuse(f"environment {name!r}", "not a valid variable name")
+    return tuple(dict.fromkeys([*sorted(container.environment), *sorted(extra_env)]))
+
+
+def docker_run_argv(
+    container: ContainerLaunch,
+    *,
+    gpus: Sequence[int],
+    host_port: int,
+    name: str,
+    model_cache: str | None,
+    extra_env: Mapping[str, str],
+    policy: EnginePolicy = DEFAULT_POLICY,
+    docker: str = "docker",
+    bind_host: str = "127.0.0.1",
+) -> tuple[str, ...]:
+    """The exact `docker run` of a recipe's container launch on this worker. The engine arguments are checked
+    like a `vllm serve` argv; inside the container the server listens on 0.0.0.0 at the container port, which
+    is published on `bind_host:host_port` only."""
+    _check_image(container.image, policy)
+    if not _CONTAINER_NAME.match(name):
+        raise _refuse(repr(name), "not a valid container name")
+    if container.entrypoint is not None:
+        raise _refuse(repr(container.entrypoint), "a recipe may not replace the image's entrypoint")
+    check_argv(("vllm", "serve", *container.arguments), policy)
+    container_port = container.container_port or DEFAULT_CONTAINER_PORT
+    argv = [docker, "run", "--rm", "--name", name]
+    if container.ipc is not None:
+        if container.ipc not in ALLOWED_IPC:
+            raise _refuse(f"ipc {container.ipc!r}", f"not one of {', '.join(sorted(ALLOWED_IPC))}")
+        argv += ["--ipc", container.ipc]
+    if container.shm_size is not None:
+        if not _SHM_SIZE.match(container.shm_size):
+            raise _refuse(f"shm_size {container.shm_size!r}", "not a size such as 16g")
+        argv += ["--shm-size", container.shm_size]
+    if gpus:
+        # Docker splits --gpus on commas unless the device list is quoted inside the value.
+        argv += ["--gpus", '"device=' + ",".join(str(g) for g in gpus) + '"']
+    argv += ["-p", f"{bind_host}:{host_port}:{container_port}"]
+    for volume in _mounts(container, model_cache, policy):
+        argv += ["-v", volume]
+    for env_name in container_env_names(container, extra_env):
+        argv += ["-e", env_name]
+    argv.append(container.image)
+    argv += strip_listen_flags(container.arguments)
+    argv += ["--host", "0.0.0.0", "--port", str(container_port)]
+    return tuple(argv)
+
+
+class ContainerEngine(VllmEngineProcess):
+    """The recipe's container as an Engine: foreground `docker run` supervised like a process."""
+
+    def __init__(
+        self,
+        container: ContainerLaunch,
+        *,
+        name: str,
+        gpus: Sequence[int],
+        host_port: int,
+        log_path: Path,
+        served_model: str,
+        model_cache: str | None = None,
+        extra_env: Mapping[str, str] = {},
+        base_env: Mapping[str, str] | None = None,
+        policy: EnginePolicy = DEFAULT_POLICY,
+        docker: str = "docker",
+        stop_grace_s: float = 30.0,
+        probe: HardwareProbe | None = None,
+        gpu_free_deadline_s: float = GPU_FREE_DEADLINE_S,
+    ) -> None:
+        argv = docker_run_argv(
+            container,
+            gpus=gpus,
+            host_port=host_port,
+            name=name,
+            model_cache=model_cache,
+            extra_env=extra_env,
+            policy=policy,
+            docker=docker,
+        )
+        source = os.environ if base_env is None else base_env
+        env = {k: v for k, v in source.items() if k in DOCKER_CLIENT_ENV}
+        env.update(container.environment)
+        env.update(extra_env)
+        super().__init__(
+            argv,
+            env=env,
+            log_path=log_path,
+            base_url=f"http://127.0.0.1:{host_port}",
+            served_model=served_model,
+            stop_grace_s=stop_grace_s,
+            probe=probe,
+            gpu_free_deadline_s=gpu_free_deadline_s,
+        )
+        self._name = name
+        self._docker = docker
+        self._image_digest = container.digest
+
+    @property
+    def container_name(self) -> str:
+        return self._name
+
+    @property
+    def image_digest(self) -> str | None:
+        return self._image_digest
+
+    def start(self) -> None:
+        """Remove a stale container of the same name (a worker that died mid-run), then `docker run`."""
+        self._docker_command("rm", "-f", self._name)
+        super().start()
+
+    def _before_group_stop(self) -> None:
+        grace = max(0, round(self._stop_grace_s))
+        self._docker_command("stop", "-t", str(grace), self._name, timeout_s=grace + DOCKER_COMMAND_TIMEOUT_S)
+        self._docker_command("rm", "-f", self._name)
+
+    def _docker_command(self, *args: str, timeout_s: float = DOCKER_COMMAND_TIMEOUT_S) -> int | None:
+        """Run one docker command, appending its output to the engine log; its failure is logged, not raised
+        (a container that is already gone is the usual case)."""
+        argv = (self._docker, *args)
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            with self.log_path.open("ab") as log_file:
+                done = subprocess.run(
+                    argv,
+                    env=self.environment,
+                    stdin=subprocess.DEVNULL,
+                    stdout=log_file,
+                    stderr=subprocess.STDOUT,
+                    timeout=timeout_s,
+                    check=False,
+                )
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            log.warning("docker.command_failed", argv=list(argv), error=str(exc))
+            return None
+        if done.returncode != 0:
+            log.info("docker.command_status", argv=list(argv), status=done.returncode)
+        return done.returncode
