@@ -19,6 +19,8 @@ from farm.worker.profile import load_profile
 CHECKOUT = Path(farm.__file__).resolve().parent.parent
 DEMO_SPEC = CHECKOUT / "jobs" / "demo.toml"
 DEMO_PROFILE = CHECKOUT / "workers" / "demo-sim.toml"
+VLLM_DEMO_SPEC = CHECKOUT / "jobs" / "tiny-llama-cpu.toml"
+VLLM_DEMO_PROFILE = CHECKOUT / "workers" / "cpu.toml"
 DEMO_DEADLINE_S = 600.0
 """Far above the demo's minute or two on a 2-core machine; a demo that hangs must still end."""
 
@@ -31,14 +33,16 @@ def run_demo(
     profile: Path = DEMO_PROFILE,
     on_update: Callable[[JobView], None] = lambda _job: None,
     deadline_s: float = DEMO_DEADLINE_S,
+    simulate: bool = True,
 ) -> JobView:
-    """Submit the demo sweep on simulated hardware and run a worker in this process until the job ends."""
+    """Submit the demo sweep (on simulated hardware unless `simulate` is off) and run a worker in this process
+    until the job ends."""
     for path, what in ((spec, "sweep spec"), (profile, "worker profile")):
         if not path.exists():
             raise InputError(f"the demo's {what} is missing (run from a checkout, or pass it)", source=path)
     sweep = load_sweep(spec)
     worker_profile = load_profile(profile)
-    (job_id,) = submit_sweep(store, sweep, simulate=True)
+    (job_id,) = submit_sweep(store, sweep, simulate=simulate)
     worker = Worker(store, worker_profile, data_dir=data_dir)
     errors: list[BaseException] = []
 

@@ -255,6 +255,7 @@ async def measure_decode(ctx: MeasureContext, workload: str, decode: DecodePlan)
 
     decode_values: list[float] = []
     spec_values: dict[str, list[float]] = {"acceptance_rate": [], "mean_acceptance_length": []}
+    server_counts: list[dict[str, float]] = []
     repeats: list[list[RequestSample]] = []
     async with ctx.client() as client:
         await ctx.send(client, request(PREFIX_WARM_TOKENS))
@@ -275,6 +276,8 @@ async def measure_decode(ctx: MeasureContext, workload: str, decode: DecodePlan)
                     _request_time_s(long),
                 )
             )
+            if before is not None and after is not None:
+                server_counts.append(metrics.counter_deltas(before, after, metrics.TOKEN_COUNTERS) or {})
             deltas = (
                 metrics.counter_deltas(before, after, metrics.SPEC_DECODE_COUNTERS)
                 if before is not None and after is not None
@@ -293,6 +296,10 @@ async def measure_decode(ctx: MeasureContext, workload: str, decode: DecodePlan)
         "long_output_tokens": decode.long_output_tokens,
         "prefix_warmed": True,
         "timing": "request start to last content chunk",
+        "server_counter_deltas": server_counts,
+        "usage_completion_tokens": [
+            (pair[0].completion_tokens or 0) + (pair[1].completion_tokens or 0) for pair in repeats
+        ],
     }
     figures = [
         make_figure(

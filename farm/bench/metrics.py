@@ -24,6 +24,9 @@ SPEC_ACCEPTED_TOKENS = "vllm:spec_decode_num_accepted_tokens"
 SPEC_DECODE_COUNTERS = (SPEC_DRAFTS, SPEC_DRAFT_TOKENS, SPEC_ACCEPTED_TOKENS)
 """vLLM's speculative-decoding counters (vllm/v1/spec_decode/metrics.py, `SpecDecodingProm`)."""
 
+TOKEN_COUNTERS = ("vllm:prompt_tokens", "vllm:generation_tokens")
+"""The engine's own token counts, kept beside each measurement to cross-check the `usage` the client read."""
+
 PERCENTILES = (50, 90, 99)
 
 

@@ -129,9 +129,14 @@ class SizedPrompt:
         return hashlib.sha256(self.text.encode()).hexdigest()
 
 
+UNIQUE_PREFIX_DIGITS = 10
+"""Enough that two requests of one sweep never share a prefix; few enough to stay a handful of tokens (a hex
+UUID is 20 to 40 tokens in small tokenizers and would not leave room for a short prompt)."""
+
+
 def unique_prefix() -> str:
     """A prefix no earlier request began with, so the server's prefix cache cannot serve any of the prompt."""
-    return f"Request {uuid.uuid4().hex}.\n"
+    return f"Request {uuid.uuid4().int % 10**UNIQUE_PREFIX_DIGITS:0{UNIQUE_PREFIX_DIGITS}d}.\n"
 
 
 def repeated(filler: str, chars: int) -> str:
@@ -203,6 +208,13 @@ async def sized_prompt(
             guess = max(chars + 1, int(chars + (target_tokens - tokens) / rate * 1.1) + 1)
             continue
         if high - low <= 1:
+            if low_count < 0 and await count(0) > target_tokens:
+                raise MeasurementError(
+                    f"the prompt's head alone is {seen[0]} tokens, more than the {target_tokens} asked"
+                )
+            low_count = seen.get(low, low_count)
+            if low_count == target_tokens:
+                return done(low)
             break
         if bisect or low_count < 0:
             guess = (low + high) // 2 if low_count >= 0 or low > 0 else high * target_tokens // high_count

@@ -10,16 +10,31 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
 from farm.cli.common import console, farm_errors, open_store, settings
 from farm.cli.jobs import print_leaderboard
-from farm.demo import DEMO_PROFILE, DEMO_SPEC, run_demo
+from farm.demo import DEMO_PROFILE, DEMO_SPEC, VLLM_DEMO_PROFILE, VLLM_DEMO_SPEC, run_demo
 from farm.domain import JobState, JobView
+from farm.engines.vllm_cpu import ensure_tiny_model
 from farm.logs import configure
 
 
 def demo(
-    spec: Path = typer.Option(DEMO_SPEC, help="the sweep to run"),
-    profile: Path = typer.Option(DEMO_PROFILE, help="the worker profile to run it with"),
+    engine: str = typer.Option(
+        "sim", help="sim: the seed's host on the simulator; vllm: a tiny model on vLLM for the CPU (installed first)"
+    ),
+    spec: Path | None = typer.Option(None, help="the sweep to run (default: the engine's demo sweep)"),
+    profile: Path | None = typer.Option(None, help="the worker profile to run it with (default: the engine's)"),
 ) -> None:
-    """Run the demo sweep on the simulator (the seed's host, calibrated from its published figures)."""
+    """Run the demo sweep: on the simulator (the seed's host, calibrated from its published figures), or on a real
+    vLLM process on the CPU with a tiny model built locally."""
+    if engine not in ("sim", "vllm"):
+        raise typer.BadParameter(f"{engine!r}: choose sim or vllm", param_hint="--engine")
+    simulate = engine == "sim"
+    if simulate:
+        spec, profile = spec or DEMO_SPEC, profile or DEMO_PROFILE
+    else:
+        spec, profile = spec or VLLM_DEMO_SPEC, profile or VLLM_DEMO_PROFILE
+        with farm_errors():
+            console.print("building the tiny model (once per machine) ...", markup=False)
+            ensure_tiny_model()
     s = settings()
     log_path = s.data_dir / "logs" / "demo-worker.log"
     log_path.parent.mkdir(parents=True, exist_ok=True)
@@ -47,7 +62,7 @@ def demo(
                     description=f"demo sweep {job.id}",
                 )
 
-            job = run_demo(store, s.data_dir, spec=spec, profile=profile, on_update=on_update)
+            job = run_demo(store, s.data_dir, spec=spec, profile=profile, on_update=on_update, simulate=simulate)
             if job.state == JobState.SUCCEEDED:
                 progress.update(task, completed=1.0, phase="done")
         rows = store.leaderboard(include_simulated=True)
@@ -61,7 +76,8 @@ def demo(
         console.print(f"worker log: {log_path}", markup=False, highlight=False)
         raise typer.Exit(1)
     print_leaderboard([r for r in rows if job.id in r.job_ids] or rows)
-    console.print(f"demo finished in {elapsed:.0f} s; job {job.id} (simulated).", markup=False, highlight=False)
+    kind = "simulated" if simulate else "vLLM on the CPU, tiny random model"
+    console.print(f"demo finished in {elapsed:.0f} s; job {job.id} ({kind}).", markup=False, highlight=False)
     console.print(
         f"data: {s.data_dir} (store {s.resolved_database_url}); worker log: {log_path}", markup=False, highlight=False
     )

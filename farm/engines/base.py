@@ -42,5 +42,9 @@ class Engine(Protocol):
 
     def log_text(self) -> str: ...
 
+    def classify(self, *, started: bool) -> str:
+        """The failure class of an engine that exited, from its log and exit."""
+        ...
+
     @property
     def log_path(self) -> Path: ...

@@ -186,8 +186,12 @@ class EngineProcess:
         return "\n".join(self.log_text().splitlines()[-lines:])
 
     def classify_exit(self) -> FailureClass:
-        """The failure class of an engine that exited, from its log."""
-        return classify_log(self.log_text(), started=False)
+        """The failure class of an engine that exited before it was ready, from its log."""
+        return self.classify(started=False)
+
+    def classify(self, *, started: bool) -> FailureClass:
+        """The failure class of an engine that exited, from its log; `started`: it had served."""
+        return classify_log(self.log_text(), started=started)
 
     # --- HTTP probes (plain urllib: untimed, no event loop needed) ---
 

@@ -256,9 +256,6 @@ class VllmEngineProcess(EngineProcess):
         self._gpu_free_deadline_s = gpu_free_deadline_s
         self._stopped = False
 
-    def classify_exit(self) -> FailureClass:
-        return self.classify(started=False)
-
     def classify(self, *, started: bool) -> FailureClass:
         """The failure class of this engine from its log; `started`: it had been ready (a crash mid-run)."""
         return classify_vllm_log(self.log_text(), started=started)

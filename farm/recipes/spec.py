@@ -64,10 +64,7 @@ def load_sweep(path: Path, recipe_override: Path | None = None) -> LoadedSweep:
             field="plan",
         )
 
-    if recipe_override is not None:
-        recipe_path = recipe_override
-    else:
-        recipe_path = Path(os.path.normpath(path.parent / spec.recipe))
+    recipe_path = recipe_override if recipe_override is not None else Path(os.path.normpath(path.parent / spec.recipe))
     if not recipe_path.is_file():
         raise SweepSpecError(f"no recipe file at {recipe_path}", source=source, field="recipe")
     recipe = load_recipe(recipe_path)

@@ -23,14 +23,15 @@ from farm.bench.records import KIND_MEMORY, Figure, figure_key
 from farm.bench.runner import SweepOutcome, run_sweep
 from farm.domain import Artifact, ClaimedJob, FailureClass, Phase, RunResult
 from farm.engines.base import Engine
-from farm.engines.sim import sim_engine
+from farm.engines.vllm import wait_gpus_free
 from farm.errors import EngineError, FarmError, LeaseLost, MeasurementError, StoreError
-from farm.hardware.probe import DeclaredProbe, HardwareProbe, HardwareReport, SimulatedProbe
+from farm.hardware.probe import HardwareProbe, SimulatedProbe
 from farm.logs import get_logger
 from farm.provenance import HostInfo, Provenance, farm_commit, farm_version, now_utc, scrub_environment
 from farm.recipes.model import Recipe
 from farm.recipes.sweep import SweepPlan
 from farm.store import Store
+from farm.worker.engines import EngineFactory, default_engine_factory, probe_for
 from farm.worker.memory import PeakMemorySampler
 from farm.worker.profile import WorkerProfile
 from farm.worker.spool import Spool
@@ -38,39 +39,10 @@ from farm.worker.spool import Spool
 log = get_logger(__name__)
 T = TypeVar("T")
 
-EngineFactory = Callable[[Recipe, WorkerProfile, int, Path], Engine]
-
-
-def default_engine_factory(recipe: Recipe, profile: WorkerProfile, port: int, log_path: Path) -> Engine:
-    """The engine the profile names, for this recipe. The executable is the profile's, never the job's."""
-    engine = profile.engine
-    if engine.kind == "sim":
-        return sim_engine(
-            recipe,
-            profile=engine.sim.profile,
-            port=port,
-            log_path=log_path,
-            host=engine.host,
-            overrides=engine.sim.overrides,
-            faults=engine.sim.faults,
-            stop_grace_s=engine.stop_grace_s,
-        )
-    raise EngineError(f"engine kind {engine.kind!r} is not supported", failure_class=FailureClass.BAD_RECIPE)
-
-
 def free_port(host: str = "127.0.0.1") -> int:
     with socket.socket() as sock:
         sock.bind((host, 0))
         return int(sock.getsockname()[1])
-
-
-def probe_for(profile: WorkerProfile) -> HardwareProbe:
-    report = HardwareReport(
-        hardware_id=profile.hardware.hardware_id,
-        count=profile.hardware.count,
-        declared=True,
-    )
-    return SimulatedProbe(report) if profile.simulated else DeclaredProbe(report)
 
 
 @dataclass
@@ -190,10 +162,10 @@ class Worker:
             plan = SweepPlan.model_validate(job.plan)
             run_dir = self.data_dir / "runs" / job.id / str(job.attempt)
             port = self.profile.engine.port or free_port(self.profile.engine.host)
-            engine = self.engine_factory(recipe, self.profile, port, run_dir / "engine.log")
+            engine = self.engine_factory(recipe, self.profile, port, run_dir / "engine.log", self.probe)
             result = self._execute(job, recipe, plan, engine, state)
             self._set_phase(state, Phase.STOPPING)
-            engine.stop()
+            self._stop_engine(engine)
             result = _with_log(result, engine)
             self._deliver(job, result)
         except LeaseLost as exc:
@@ -212,13 +184,23 @@ class Worker:
             self._fail(job, FailureClass.MEASUREMENT_ERROR, f"{type(exc).__name__}: {exc}", engine)
         finally:
             if engine is not None:
-                engine.stop()
+                self._stop_engine(engine)
             state.stop.set()
             heartbeat.join(timeout=10)
             structlog.contextvars.unbind_contextvars("job", "attempt", "phase")
 
+    def _stop_engine(self, engine: Engine) -> None:
+        """Stop the engine; cards that stay busy afterwards make this host unfit for more jobs."""
+        try:
+            engine.stop()
+        except EngineError as exc:
+            log.error("worker.gpus_not_free", error=str(exc))
+            self.shutdown()
+
     def _execute(self, job: ClaimedJob, recipe: Recipe, plan: SweepPlan, engine: Engine, state: _RunState) -> RunResult:
         self._set_phase(state, Phase.LAUNCHING)
+        if not engine.simulated:
+            wait_gpus_free(self.probe, deadline_s=0)  # a card still busy (a killed run's engine) fails fast
         engine.start()
         engine.wait_ready(self.profile.engine.ready_timeout_s)
         if isinstance(self.probe, SimulatedProbe):
@@ -255,7 +237,7 @@ class Worker:
                 if not engine.alive():
                     raise EngineError(
                         f"engine exited during the sweep ({exc})",
-                        failure_class=FailureClass.ENGINE_CRASHED,
+                        failure_class=engine.classify(started=True),
                         log_tail="\n".join(engine.log_text().splitlines()[-40:]),
                     ) from exc
                 if isinstance(exc, asyncio.CancelledError):

@@ -26,9 +26,14 @@ class WorkerSection(_Section):
 
 
 class HardwareSection(_Section):
-    source: Literal["declared"] = Field("declared", description="NVML detection comes with the NVML probe")
+    source: Literal["declared", "nvml"] = Field(
+        "declared", description="declared: trust this file; nvml: detect the cards and check they match it"
+    )
     hardware_id: str
     count: int = Field(ge=1)
+    restrict_to: tuple[int | str, ...] = Field(
+        (), description="GPU indices or UUIDs this worker may use (several workers can share a host)"
+    )
     also_serve_counts: tuple[int, ...] = Field(
         (), description="smaller GPU counts this host also takes jobs for (a 2-GPU host taking 1-GPU jobs)"
     )
@@ -48,13 +53,50 @@ class SimEngineSection(_Section):
     faults: tuple[str, ...] = Field((), description="fault flags passed to `farm sim serve` (tests)")
 
 
+class VllmSection(_Section):
+    """How this host runs vLLM. The executable is the host's, never a job's."""
+
+    executable: tuple[str, ...] = Field(
+        ("vllm", "serve"), min_length=1, description="replaces the recipe's `vllm serve`; `~` is expanded"
+    )
+    extra_args: tuple[str, ...] = Field((), description="host-specific flags appended (e.g. --dtype on the CPU)")
+    env_allowlist: tuple[str, ...] | None = Field(None, description="unset: farm.engines.vllm's default list")
+    extra_env: dict[str, str] = Field(default_factory=dict, description="set for every engine on this host")
+    model_paths: dict[str, str] = Field(
+        default_factory=dict, description="model id -> local directory; the engine serves it under the id"
+    )
+    gpu_free_deadline_s: float = Field(30.0, ge=0, description="after stop: time for the cards to empty")
+
+
+class ContainerSection(_Section):
+    docker: str = Field("docker", description="the docker client executable")
+    model_cache: str | None = Field(None, description="host directory mounted as the container's HF cache")
+
+
+class PolicySection(_Section):
+    """What this host allows beyond vLLM's own argument list (farm.engines.policy.EnginePolicy)."""
+
+    allow_trust_remote_code_models: tuple[str, ...] = ()
+    allow_local_media: bool = False
+    allowed_extra_flags: tuple[str, ...] = ()
+    allowed_risky_flags: tuple[str, ...] = ()
+    allow_image_tags: bool = False
+    allowed_mount_sources: tuple[str, ...] = ()
+    serve_args_file: str | None = Field(None, description="a vLLM argument list generated on this host")
+
+
 class EngineSection(_Section):
-    kind: Literal["sim"] = Field("sim", description="'vllm' and 'vllm-container' come with the vLLM engine")
+    kind: Literal["sim", "vllm", "vllm-container"] = Field(
+        "sim", description="sim: the simulator; vllm: a process; vllm-container: the recipe's image via docker"
+    )
     host: str = Field("127.0.0.1", description="engines listen on loopback: the worker is their only client")
     port: int = Field(0, ge=0, le=65535, description="0: a free port for every run")
     ready_timeout_s: float = Field(1200.0, gt=0, description="sized for 20-minute loads of the largest models")
     stop_grace_s: float = Field(30.0, ge=0, description="between SIGTERM and SIGKILL of the engine's group")
     sim: SimEngineSection = SimEngineSection()
+    vllm: VllmSection = VllmSection()
+    container: ContainerSection = ContainerSection()
+    policy: PolicySection = PolicySection()
 
 
 class WorkerProfile(_Section):

@@ -47,9 +47,7 @@ def test_claim_matches_hardware_class_only(store: Store, make_recipe: Callable[.
     assert job is not None
     assert (job.id, job.attempt, job.owner, job.hardware_class) == (small, 1, "w-small", OTHER_HW)
     assert job.lease_expires_at == T0 + timedelta(seconds=60)
-    assert Recipe.model_validate(job.recipe) == make_recipe(
-        "small", hardware_id="rtx-4090-24gb", hardware_count=1
-    )
+    assert Recipe.model_validate(job.recipe) == make_recipe("small", hardware_id="rtx-4090-24gb", hardware_count=1)
     assert job.plan == PLAN
     assert job.extra["sweep_name"] == "seed"
     assert store.claim("w-small", [OTHER_HW], lease_s=60) is None
@@ -168,9 +166,7 @@ def test_concurrent_reapers_reap_each_job_once(store: Store, make_recipe: Callab
     assert all(len(store.runs(job_id)) == 1 for job_id in ids)
 
 
-def claim_until_empty(
-    url: str, worker_id: str, barrier: Barrier, results: Queue[tuple[str, list[str]]]
-) -> None:
+def claim_until_empty(url: str, worker_id: str, barrier: Barrier, results: Queue[tuple[str, list[str]]]) -> None:
     """Child process: open the store, wait for the others, claim until nothing is left, report the ids."""
     store = Store(url)
     claimed: list[str] = []
@@ -193,8 +189,7 @@ def test_no_job_is_claimed_twice_by_concurrent_processes(
     barrier = context.Barrier(4)
     results: Queue[tuple[str, list[str]]] = context.Queue()
     processes = [
-        context.Process(target=claim_until_empty, args=(store_url, f"w{index}", barrier, results))
-        for index in range(4)
+        context.Process(target=claim_until_empty, args=(store_url, f"w{index}", barrier, results)) for index in range(4)
     ]
     for process in processes:
         process.start()
@@ -205,9 +200,7 @@ def test_no_job_is_claimed_twice_by_concurrent_processes(
     claimed = [job_id for batch in batches.values() for job_id in batch]
     assert len(claimed) == len(set(claimed)) == 200
     assert set(claimed) == set(ids)
-    assert sum(1 for batch in batches.values() if batch) >= 2, (
-        "the claimers did not overlap; nothing was tested"
-    )
+    assert sum(1 for batch in batches.values() if batch) >= 2, "the claimers did not overlap; nothing was tested"
     jobs = store.list_jobs(limit=500)
     assert all(job.state is JobState.RUNNING and job.attempt == 1 for job in jobs)
     owners = Counter(job.owner for job in jobs)

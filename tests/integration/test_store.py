@@ -76,9 +76,7 @@ def test_models_match_the_migration(store: Store, store_url: str) -> None:
     engine = sa.create_engine(store_url)
     try:
         with engine.connect() as conn:
-            diff = compare_metadata(
-                MigrationContext.configure(conn, opts={"compare_type": True}), Base.metadata
-            )
+            diff = compare_metadata(MigrationContext.configure(conn, opts={"compare_type": True}), Base.metadata)
     finally:
         engine.dispose()
     assert diff == []
@@ -173,9 +171,7 @@ def test_submit_writes_queued_jobs(store: Store, make_recipe: Callable[..., Reci
 
 def test_submit_to_another_hardware_class(store: Store, make_recipe: Callable[..., Recipe]) -> None:
     """A job can need a hardware class other than the recipe's (the simulator playing that hardware)."""
-    [job_id] = store.submit(
-        make_recipe(), "seed", PLAN, "cd" * 32, 3, simulated=True, hardware_class=f"sim {HW}"
-    )
+    [job_id] = store.submit(make_recipe(), "seed", PLAN, "cd" * 32, 3, simulated=True, hardware_class=f"sim {HW}")
     assert store.claim("w1", [HW], lease_s=60) is None
     job = store.claim("sim-1", [f"sim {HW}"], lease_s=60)
     assert job is not None
@@ -239,9 +235,7 @@ def test_complete_writes_figures_samples_artifacts_and_provenance(
 
     view = store.get_job(job_id)
     assert view.state is JobState.SUCCEEDED
-    assert {figure.key: figure for figure in store.results(job_id)} == {
-        figure.key: figure for figure in result.figures
-    }
+    assert {figure.key: figure for figure in store.results(job_id)} == {figure.key: figure for figure in result.figures}
     assert store.samples(job_id) == result.samples
     assert store.artifacts(job_id, job.attempt) == list(result.artifacts)
     [run] = store.runs(job_id)
@@ -383,9 +377,7 @@ def test_unknown_job_is_not_found(store: Store) -> None:
 # --- failures and release -----------------------------------------------------------------------------------
 
 
-def test_retriable_failure_requeues_until_the_budget_is_spent(
-    store: Store, make_recipe: Callable[..., Recipe]
-) -> None:
+def test_retriable_failure_requeues_until_the_budget_is_spent(store: Store, make_recipe: Callable[..., Recipe]) -> None:
     """A retriable failure requeues the job (owner cleared) until max_attempts is reached, then it fails."""
     [job_id] = _submit(store, make_recipe(), max_attempts=2)
     first = store.claim("w1", [HW], lease_s=60)
@@ -479,9 +471,7 @@ def test_workers_register_and_heartbeat(store: Store) -> None:
         store.worker_heartbeat("nobody")
 
 
-def _run_job(
-    store: Store, recipe: Recipe, result: RunResult, *, simulated: bool = False, hardware: str = HW
-) -> str:
+def _run_job(store: Store, recipe: Recipe, result: RunResult, *, simulated: bool = False, hardware: str = HW) -> str:
     [job_id] = store.submit(recipe, "seed", PLAN, "cd" * 32, 3, simulated=simulated)
     job = store.claim_job(job_id, "w1", [hardware], lease_s=60)
     assert job is not None
@@ -510,9 +500,7 @@ def test_leaderboard_aggregates_succeeded_runs(
     first = _run_job(store, recipe, make_result(figures))
     second = _run_job(store, recipe, make_result({"decode/code/decode_tok_s": (290.0,)}))
     _run_job(store, recipe, make_result({"decode/code/decode_tok_s": (999.0,)}, engine_version="0.12.0"))
-    _run_job(
-        store, recipe, make_result({"decode/code/decode_tok_s": (276.0,)}, simulated=True), simulated=True
-    )
+    _run_job(store, recipe, make_result({"decode/code/decode_tok_s": (276.0,)}, simulated=True), simulated=True)
     [unfinished] = _submit(store, recipe)
     assert store.claim_job(unfinished, "w2", [HW], lease_s=60) is not None
 

@@ -246,10 +246,10 @@ def test_sigkill_mid_job_ends_in_exactly_one_completed_run(tmp_path: Path) -> No
 
 
 def _recording_factory(started: list[int]) -> Any:
-    from farm.worker.daemon import default_engine_factory
+    from farm.worker.engines import default_engine_factory
 
-    def factory(recipe: Any, profile: WorkerProfile, port: int, log_path: Path) -> Any:
-        engine = default_engine_factory(recipe, profile, port, log_path)
+    def factory(recipe: Any, profile: WorkerProfile, port: int, log_path: Path, probe: Any) -> Any:
+        engine = default_engine_factory(recipe, profile, port, log_path, probe)
         original_start = engine.start
 
         def start() -> None:

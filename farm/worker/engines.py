@@ -1,0 +1,132 @@
+"""From a worker profile to the things a job needs: the hardware probe, the GPUs, the engine policy, the engine.
+
+The executable, the GPUs, the listening address and the environment all come from the host's profile; the job
+contributes only the recipe's arguments, which are checked against vLLM's list and the host's policy.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from farm.domain import FailureClass
+from farm.engines.base import Engine
+from farm.engines.container import ContainerEngine
+from farm.engines.policy import EnginePolicy, ServeArgs
+from farm.engines.sim import sim_engine
+from farm.engines.vllm import DEFAULT_ENV_ALLOWLIST, vllm_engine
+from farm.errors import EngineError, ProfileError
+from farm.hardware.probe import DeclaredProbe, HardwareProbe, HardwareReport, SimulatedProbe
+from farm.recipes.model import Recipe
+from farm.worker.profile import WorkerProfile
+
+EngineFactory = Callable[[Recipe, WorkerProfile, int, Path, HardwareProbe], Engine]
+
+
+def probe_for(profile: WorkerProfile) -> HardwareProbe:
+    """The probe the profile asks for. An NVML probe must find what the profile declares."""
+    declared = HardwareReport(hardware_id=profile.hardware.hardware_id, count=profile.hardware.count, declared=True)
+    if profile.simulated:
+        return SimulatedProbe(declared)
+    if profile.hardware.source == "declared":
+        return DeclaredProbe(declared)
+    from farm.hardware.nvml import NvmlProbe
+
+    probe = NvmlProbe(restrict_to=profile.hardware.restrict_to)
+    found = probe.report()
+    if found.hardware_id != declared.hardware_id or found.count < declared.count:
+        raise ProfileError(
+            f"NVML found {found.count} x {found.hardware_id}; the profile declares "
+            f"{declared.count} x {declared.hardware_id}",
+            field="hardware",
+        )
+    return probe
+
+
+def assigned_gpus(profile: WorkerProfile, probe: HardwareProbe, count: int) -> tuple[int, ...] | None:
+    """The GPU indices an engine gets (CUDA_VISIBLE_DEVICES); None on the CPU class."""
+    if profile.hardware.hardware_id == "cpu":
+        return None
+    indices = getattr(probe, "indices", None)
+    if indices:
+        return tuple(indices[:count])
+    restricted = [int(i) for i in profile.hardware.restrict_to if isinstance(i, int) or str(i).isdigit()]
+    return tuple((restricted or list(range(profile.hardware.count)))[:count])
+
+
+def engine_policy(profile: WorkerProfile) -> EnginePolicy:
+    section = profile.engine.policy
+    serve_args = ServeArgs.load(Path(section.serve_args_file).expanduser()) if section.serve_args_file else None
+    return EnginePolicy(
+        allow_trust_remote_code_models=frozenset(section.allow_trust_remote_code_models),
+        allow_local_media=section.allow_local_media,
+        allowed_extra_flags=frozenset(section.allowed_extra_flags),
+        allowed_risky_flags=frozenset(section.allowed_risky_flags),
+        allow_image_tags=section.allow_image_tags,
+        allowed_mount_sources=frozenset(section.allowed_mount_sources),
+        serve_args=serve_args,
+    )
+
+
+def default_engine_factory(
+    recipe: Recipe, profile: WorkerProfile, port: int, log_path: Path, probe: HardwareProbe
+) -> Engine:
+    """The engine the profile names, for this recipe."""
+    engine = profile.engine
+    if engine.kind == "sim":
+        return sim_engine(
+            recipe,
+            profile=engine.sim.profile,
+            port=port,
+            log_path=log_path,
+            host=engine.host,
+            overrides=engine.sim.overrides,
+            faults=engine.sim.faults,
+            stop_grace_s=engine.stop_grace_s,
+        )
+    if recipe.engine.name != "vllm":
+        raise EngineError(f"this worker runs vLLM, the recipe wants {recipe.engine.name!r}", failure_class="bad_recipe")
+    gpus = assigned_gpus(profile, probe, recipe.hardware_count)
+    policy = engine_policy(profile)
+    if engine.kind == "vllm-container":
+        if recipe.container is None:
+            raise EngineError("the recipe has no container launch", failure_class=FailureClass.BAD_RECIPE)
+        return ContainerEngine(
+            recipe.container,
+            name=f"farm-{profile.name}-{port}",
+            gpus=gpus or (),
+            host_port=port,
+            log_path=log_path,
+            served_model=recipe.model_id,
+            model_cache=engine.container.model_cache,
+            policy=policy,
+            docker=engine.container.docker,
+            stop_grace_s=engine.stop_grace_s,
+            probe=probe,
+            gpu_free_deadline_s=engine.vllm.gpu_free_deadline_s,
+        )
+    vllm = engine.vllm
+    model_path = vllm.model_paths.get(recipe.model_id)
+    return vllm_engine(
+        recipe,
+        executable=_expand(vllm.executable),
+        host=engine.host,
+        port=port,
+        gpus=gpus,
+        log_path=log_path,
+        env_allowlist=vllm.env_allowlist if vllm.env_allowlist is not None else DEFAULT_ENV_ALLOWLIST,
+        extra_env=vllm.extra_env,
+        extra_args=vllm.extra_args,
+        stop_grace_s=engine.stop_grace_s,
+        served_model=recipe.model_id,
+        model_path=os.path.expanduser(model_path) if model_path else None,
+        policy=policy,
+        probe=probe,
+        gpu_free_deadline_s=vllm.gpu_free_deadline_s,
+    )
+
+
+def _expand(executable: Sequence[str]) -> tuple[str, ...]:
+    first, *rest = executable
+    return (os.path.expandvars(os.path.expanduser(first)), *rest)

