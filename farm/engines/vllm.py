@@ -65,8 +65,6 @@ GPU_FREE_THRESHOLD_MIB = 1024
 GPU_FREE_DEADLINE_S = 30.0
 """How long the memory of a stopped engine may take to be released before the cards count as busy."""
 
-_SECRET_NAME = re.compile(r"TOKEN|SECRET|PASSWORD|API_KEY|CREDENTIAL", re.IGNORECASE)
-
 
 def _allowed(name: str, allowlist: Sequence[str]) -> bool:
     return any(name == entry or (entry.endswith("*") and name.startswith(entry[:-1])) for entry in allowlist)
@@ -86,11 +84,6 @@ def vllm_env(
     if gpus is not None:
         env["CUDA_VISIBLE_DEVICES"] = ",".join(str(index) for index in gpus)
     return env
-
-
-def redacted_env(env: Mapping[str, str]) -> dict[str, str]:
-    """The environment as provenance stores it: values of secret-looking names replaced."""
-    return {name: ("<redacted>" if _SECRET_NAME.search(name) else value) for name, value in env.items()}
 
 
 def vllm_process_argv(

@@ -11,13 +11,13 @@ from farm.engines.vllm import (
     CPU_MODULE_ARGS,
     GPU_EXECUTABLE,
     classify_vllm_log,
-    redacted_env,
     vllm_engine,
     vllm_env,
     vllm_process_argv,
     wait_gpus_free,
 )
 from farm.errors import ArgumentPolicyError, EngineError
+from farm.provenance import scrub_environment
 from farm.recipes.model import Engine, Recipe, RecipeProvenance
 from farm.recipes.parse import load_recipe
 
@@ -157,13 +157,11 @@ def test_no_gpus_hides_every_card() -> None:
     assert "CUDA_VISIBLE_DEVICES" not in vllm_env({"CUDA_VISIBLE_DEVICES": "0"}, (), None, {})
 
 
-def test_redacted_env() -> None:
-    """Secret-looking names keep their name and lose their value."""
-    assert redacted_env({"HF_TOKEN": "hf_x", "PATH": "/bin", "MY_API_KEY": "k"}) == {
-        "HF_TOKEN": "<redacted>",
-        "PATH": "/bin",
-        "MY_API_KEY": "<redacted>",
-    }
+def test_scrub_environment() -> None:
+    """Secret-looking names, and token-shaped values under any name, keep their name and lose their value."""
+    assert scrub_environment(
+        {"HF_TOKEN": "hf_x", "PATH": "/bin", "MY_API_KEY": "k", "EXTRA": "hf_abcdefghijklmnop", "N": "4"}
+    ) == {"HF_TOKEN": "<redacted>", "PATH": "/bin", "MY_API_KEY": "<redacted>", "EXTRA": "<redacted>", "N": "4"}
 
 
 def test_vllm_engine_checks_the_policy_first(tmp_path: Path) -> None:
