@@ -81,15 +81,11 @@ class Recipe(_Frozen):
     """What to run: model, hardware, engine and the exact launch argv."""
 
     id: str
-    model_id: str = Field(
-        description="the model repository the engine serves, e.g. deepseek-ai/DeepSeek-V4-Flash-0731"
-    )
+    model_id: str = Field(description="the model repository the engine serves, e.g. deepseek-ai/DeepSeek-V4-Flash-0731")
     hardware_id: str = Field(description="a local-ai-registry hardware id, e.g. rtx-pro-6000-blackwell-96gb")
     hardware_count: int = Field(ge=1)
     engine: Engine
-    argv: tuple[str, ...] = Field(
-        description="the launch command as tokens, e.g. ('vllm', 'serve', MODEL, ...)"
-    )
+    argv: tuple[str, ...] = Field(description="the launch command as tokens, e.g. ('vllm', 'serve', MODEL, ...)")
     container: ContainerLaunch | None = None
     serving: ServingLimits = ServingLimits()
     provenance: RecipeProvenance

@@ -40,9 +40,7 @@ class DecodePlan(_Spec):
         # A field validator (not a model validator) so the error names long_output_tokens itself.
         short = info.data.get("short_output_tokens")
         if short is not None and long_output_tokens <= short:
-            raise ValueError(
-                f"must be greater than short_output_tokens ({short}): the difference is what is timed"
-            )
+            raise ValueError(f"must be greater than short_output_tokens ({short}): the difference is what is timed")
         return long_output_tokens
 
 
@@ -102,9 +100,7 @@ class SweepPlan(_Spec):
     temperature: float = Field(0.0, ge=0.0, description="greedy, as the seed")
     thinking: bool = Field(False, description="the seed ran with thinking off")
     time_budget_s: float = Field(3600.0, gt=0, description="the whole sweep, warm-up included")
-    request_timeout_s: float = Field(
-        600.0, gt=0, description="one request; a 107k prefill takes 10 s on the seed"
-    )
+    request_timeout_s: float = Field(600.0, gt=0, description="one request; a 107k prefill takes 10 s on the seed")
     api: Literal["chat", "completions"] = Field(
         "chat", description="decode and concurrency requests: chat (thinking off through the template) or raw"
     )

@@ -1,0 +1,218 @@
+"""Checks and field readers that both recipe formats share: the launch argv, parallel sizes, ids and counts."""
+
+from __future__ import annotations
+
+import hashlib
+import shlex
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from pydantic import ValidationError
+
+from farm import hardware
+from farm.errors import RecipeError
+from farm.recipes.model import (
+    ENGINE_SUBCOMMANDS,
+    KNOWN_ENGINES,
+    Engine,
+    Recipe,
+)
+
+# vLLM's parallelism flags: devices used = tensor × pipeline × data parallel (decode-context parallel reuses
+# the tensor-parallel devices, so it does not count).
+PARALLEL_FLAGS: dict[str, tuple[str, ...]] = {
+    "tensor": ("--tensor-parallel-size", "-tp"),
+    "pipeline": ("--pipeline-parallel-size", "-pp"),
+    "data": ("--data-parallel-size", "-dp"),
+}
+
+
+def sha256_text(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+# --- checks shared by both formats ----------------------------------------------------------------
+
+
+def observed_tokens(value: object, source: str, field: str) -> list[str] | None:
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise RecipeError(f"expected a command line (a string), got {value!r}", source=source, field=field)
+    try:
+        tokens = shlex.split(value)
+    except ValueError as exc:
+        raise RecipeError(f"the command line does not parse: {exc}", source=source, field=field) from exc
+    return tokens or None
+
+
+def cross_check(argv: list[str], argv_field: str, observed: list[str], observed_field: str, source: str) -> None:
+    if argv == observed:
+        return
+    for index, (listed, seen) in enumerate(zip(argv, observed, strict=False)):
+        if listed != seen:
+            detail = f"token {index} is {listed!r} here but {seen!r} there"
+            break
+    else:
+        detail = f"{len(argv)} tokens here, {len(observed)} there"
+    raise RecipeError(f"disagrees with {observed_field}: {detail}", source=source, field=argv_field)
+
+
+def check_launch(argv: Sequence[str], engine: str, source: str, field: str) -> None:
+    if not argv:
+        raise RecipeError("empty: the launch command has no tokens", source=source, field=field)
+    if any(not token for token in argv):
+        raise RecipeError(f"token {list(argv).index('')} is empty", source=source, field=field)
+    if argv[0] != engine:
+        raise RecipeError(f"executable {argv[0]!r} is not the engine {engine!r}", source=source, field=field)
+    subcommand = ENGINE_SUBCOMMANDS.get(engine)
+    if subcommand is not None and (len(argv) < 2 or argv[1] != subcommand):
+        got = repr(argv[1]) if len(argv) > 1 else "nothing"
+        raise RecipeError(
+            f"expected '{engine} {subcommand} ...', got {got} after {engine!r}", source=source, field=field
+        )
+
+
+def model_from_argv(argv: Sequence[str], source: str, field: str) -> str:
+    if len(argv) > 2 and not argv[2].startswith("-"):
+        return argv[2]
+    model = flag_value(argv, ("--model",))
+    if model:
+        return model
+    raise RecipeError("names no model (no positional model and no --model)", source=source, field=field)
+
+
+def parallel_sizes(argv: Sequence[str], *, source: str = "<argv>", field: str = "argv") -> dict[str, int]:
+    """The tensor, pipeline and data parallel sizes an argv asks for (1 where a flag is absent)."""
+    sizes = {}
+    for kind, names in PARALLEL_FLAGS.items():
+        value = flag_value(argv, names)
+        if value is None:
+            sizes[kind] = 1
+        elif value.isdigit() and int(value) >= 1:
+            sizes[kind] = int(value)
+        else:
+            raise RecipeError(f"{names[0]} expects a positive integer, got {value!r}", source=source, field=field)
+    return sizes
+
+
+def max_model_len(argv: Sequence[str]) -> int | None:
+    """The context length the argv sets (`--max-model-len`), when it is a plain integer."""
+    value = flag_value(argv, ("--max-model-len",))
+    return int(value) if value is not None and value.isdigit() else None
+
+
+def describe_parallel(sizes: Mapping[str, int]) -> str:
+    return " × ".join(f"{PARALLEL_FLAGS[kind][0]} {size}" for kind, size in sizes.items())
+
+
+def flag_value(argv: Sequence[str], names: Sequence[str]) -> str | None:
+    """The value of the last occurrence of a flag (`--flag value` or `--flag=value`), as argparse reads it."""
+    found = None
+    for index, token in enumerate(argv):
+        for name in names:
+            if token == name and index + 1 < len(argv):
+                found = argv[index + 1]
+            elif token.startswith(name + "="):
+                found = token[len(name) + 1 :]
+    return found
+
+
+def pop_flag(arguments: Sequence[str], name: str) -> tuple[str | None, list[str]]:
+    """A flag's value and the arguments without it."""
+    value = None
+    rest: list[str] = []
+    skip = False
+    for index, token in enumerate(arguments):
+        if skip:
+            skip = False
+        elif token == name and index + 1 < len(arguments):
+            value, skip = arguments[index + 1], True
+        elif token.startswith(name + "="):
+            value = token[len(name) + 1 :]
+        else:
+            rest.append(token)
+    return value, rest
+
+
+# --- small field readers --------------------------------------------------------------------------
+
+
+def dig(data: Mapping[str, Any], dotted: str) -> object:
+    value: object = data
+    for part in dotted.split("."):
+        if not isinstance(value, Mapping):
+            return None
+        value = value.get(part)
+    return value
+
+
+def mapping(value: object, source: str, field: str) -> Mapping[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise RecipeError(f"expected an object, got {value!r}", source=source, field=field)
+    return value
+
+
+def string_list(value: object, source: str, field: str, *, allow_empty: bool = False) -> list[str]:
+    if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
+        raise RecipeError(f"expected a list of strings, got {value!r}", source=source, field=field)
+    if not value and not allow_empty:
+        raise RecipeError("empty: the launch command has no tokens", source=source, field=field)
+    return list(value)
+
+
+def read_recipe_id(value: object, source: str, field: str) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise RecipeError(f"expected a non-empty string, got {value!r}", source=source, field=field)
+    if any(char.isspace() for char in value):
+        raise RecipeError(f"an id has no spaces, got {value!r}", source=source, field=field)
+    return value
+
+
+def read_hardware_id(value: object, source: str, field: str) -> str:
+    if value is None or value == "":
+        raise RecipeError("missing: every recipe names the hardware it runs on", source=source, field=field)
+    if not isinstance(value, str):
+        raise RecipeError(f"expected a string, got {value!r}", source=source, field=field)
+    if not hardware.is_known(value):
+        known = ", ".join(sorted(hardware.catalogue()))
+        raise RecipeError(f"unknown hardware id {value!r} (the catalogue knows: {known})", source=source, field=field)
+    return value
+
+
+def read_hardware_count(value: object, source: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise RecipeError(f"expected a positive integer, got {value!r}", source=source, field="hardware_count")
+    return value
+
+
+def read_engine(value: object, source: str) -> Engine:
+    if value is None:
+        raise RecipeError("missing: every recipe names its engine", source=source, field="engine")
+    fields = mapping(value, source, "engine")
+    name = fields.get("name")
+    if not isinstance(name, str) or not name:
+        raise RecipeError(f"expected a non-empty string, got {name!r}", source=source, field="engine.name")
+    if name not in KNOWN_ENGINES:
+        known = ", ".join(sorted(KNOWN_ENGINES))
+        raise RecipeError(f"unknown engine {name!r} (known: {known})", source=source, field="engine.name")
+    version = fields.get("version")
+    if version is not None and not isinstance(version, str):
+        raise RecipeError(f"expected a string, got {version!r}", source=source, field="engine.version")
+    return Engine(name=name, version=version)
+
+
+def build(source: str, **fields: Any) -> Recipe:
+    try:
+        return Recipe.model_validate(fields)
+    except ValidationError as exc:
+        raise from_validation(exc, source, None) from exc
+
+
+def from_validation(exc: ValidationError, source: str, prefix: str | None) -> RecipeError:
+    first = exc.errors()[0]
+    loc = ".".join(str(part) for part in first["loc"])
+    field = ".".join(part for part in (prefix, loc) if part) or None
+    return RecipeError(first["msg"], source=source, field=field)
