@@ -93,11 +93,18 @@ async def level(session: aiohttp.ClientSession, base: str, streams: int, tokens:
     first = min(rec["first_chunk_ns"] for rec in records)
     last = max(rec["last_chunk_ns"] for rec in records)
     server_tokens = sum(rec["completion_tokens"] for rec in records)
+    first_late = sorted(
+        (rec["first_chunk_ns"] - rec["arrival_ns"]) / 1e6 - rec["ttft_model_s"] * 1e3 for rec in records
+    )
+    arrivals = [rec["arrival_ns"] for rec in records]
     return {
         "streams": streams,
         "server_lateness_p50_us": stats["lateness"]["p50_us"],
         "server_lateness_p99_us": stats["lateness"]["p99_us"],
         "server_lateness_max_us": stats["lateness"]["max_us"],
+        "first_chunk_late_p50_ms": statistics.median(first_late),
+        "first_chunk_late_p99_ms": first_late[int(0.99 * (len(first_late) - 1))],
+        "arrival_spread_ms": (max(arrivals) - min(arrivals)) / 1e6,
         "server_tok_s": server_tokens / ((last - first) / 1e9),
         "offered_tok_s": streams * 200.0,
         "client_tok_s": total / ((ended - started) / 1e9),
@@ -125,9 +132,7 @@ async def main_async(args: argparse.Namespace) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--streams", type=int, nargs="+", default=[64, 256])
     parser.add_argument("--tokens", type=int, default=400, help="tokens per stream (400 = 2 s at 5 ms)")
     parser.add_argument("--spin-us", type=int, default=300)

@@ -9,5 +9,6 @@ Modules, by job:
     metrics      counters, histograms and the Prometheus text of `/metrics`; schedule lateness
     scheduler    the single task that writes every stream's chunks at their due times
     faults       the fault plan (slow start, crash, hang, errors)
-    server       the aiohttp application, `build_app` and `run_server`
+    http         a small HTTP/1.1 server on asyncio.Protocol (requests stamped on arrival, no task each)
+    server       the application: endpoints, admission, faults, `build_app` and `run_server`
 """

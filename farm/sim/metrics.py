@@ -153,9 +153,7 @@ class EngineMetrics:
             "Number of requests in model execution batches.",
             self.running,
         )
-        scalar(
-            "vllm:num_requests_waiting", "gauge", "Number of requests waiting to be processed.", self.waiting
-        )
+        scalar("vllm:num_requests_waiting", "gauge", "Number of requests waiting to be processed.", self.waiting)
         scalar(
             "vllm:kv_cache_usage_perc",
             "gauge",
@@ -180,9 +178,7 @@ class EngineMetrics:
             "Cumulative number of preemption from the engine.",
             self.preemptions,
         )
-        scalar(
-            "vllm:prompt_tokens_total", "counter", "Number of prefill tokens processed.", self.prompt_tokens
-        )
+        scalar("vllm:prompt_tokens_total", "counter", "Number of prefill tokens processed.", self.prompt_tokens)
         scalar(
             "vllm:generation_tokens_total",
             "counter",
@@ -238,9 +234,7 @@ class LatenessRecorder:
     """
 
     LINEAR_US = 2048
-    LOG_BUCKETS = (
-        2048  # 1% steps from 2 ms: the last bucket starts near 2 ms * 1.01**2047, far beyond any run
-    )
+    LOG_BUCKETS = 2048  # 1% steps from 2 ms: the last bucket starts near 2 ms * 1.01**2047, far beyond any run
     _LOG_STEP = math.log(1.01)
 
     def __init__(self) -> None:
@@ -283,11 +277,7 @@ class LatenessRecorder:
     def summary(self) -> dict[str, float | int | None]:
         total = self.count
         top = max((i for i, n in enumerate(self.counts) if n), default=None)
-        mean = (
-            sum(self._bucket_value_us(i) * n for i, n in enumerate(self.counts) if n) / total
-            if total
-            else None
-        )
+        mean = sum(self._bucket_value_us(i) * n for i, n in enumerate(self.counts) if n) / total if total else None
         return {
             "chunks": total,
             "p50_us": self.percentile_us(0.50),

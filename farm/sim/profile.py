@@ -35,9 +35,7 @@ class SimProfile(BaseModel):
     model_root: str | None = Field(None, description="`root` in /v1/models; the served name when unset")
     version: str = Field(description="what /version answers")
     max_model_len: int = Field(gt=0)
-    startup_s: float = Field(
-        1.0, ge=0, description="seconds before the socket listens (vLLM loads the model)"
-    )
+    startup_s: float = Field(1.0, ge=0, description="seconds before the socket listens (vLLM loads the model)")
 
     # Time to first token: base + prefill(uncached) + cached * cached_s_per_token; prefill(n) = a*n + b*n².
     base_latency_s: float = Field(ge=0)

@@ -9,8 +9,13 @@ milliseconds ending at least `spin_ns` before the next due time, then yields to 
 which still serves sockets) until it is due.
 Each write's lateness (time after the write minus due time) is recorded.
 
-Writes go straight to the transport, already framed, without awaiting a drain: a client that stops reading
-could otherwise stall every stream. A stream whose socket has more than STALL_BYTES unsent is aborted instead.
+Writes go straight to the transport, already framed (the last write carries the chunked terminator), without
+awaiting a drain: a client that stops reading could otherwise stall every stream. A stream whose socket has
+more than STALL_BYTES unsent is aborted instead, and so is one whose client went away (streaming or not).
+
+Steps are drawn lazily, one ahead of the write, from the stream's own `random.Random`, in the order
+`timing.plan_steps` draws them, so the plan is the same; but admitting a request costs nothing per token (a
+400-token plan of `Step` objects took a third of a millisecond, in the admission path of every request).
 """
 
 from __future__ import annotations
@@ -90,19 +95,21 @@ class Stream:
         "anchor_index",
         "anchor_ns",
         "chunked",
+        "completion_tokens",
         "decoding",
-        "done",
         "due_ns",
         "emitted",
         "finish_reason",
+        "on_done",
         "on_first_token",
         "one_stream_rate",
         "prev_write_ns",
         "rate",
         "record",
         "req",
-        "step_index",
-        "steps",
+        "step_accepted",
+        "step_rng",
+        "step_tokens",
         "templates",
         "text_offset",
         "transport",
@@ -113,27 +120,32 @@ class Stream:
         *,
         record: RequestRecord,
         req: protocol.GenerationRequest,
-        steps: list[timing.Step],
+        completion_tokens: int,
+        step_rng: random.Random | None,
         finish_reason: str,
         one_stream_rate: float,
         text_offset: int,
         transport: asyncio.Transport | None,
         templates: protocol.ChunkTemplates | None,
-        done: asyncio.Future[None],
+        on_done: Callable[[Stream], None] | None = None,
         chunked: bool = True,
         on_first_token: Callable[[], None] | None = None,
     ) -> None:
+        if completion_tokens < 1:
+            raise ValueError("a stream generates at least one token")
         self.record = record
         self.req = req
-        self.steps = steps
+        self.completion_tokens = completion_tokens
+        self.step_rng = step_rng  # drafts' acceptance draws; None without speculative decoding
         self.finish_reason = finish_reason
         self.one_stream_rate = one_stream_rate
         self.text_offset = text_offset
         self.transport = transport
         self.templates = templates
-        self.done = done
+        self.on_done = on_done
         self.on_first_token = on_first_token
-        self.step_index = 0
+        self.step_tokens = 1  # the prefill step yields token 0 alone
+        self.step_accepted: int | None = None
         self.emitted = 0
         self.due_ns = 0
         self.anchor_ns = 0
@@ -142,6 +154,12 @@ class Stream:
         self.prev_write_ns = 0
         self.decoding = False
         self.chunked = chunked
+
+
+def _done(stream: Stream) -> None:
+    if stream.on_done is not None:
+        on_done, stream.on_done = stream.on_done, None
+        on_done(stream)
 
 
 def _wake(fut: asyncio.Future[None]) -> None:
@@ -229,20 +247,18 @@ class Scheduler:
         The hot path: at 256 streams it runs 51k times a second, so it avoids calls it can do without.
         """
         record = stream.record
-        index = stream.step_index
-        steps = stream.steps
-        step = steps[index]
-        first = index == 0
-        last = index == len(steps) - 1
+        step_tokens = stream.step_tokens
+        start = stream.emitted
+        end = start + step_tokens
+        first = start == 0
+        last = end >= stream.completion_tokens
+        transport = stream.transport
+        if transport is not None and (transport.is_closing() or transport.get_write_buffer_size() > STALL_BYTES):
+            self._abort(stream)
+            return perf_counter_ns()
         if first:
             self._start_decoding(stream)
-        start = stream.emitted
-        end = start + step.tokens
-        if stream.templates is not None:
-            transport = stream.transport
-            if transport is None or transport.is_closing() or transport.get_write_buffer_size() > STALL_BYTES:
-                self._abort(stream)
-                return perf_counter_ns()
+        if stream.templates is not None and transport is not None:
             transport.write(self._event_bytes(stream, start, end, first, last))
         now = perf_counter_ns()
         self.lateness.record_ns(now - due)
@@ -251,12 +267,12 @@ class Scheduler:
         record.chunk_count += 1
         record.completion_tokens = end
         record.chunk_ns.append(now)
-        record.chunk_tokens.append(step.tokens)
+        record.chunk_tokens.append(step_tokens)
         record.last_chunk_ns = now
-        metrics.generation_tokens += step.tokens
-        self.kv_tokens += step.tokens
-        if step.accepted is not None:
-            metrics.observe_draft(step.accepted)
+        metrics.generation_tokens += step_tokens
+        self.kv_tokens += step_tokens
+        if stream.step_accepted is not None:
+            metrics.observe_draft(stream.step_accepted)
         if first:
             record.first_chunk_ns = now
             metrics.ttft.observe((now - record.arrival_ns) / 1e9)
@@ -267,8 +283,17 @@ class Scheduler:
         if last:
             self._finish(stream, now)
             return now
-        stream.step_index = index + 1
-        if self.profile.contention:
+        # The next step (timing.plan_steps, one step at a time): a draft of 1 + accepted tokens, or a fixed size.
+        left = stream.completion_tokens - end
+        rng = stream.step_rng
+        profile = self.profile
+        if rng is not None:
+            accepted = timing.draw_accepted(rng, profile.num_speculative_tokens, profile.acceptance_rate)
+            stream.step_accepted = accepted
+            stream.step_tokens = min(left, 1 + accepted)
+        else:
+            stream.step_tokens = min(left, profile.tokens_per_chunk)
+        if profile.contention:
             rate = self._rate_now(stream)
             if rate != stream.rate:
                 # Concurrency changed: continue from this step's due time at the new rate.
@@ -277,7 +302,7 @@ class Scheduler:
                 stream.rate = rate
         # timing.next_due_ns, inlined: the due time of the next step's last token.
         next_due = stream.anchor_ns + round(
-            (end + steps[index + 1].tokens - 1 - stream.anchor_index) * timing.NS_PER_S / stream.rate
+            (end + stream.step_tokens - 1 - stream.anchor_index) * timing.NS_PER_S / stream.rate
         )
         stream.due_ns = next_due
         heapq.heappush(self._heap, (next_due, next(self._seq), stream))
@@ -286,9 +311,7 @@ class Scheduler:
     @staticmethod
     def _event_bytes(stream: Stream, start: int, end: int, first: bool, last: bool) -> bytes:
         """The bytes of one step on the wire: its SSE event(s), framed as one HTTP chunk when the response is
-        chunked. The handler enabled chunked encoding before `prepare`, and aiohttp writes only the headers
-        and, at `write_eof`, the terminating chunk; so writing frames to the transport here, synchronously and
-        without a drain, keeps the wire valid and costs one `send` per step."""
+        chunked, the last step followed by the terminating chunk: one `send` per step, nothing else."""
         templates = stream.templates
         assert templates is not None
         if end - start == 1:
@@ -305,6 +328,8 @@ class Scheduler:
         if first and templates.opening:
             data = templates.opening + data
         if stream.chunked:
+            if last:
+                return b"%x\r\n%s\r\n0\r\n\r\n" % (len(data), data)
             return b"%x\r\n%s\r\n" % (len(data), data)
         return data
 
@@ -344,7 +369,7 @@ class Scheduler:
         metrics.generation_tokens_hist.observe(record.completion_tokens)
         if record.completion_tokens > 1:
             metrics.tpot.observe((now - first) / 1e9 / (record.completion_tokens - 1))
-        _wake(stream.done)
+        _done(stream)
 
     def _abort(self, stream: Stream) -> None:
         """The client went away (or stopped reading): drop the stream, as vLLM aborts such a request."""
@@ -355,4 +380,4 @@ class Scheduler:
         self.metrics.request_success["abort"] += 1
         if stream.transport is not None and not stream.transport.is_closing():
             stream.transport.close()
-        _wake(stream.done)
+        _done(stream)

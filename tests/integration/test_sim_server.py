@@ -51,9 +51,7 @@ def wait_ready(sim: Sim) -> None:
     deadline = time.monotonic() + READY_DEADLINE_S
     while time.monotonic() < deadline:
         if sim.proc.poll() is not None:
-            raise AssertionError(
-                f"the simulator exited: {sim.proc.stderr.read().decode() if sim.proc.stderr else ''}"
-            )
+            raise AssertionError(f"the simulator exited: {sim.proc.stderr.read().decode() if sim.proc.stderr else ''}")
         with contextlib.suppress(OSError):
             if get(sim.base + "/health", timeout=1.0)[0] == 200:
                 return
@@ -98,9 +96,7 @@ def get(url: str, timeout: float = 10.0) -> tuple[int, bytes]:
         return err.code, err.read()
 
 
-def send(
-    url: str, body: bytes | dict[str, Any], method: str = "POST", timeout: float = 30.0
-) -> tuple[int, bytes]:
+def send(url: str, body: bytes | dict[str, Any], method: str = "POST", timeout: float = 30.0) -> tuple[int, bytes]:
     data = body if isinstance(body, bytes) else json.dumps(body).encode()
     headers = {"Content-Type": "application/json"}
     req = urllib.request.Request(url, data=data, method=method, headers=headers)  # noqa: S310 (opened by open_url)
@@ -146,9 +142,7 @@ def sim() -> Iterator[Sim]:
 @pytest.fixture(scope="module")
 def spec_sim() -> Iterator[Sim]:
     """The test profile with speculative decoding: K=4 drafts, half accepted."""
-    with running(
-        "--profile", "test", "--set", "num_speculative_tokens=4", "--set", "acceptance_rate=0.5"
-    ) as s:
+    with running("--profile", "test", "--set", "num_speculative_tokens=4", "--set", "acceptance_rate=0.5") as s:
         yield s
 
 
@@ -397,9 +391,7 @@ def test_repeated_prompt_hits_the_prefix_cache(sim: Sim) -> None:
     records = json.loads(get(sim.base + "/sim/requests")[1])["requests"][-2:]
     assert [r["cached_tokens"] for r in records] == [0, 400]  # 401 tokens, 16-token blocks: 25 full blocks
     after = get(sim.base + "/metrics")[1].decode()
-    assert (
-        metric(after, "vllm:prefix_cache_hits_total") - metric(before, "vllm:prefix_cache_hits_total") == 400
-    )
+    assert metric(after, "vllm:prefix_cache_hits_total") - metric(before, "vllm:prefix_cache_hits_total") == 400
 
 
 def test_sim_profile_and_gpu(sim: Sim) -> None:
@@ -459,9 +451,7 @@ def test_fault_crash_after_marks_the_engine_dead_then_exits() -> None:
 def test_fault_error_rate_answers_some_500s() -> None:
     """A fraction of completions is answered 500 (repeatably for a seed), the rest normally."""
     with running("--profile", "test", "--fault-error-rate", "0.5", "--fault-seed", "1") as sim:
-        statuses = [
-            send(sim.base + "/v1/completions", {"prompt": "x", "max_tokens": 1})[0] for _ in range(20)
-        ]
+        statuses = [send(sim.base + "/v1/completions", {"prompt": "x", "max_tokens": 1})[0] for _ in range(20)]
     assert set(statuses) == {200, 500}
     assert 3 <= statuses.count(500) <= 17
     with running("--profile", "test", "--fault-error-rate", "0.5", "--fault-seed", "1") as sim:
@@ -478,3 +468,84 @@ def test_fault_hang_stops_answering() -> None:
         with pytest.raises((TimeoutError, urllib.error.URLError)):
             send(sim.base + "/v1/completions", {"prompt": "x", "max_tokens": 1}, timeout=0.5)
         assert sim.proc.poll() is None
+
+
+def raw_exchange(sim: Sim, data: bytes, answers: int = 1, timeout: float = 5.0) -> bytes:
+    """Send raw bytes on one connection and read until `answers` complete Content-Length responses came back."""
+    host, port = sim.base.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port)), timeout=timeout) as conn:
+        conn.sendall(data)
+        received = b""
+        while received.count(b"HTTP/1.1 ") < answers or not _complete(received, answers):
+            chunk = conn.recv(65536)
+            if not chunk:
+                break
+            received += chunk
+        return received
+
+
+def _complete(raw: bytes, answers: int) -> bool:
+    rest = raw
+    for _ in range(answers):
+        head, sep, rest = rest.partition(b"\r\n\r\n")
+        match = re.search(rb"Content-Length: (\d+)", head)
+        if not sep or match is None or len(rest) < int(match.group(1)):
+            return False
+        rest = rest[int(match.group(1)) :]
+    return True
+
+
+def test_keep_alive_routes_and_refusals_over_one_socket(sim: Sim) -> None:
+    """Two requests on one connection both answered; 404 and 405 in FastAPI's shape; a chunked body is 411."""
+    raw = raw_exchange(sim, b"GET /version HTTP/1.1\r\nHost: x\r\n\r\nGET /v1/models HTTP/1.1\r\nHost: x\r\n\r\n", 2)
+    assert raw.count(b"HTTP/1.1 200 OK") == 2
+    assert b'"0.0.0+sim"' in raw
+    assert b'"sim-test"' in raw
+    assert get(sim.base + "/no/such/route") == (404, b'{"detail":"Not Found"}')
+    assert get(sim.base + "/v1/completions")[0] == 405
+    chunked = b"POST /v1/completions HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n"
+    assert raw_exchange(sim, chunked).startswith(b"HTTP/1.1 411 ")
+
+
+def test_client_leaving_mid_stream_leaves_the_server_serving(sim: Sim) -> None:
+    """A client that disconnects mid-stream is aborted; streams and requests after it are served normally."""
+    host, port = sim.base.removeprefix("http://").split(":")
+    body = json.dumps({"prompt": PROSE, "max_tokens": 200, "ignore_eos": True, "stream": True}).encode()
+    request = b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body)
+    before = json.loads(get(sim.base + "/sim/stats")[1])["aborted"]
+    with socket.create_connection((host, int(port)), timeout=5) as conn:
+        conn.sendall(request)
+        received = b""
+        while b"data: {" not in received:
+            chunk = conn.recv(65536)
+            assert chunk, received
+            received += chunk
+    deadline = time.monotonic() + 5
+    while json.loads(get(sim.base + "/sim/stats")[1])["aborted"] == before:
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
+    events = sse_events(send(sim.base + "/v1/completions", {"prompt": PROSE, "max_tokens": 3, "stream": True})[1])
+    assert events[-1] == "[DONE]"
+    stats = json.loads(get(sim.base + "/sim/stats")[1])
+    assert (stats["running"], stats["decoding"]) == (0, 0)
+
+
+def test_port_zero_logs_the_bound_port() -> None:
+    """With --port 0 the simulator listens on a free port and says which in its `listening` log line."""
+    argv = [sys.executable, "-m", "farm.sim", "serve", "--profile", "test", "--port", "0"]
+    proc = subprocess.Popen([*argv, "--fault-startup-delay", "0"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        assert proc.stderr is not None
+        deadline = time.monotonic() + READY_DEADLINE_S
+        line = b""
+        while b'"listening"' not in line:
+            assert time.monotonic() < deadline
+            line = proc.stderr.readline()
+        port = json.loads(line)["port"]
+        assert port > 0
+        assert get(f"http://127.0.0.1:{port}/health") == (200, b"")
+    finally:
+        proc.terminate()
+        assert proc.wait(5) == 0 or proc.returncode < 0
+        if proc.stderr:
+            proc.stderr.close()

@@ -1,18 +1,24 @@
-"""The simulator's parts without a server: tokenizer, template, profiles, prefix cache, metrics, SSE bytes."""
+"""The simulator's parts without a server: tokenizer, template, profiles, prefix cache, metrics, SSE bytes, and
+the HTTP connection and application driven through a fake transport (no sockets)."""
 
 from __future__ import annotations
 
+import asyncio
 import json
+import random
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from farm.sim import protocol, tokenizer
+from farm.sim import protocol, timing, tokenizer
 from farm.sim.faults import ErrorDraw, FaultPlan
+from farm.sim.http import Connection, Request, Response
 from farm.sim.metrics import EngineMetrics, LatenessRecorder, build_1_2_5_buckets
 from farm.sim.prefix_cache import PrefixCache, block_hashes
 from farm.sim.profile import SimProfileError, load_profile, parse_override, profile_names
+from farm.sim.server import build_app
 
 
 @pytest.mark.parametrize(
@@ -261,3 +267,254 @@ def test_fault_plan_validates() -> None:
         FaultPlan(error_rate=1.5)
     with pytest.raises(ValueError, match="crash_after_s"):
         FaultPlan(crash_after_s=-1)
+
+
+class FakeTransport(asyncio.Transport):
+    """Collects what is written; `close` marks it closing, as a real transport does."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.written = bytearray()
+        self.closing = False
+        self.paused = False
+
+    def write(self, data: bytes | bytearray | memoryview) -> None:
+        self.written += bytes(data)
+
+    def is_closing(self) -> bool:
+        return self.closing
+
+    def close(self) -> None:
+        self.closing = True
+
+    def get_write_buffer_size(self) -> int:
+        return 0
+
+    def pause_reading(self) -> None:
+        self.paused = True
+
+    def resume_reading(self) -> None:
+        self.paused = False
+
+
+class Recorder:
+    """An application that records requests and answers each with its path (or later, when `defer` is set)."""
+
+    def __init__(self, defer: bool = False) -> None:
+        self.requests: list[Request] = []
+        self.defer = defer
+
+    def __call__(self, request: Request, conn: Connection) -> Response | None:
+        self.requests.append(request)
+        if self.defer:
+            return None
+        return Response(200, request.path.encode() + b"|" + request.body, "text/plain")
+
+
+def connect(app: Any, clock: Any = time.perf_counter_ns) -> tuple[Connection, FakeTransport]:
+    conn = Connection(app, clock=clock)
+    transport = FakeTransport()
+    conn.connection_made(transport)
+    return conn, transport
+
+
+def post(path: str, body: bytes, extra: bytes = b"") -> bytes:
+    return b"POST %s HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n%s\r\n%s" % (path.encode(), len(body), extra, body)
+
+
+def test_request_split_across_reads_is_stamped_when_its_body_completes() -> None:
+    """Bytes arriving in pieces make one request, stamped by the clock at the read that completed it."""
+    app = Recorder()
+    ticks = iter(range(100, 200))
+    conn, transport = connect(app, clock=lambda: next(ticks))
+    raw = post("/a", b'{"x": 1}')
+    for i in range(0, len(raw), 7):
+        conn.data_received(raw[i : i + 7])
+    assert len(app.requests) == 1
+    request = app.requests[0]
+    assert (request.method, request.path, request.body, request.arrival_ns) == ("POST", "/a", b'{"x": 1}', 100)
+    assert request.headers["host"] == "x"
+    assert transport.written.startswith(b"HTTP/1.1 200 OK\r\n")
+    assert transport.written.endswith(b"\r\n\r\n/a|" + b'{"x": 1}')
+    assert b"Content-Length: 11\r\n" in transport.written
+    assert not transport.closing
+
+
+def test_keep_alive_serves_several_requests_and_connection_close_ends_it() -> None:
+    """Requests follow one another on a connection; `Connection: close` closes it after the answer."""
+    app = Recorder()
+    conn, transport = connect(app)
+    conn.data_received(post("/one", b"1"))
+    conn.data_received(b"GET /two?q=1 HTTP/1.1\r\nConnection: close\r\n\r\n")
+    assert [(r.method, r.path, r.query) for r in app.requests] == [("POST", "/one", ""), ("GET", "/two", "q=1")]
+    assert transport.written.count(b"HTTP/1.1 200 OK") == 2
+    assert transport.written.count(b"Connection: close") == 1
+    assert transport.closing
+
+
+def test_pipelined_request_waits_for_the_deferred_answer() -> None:
+    """A second request in the same read is parsed only when the first's deferred answer is finished."""
+    app = Recorder(defer=True)
+    conn, transport = connect(app)
+    conn.data_received(post("/first", b"a") + post("/second", b"b"))
+    assert [r.path for r in app.requests] == ["/first"]
+    conn.send(Response(200, b"first", "text/plain"))
+    assert [r.path for r in app.requests] == ["/first", "/second"]
+    conn.send(Response(200, b"second", "text/plain"))
+    assert transport.written.index(b"first") < transport.written.index(b"second")
+
+
+@pytest.mark.parametrize(
+    ("raw", "status"),
+    [
+        (b"POST /a HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n", 411),
+        (b"POST /a HTTP/1.1\r\nContent-Length: 99999999999\r\n\r\n", 413),
+        (b"POST /a HTTP/1.1\r\nContent-Length: ten\r\n\r\n", 400),
+        (b"NOT A REQUEST LINE AT ALL\r\n\r\n", 400),
+        (b"GET /a HTTP/1.1\r\nno colon here\r\n\r\n", 400),
+        (b"GET /a HTTP/1.1\r\nX-Big: " + b"a" * 70_000, 431),
+    ],
+    ids=["chunked-body", "too-large", "bad-length", "bad-request-line", "bad-header", "huge-head"],
+)
+def test_bad_requests_are_refused_and_the_connection_closed(raw: bytes, status: int) -> None:
+    """Chunked bodies 411, oversized bodies 413, oversized heads 431, malformed requests 400; then close."""
+    app = Recorder()
+    conn, transport = connect(app)
+    conn.data_received(raw)
+    assert app.requests == []
+    assert transport.written.startswith(b"HTTP/1.1 %d " % status)
+    assert transport.closing
+
+
+def test_http10_stream_is_not_chunked_and_closes() -> None:
+    """An HTTP/1.0 client gets an unframed stream and `Connection: close`."""
+    app = Recorder(defer=True)
+    conn, _ = connect(app)
+    conn.data_received(b"GET /s HTTP/1.0\r\n\r\n")
+    head, chunked = conn.stream_head(200, {"Content-Type": "text/event-stream"})
+    assert not chunked
+    assert b"Transfer-Encoding" not in head
+    assert b"Connection: close" in head
+
+
+def fast_profile(**overrides: Any) -> Any:
+    """The test profile made quick: 1 ms base latency, 2000 tok/s."""
+    values = {"base_latency_s": 0.001, "decode_tok_s": {"code": 2000.0}, "default_decode_tok_s": 2000.0}
+    return load_profile("test", overrides={**values, **overrides})
+
+
+async def wait_until(condition: Any, timeout_s: float = 5.0) -> None:
+    """Poll `condition()` while the loop runs (the scheduler writes between polls); fail after `timeout_s`."""
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline
+        await asyncio.sleep(0.002)
+
+
+async def drive(app: Any, raw: bytes, until: Any) -> tuple[Connection, FakeTransport]:
+    """Feed one request to a fresh connection of `app` with its scheduler running, until `until()` holds."""
+    app.start()
+    try:
+        conn, transport = connect(app)
+        conn.data_received(raw)
+        await wait_until(lambda: until(conn, transport))
+        return conn, transport
+    finally:
+        await app.stop(timeout_s=0)
+
+
+def test_streamed_completion_is_anchored_at_arrival_and_ends_with_the_terminator() -> None:
+    """The stream's first chunk is due at arrival + TTFT exactly; the body ends with `0\\r\\n\\r\\n`."""
+    app = build_app(fast_profile())
+    body = json.dumps({"prompt": "hello", "max_tokens": 5, "ignore_eos": True, "stream": True}).encode()
+    _, transport = asyncio.run(drive(app, post("/v1/completions", body), lambda c, t: t.written.endswith(b"0\r\n\r\n")))
+    raw = bytes(transport.written)
+    assert raw.startswith(b"HTTP/1.1 200 OK\r\n")
+    assert b"Transfer-Encoding: chunked" in raw
+    assert raw.count(b"data: {") == 5
+    assert raw.count(b"data: [DONE]") == 1
+    record = app.state.records[0]
+    assert record.status == "ok"
+    assert record.first_due_ns == record.arrival_ns + round(record.ttft_model_s * 1e9)
+    assert record.first_chunk_ns is not None
+    assert record.first_chunk_ns >= record.first_due_ns
+    assert app.state.running == 0
+
+
+def test_non_streaming_answer_comes_when_the_last_token_is_due() -> None:
+    """A non-streaming completion is answered once, after its last token's due time, with its usage."""
+    app = build_app(fast_profile())
+    body = json.dumps({"prompt": "hello", "max_tokens": 8, "ignore_eos": True}).encode()
+
+    def answered(conn: Connection, transport: FakeTransport) -> bool:
+        return b"\r\n\r\n{" in transport.written
+
+    _, transport = asyncio.run(drive(app, post("/v1/completions", body), answered))
+    head, _, payload = bytes(transport.written).partition(b"\r\n\r\n")
+    assert b"Content-Length: %d" % len(payload) in head
+    answer = json.loads(payload)
+    assert answer["usage"]["completion_tokens"] == 8
+    record = app.state.records[0]
+    assert record.last_chunk_ns is not None
+    assert record.last_chunk_ns >= record.arrival_ns + round((record.ttft_model_s + 7 / 2000) * 1e9)
+
+
+def test_client_gone_mid_stream_is_aborted_and_the_scheduler_goes_on() -> None:
+    """A stream whose client went away is aborted at its next step; the slot frees and later requests run."""
+    app = build_app(fast_profile(decode_tok_s={"code": 200.0}, default_decode_tok_s=200.0))
+    body = json.dumps({"prompt": "hello", "max_tokens": 50, "ignore_eos": True, "stream": True}).encode()
+
+    async def scenario() -> tuple[FakeTransport, FakeTransport]:
+        app.start()
+        try:
+            conn, gone = connect(app)
+            conn.data_received(post("/v1/completions", body))
+            await wait_until(lambda: b"data:" in gone.written)
+            gone.closing = True
+            conn.connection_lost(None)
+            await wait_until(lambda: app.state.scheduler.aborted > 0)
+            short = json.dumps({"prompt": "hi", "max_tokens": 2, "ignore_eos": True, "stream": True}).encode()
+            conn2, after = connect(app)
+            conn2.data_received(post("/v1/completions", short))
+            await wait_until(lambda: after.written.endswith(b"0\r\n\r\n"))
+            return gone, after
+        finally:
+            await app.stop(timeout_s=0)
+
+    asyncio.run(asyncio.wait_for(scenario(), 10))
+    first, second = app.state.records
+    assert first.status == "aborted"
+    assert 0 < first.completion_tokens < 50
+    assert second.status == "ok"
+    assert app.state.running == 0
+    assert app.state.scheduler.decoding == 0
+
+
+def test_lazy_spec_decode_steps_follow_plan_steps() -> None:
+    """The scheduler draws a stream's steps one at a time, exactly as `timing.plan_steps` plans them."""
+    app = build_app(fast_profile(num_speculative_tokens=3, acceptance_rate=0.6, decode_tok_s={"code": 20000.0}))
+    body = json.dumps({"prompt": "hello", "max_tokens": 60, "ignore_eos": True, "stream": True}).encode()
+    asyncio.run(drive(app, post("/v1/completions", body), lambda c, t: t.written.endswith(b"0\r\n\r\n")))
+    profile = app.state.profile
+    planned = timing.plan_steps(
+        60,
+        num_speculative_tokens=3,
+        acceptance_rate=0.6,
+        tokens_per_chunk=1,
+        rng=random.Random(profile.seed * 1_000_003 + 1),
+    )
+    assert list(app.state.records[0].chunk_tokens) == [step.tokens for step in planned]
+    assert len(planned) < 40  # several tokens per chunk
+
+
+def test_routes_answer_404_and_405_in_fastapis_shape() -> None:
+    """Unknown paths are 404, a known path with another method 405 with Allow, as vLLM's FastAPI answers."""
+    app = build_app(fast_profile())
+    conn, transport = connect(app)
+    conn.data_received(b"GET /nowhere HTTP/1.1\r\n\r\n")
+    conn.data_received(b"GET /v1/completions HTTP/1.1\r\n\r\n")
+    answers = bytes(transport.written).split(b"HTTP/1.1 ")[1:]
+    assert answers[0].startswith(b"404 ")
+    assert answers[0].endswith(b'{"detail":"Not Found"}')
+    assert answers[1].startswith(b"405 ")
+    assert b"Allow: POST\r\n" in answers[1]
