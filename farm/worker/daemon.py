@@ -187,7 +187,7 @@ class Worker:
                 self._stop_engine(engine)
             state.stop.set()
             heartbeat.join(timeout=10)
-            structlog.contextvars.unbind_contextvars("job", "attempt", "phase")
+            structlog.contextvars.unbind_contextvars("job", "attempt")
 
     def _stop_engine(self, engine: Engine) -> None:
         """Stop the engine; cards that stay busy afterwards make this host unfit for more jobs."""
@@ -329,9 +329,9 @@ class Worker:
     # --- heartbeat ---
 
     def _set_phase(self, state: _RunState, phase: str) -> None:
+        # Not bound as log context: the sweep reports phases from inside its event loop's own context copy.
         state.phase = phase
-        structlog.contextvars.bind_contextvars(phase=phase)
-        log.info("job.phase")
+        log.info("job.phase", phase=phase)
 
     def _heartbeat_loop(self, job: ClaimedJob, state: _RunState) -> None:
         interval = self.lease_s / 4
