@@ -1,0 +1,362 @@
+"""Aggregation: succeeded runs in, one entry per recipe × hardware class × engine version × workload × measurement
+out (pure functions, no I/O).
+
+An entry pools the repeats of every run in its group: n, mean, median, min, max, standard deviation (sample,
+n - 1; 0 for one value) and spread ((max - min) / mean, as the seed's page uses). It says how many samples the
+sweeps asked for (each figure's `requested_repeats`, else its plan's `repeats`) and is `incomplete` when it got
+fewer. Entries measured on the simulator carry `simulated=True`; ranks are given within one measurement and
+only among entries of the same kind (real with real, simulated with simulated), so a simulated figure is never
+ranked with a real one.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass, field, replace
+from datetime import datetime
+from typing import Any
+
+from farm.bench.records import Figure
+from farm.report.filters import ALL, ResultFilter
+from farm.store.reads import RunMeasurements
+
+BULKY_PARAMS = frozenset({"server_counter_deltas", "usage_completion_tokens"})
+"""Per-repeat lists in a figure's params: kept in the store, left out of aggregated entries."""
+
+LOWER_IS_BETTER_UNITS = frozenset({"ms", "s", "GiB", "GB"})
+"""Units whose smaller values rank first (latency, memory); every other unit (tok/s, acceptance) ranks larger
+values first."""
+
+GroupKey = tuple[str, str, str, str, str | None, bool]
+"""(recipe_id, recipe_sha256, hardware_class, engine_name, engine_version, simulated): one sweep's identity."""
+
+
+@dataclass(frozen=True)
+class RecipeSummary:
+    """What exports need of the recipe behind an entry."""
+
+    recipe_id: str
+    recipe_sha256: str
+    model_id: str
+    hardware_id: str
+    hardware_count: int
+    argv: tuple[str, ...]
+    tensor_parallel: int | None
+    max_context_tokens: int | None
+
+
+@dataclass(frozen=True)
+class ProvenanceSummary:
+    """The provenance of one run, in short: enough to tell where and how a figure was measured."""
+
+    job_id: str
+    attempt: int
+    worker_id: str
+    measured_at: str
+    host: str | None
+    cpu: str | None
+    os: str | None
+    gpu_names: tuple[str, ...]
+    gpu_count: int | None
+    driver_version: str | None
+    cuda_version: str | None
+    engine: str
+    engine_version: str | None
+    image_digest: str | None
+    farm_version: str | None
+    farm_commit: str | None
+    cache_state: str | None
+    simulated: bool
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One measurement of one sweep group, pooled over every repeat of every run in the group."""
+
+    recipe: RecipeSummary
+    hardware_class: str
+    engine_name: str
+    engine_version: str | None
+    simulated: bool
+    workload: str | None
+    key: str
+    kind: str
+    point: str
+    metric: str
+    unit: str
+    n: int
+    mean: float
+    median: float
+    min: float
+    max: float
+    stdev: float
+    spread: float
+    values: tuple[float, ...]
+    runs: int
+    requested: int
+    job_ids: tuple[str, ...]
+    first_measured_at: datetime
+    measured_at: datetime
+    params: dict[str, Any] = field(default_factory=dict)
+    provenance: tuple[ProvenanceSummary, ...] = ()
+    rank: int | None = None
+
+    @property
+    def incomplete(self) -> bool:
+        """Fewer samples than the sweeps asked for."""
+        return self.n < self.requested
+
+    @property
+    def status(self) -> str:
+        """`simulated` or `measured` (on real hardware)."""
+        return "simulated" if self.simulated else "measured"
+
+    @property
+    def group(self) -> GroupKey:
+        return (
+            self.recipe.recipe_id,
+            self.recipe.recipe_sha256,
+            self.hardware_class,
+            self.engine_name,
+            self.engine_version,
+            self.simulated,
+        )
+
+    @property
+    def gpu_count(self) -> int:
+        return self.recipe.hardware_count
+
+
+@dataclass(frozen=True)
+class Stats:
+    """The summary of pooled values."""
+
+    n: int
+    mean: float
+    median: float
+    min: float
+    max: float
+    stdev: float
+    spread: float
+
+
+def summarise(values: Sequence[float]) -> Stats:
+    """n, mean, median, min, max, sample standard deviation (0 for one value) and spread ((max - min) / mean)."""
+    if not values:
+        raise ValueError("no values to summarise")
+    mean = statistics.fmean(values)
+    low, high = min(values), max(values)
+    return Stats(
+        n=len(values),
+        mean=mean,
+        median=statistics.median(values),
+        min=low,
+        max=high,
+        stdev=statistics.stdev(values) if len(values) > 1 else 0.0,
+        spread=(high - low) / mean if mean else 0.0,
+    )
+
+
+def split_key(key: str) -> tuple[str, str, str]:
+    """`kind/point/metric` of a figure key (a key of another shape is its own kind with an empty point)."""
+    parts = key.split("/")
+    if len(parts) == 3:
+        return parts[0], parts[1], parts[2]
+    return key, "", parts[-1]
+
+
+def lower_is_better(unit: str) -> bool:
+    return unit in LOWER_IS_BETTER_UNITS
+
+
+def provenance_summary(run: RunMeasurements) -> ProvenanceSummary:
+    """The short provenance of one run, from the provenance JSON the worker stored (farm.provenance)."""
+    p = run.provenance
+    host = p.get("host") or {}
+    gpus = p.get("gpus") or {}
+    engine = p.get("engine") or {}
+    return ProvenanceSummary(
+        job_id=run.job_id,
+        attempt=run.attempt,
+        worker_id=str(p.get("worker_id") or run.worker_id),
+        measured_at=run.measured_at.isoformat(),
+        host=host.get("name"),
+        cpu=host.get("cpu"),
+        os=host.get("os"),
+        gpu_names=tuple(str(name) for name in gpus.get("names") or ()),
+        gpu_count=gpus.get("count"),
+        driver_version=gpus.get("driver_version"),
+        cuda_version=gpus.get("cuda_version"),
+        engine=run.engine_name,
+        engine_version=run.engine_version,
+        image_digest=engine.get("image_digest"),
+        farm_version=p.get("farm_version"),
+        farm_commit=p.get("farm_commit"),
+        cache_state=p.get("cache_state"),
+        simulated=run.simulated,
+    )
+
+
+def recipe_summary(run: RunMeasurements) -> RecipeSummary:
+    return RecipeSummary(
+        recipe_id=run.recipe_id,
+        recipe_sha256=run.recipe_sha256,
+        model_id=run.model_id,
+        hardware_id=run.hardware_id,
+        hardware_count=run.hardware_count,
+        argv=run.recipe_argv,
+        tensor_parallel=run.tensor_parallel,
+        max_context_tokens=run.max_context_tokens,
+    )
+
+
+def group_of(run: RunMeasurements) -> GroupKey:
+    return (
+        run.recipe_id,
+        run.recipe_sha256,
+        run.hardware_class,
+        run.engine_name,
+        run.engine_version,
+        run.simulated,
+    )
+
+
+def _requested(figure: Figure, run: RunMeasurements) -> int:
+    if figure.requested_repeats is not None:
+        return figure.requested_repeats
+    if run.requested_repeats is not None:
+        return run.requested_repeats
+    return len(figure.values)
+
+
+def aggregate(runs: Iterable[RunMeasurements], filters: ResultFilter = ALL) -> list[Entry]:
+    """Entries of the runs that pass `filters`, ranked, in a stable order: real before simulated, then by
+    recipe, hardware, engine version and figure key."""
+    members: dict[tuple[GroupKey, str], list[tuple[RunMeasurements, Figure]]] = defaultdict(list)
+    for run in runs:
+        if not filters.matches_run(run):
+            continue
+        for figure in run.figures:
+            if figure.values:
+                members[(group_of(run), figure.key)].append((run, figure))
+    entries = []
+    for (_group, key), pairs in members.items():
+        entry = _entry(key, pairs)
+        if filters.matches_status(entry.simulated, entry.incomplete):
+            entries.append(entry)
+    return rank(entries)
+
+
+def _entry(key: str, pairs: list[tuple[RunMeasurements, Figure]]) -> Entry:
+    pairs = sorted(pairs, key=lambda pair: (pair[0].measured_at, pair[0].job_id))
+    first_run, _ = pairs[0]
+    last_run, last_figure = pairs[-1]
+    values = tuple(value for _, figure in pairs for value in figure.values)
+    stats = summarise(values)
+    kind, point, metric = split_key(key)
+    runs = {run.job_id: run for run, _ in pairs}
+    return Entry(
+        recipe=recipe_summary(last_run),
+        hardware_class=last_run.hardware_class,
+        engine_name=last_run.engine_name,
+        engine_version=last_run.engine_version,
+        simulated=last_run.simulated,
+        workload=last_figure.workload,
+        key=key,
+        kind=kind,
+        point=point,
+        metric=metric,
+        unit=last_figure.unit,
+        n=stats.n,
+        mean=stats.mean,
+        median=stats.median,
+        min=stats.min,
+        max=stats.max,
+        stdev=stats.stdev,
+        spread=stats.spread,
+        values=values,
+        runs=len(runs),
+        requested=sum(_requested(figure, run) for run, figure in pairs),
+        job_ids=tuple(sorted(runs)),
+        first_measured_at=first_run.measured_at,
+        measured_at=last_run.measured_at,
+        params={k: v for k, v in last_figure.params.items() if k not in BULKY_PARAMS},
+        provenance=tuple(provenance_summary(run) for run in runs.values()),
+    )
+
+
+def rank(entries: Iterable[Entry]) -> list[Entry]:
+    """The entries with `rank` set (1 is best) within each measurement, real and simulated ranked apart."""
+    pools: dict[tuple[str, bool], list[Entry]] = defaultdict(list)
+    for entry in entries:
+        pools[(entry.key, entry.simulated)].append(entry)
+    ranked: list[Entry] = []
+    for pool in pools.values():
+        descending = not lower_is_better(pool[0].unit)
+        ordered = sorted(pool, key=lambda e: -e.mean if descending else e.mean)
+        ranked.extend(_with_rank(entry, position) for position, entry in enumerate(ordered, start=1))
+    ranked.sort(
+        key=lambda e: (
+            e.simulated,
+            e.recipe.model_id,
+            e.recipe.recipe_id,
+            e.hardware_class,
+            e.engine_version or "",
+            e.key,
+        )
+    )
+    return ranked
+
+
+def _with_rank(entry: Entry, position: int) -> Entry:
+    return replace(entry, rank=position)
+
+
+def groups(entries: Iterable[Entry]) -> dict[GroupKey, list[Entry]]:
+    """Entries by sweep group, in the order they come."""
+    out: dict[GroupKey, list[Entry]] = defaultdict(list)
+    for entry in entries:
+        out[entry.group].append(entry)
+    return dict(out)
+
+
+def entry_json(entry: Entry) -> dict[str, Any]:
+    """An entry as plain JSON: identity, statistics, completeness, rank, params and provenance summary."""
+    return {
+        "recipe_id": entry.recipe.recipe_id,
+        "recipe_sha256": entry.recipe.recipe_sha256,
+        "model_id": entry.recipe.model_id,
+        "hardware_class": entry.hardware_class,
+        "gpu_count": entry.gpu_count,
+        "engine_name": entry.engine_name,
+        "engine_version": entry.engine_version,
+        "simulated": entry.simulated,
+        "status": entry.status,
+        "workload": entry.workload,
+        "key": entry.key,
+        "kind": entry.kind,
+        "point": entry.point,
+        "metric": entry.metric,
+        "unit": entry.unit,
+        "n": entry.n,
+        "mean": entry.mean,
+        "median": entry.median,
+        "min": entry.min,
+        "max": entry.max,
+        "stdev": entry.stdev,
+        "spread": entry.spread,
+        "values": list(entry.values),
+        "runs": entry.runs,
+        "requested": entry.requested,
+        "got": entry.n,
+        "incomplete": entry.incomplete,
+        "rank": entry.rank,
+        "ranked_among": "simulated" if entry.simulated else "real",
+        "job_ids": list(entry.job_ids),
+        "first_measured_at": entry.first_measured_at.isoformat(),
+        "measured_at": entry.measured_at.isoformat(),
+        "params": entry.params,
+        "provenance": [asdict(p) | {"gpu_names": list(p.gpu_names)} for p in entry.provenance],
+    }

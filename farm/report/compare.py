@@ -1,0 +1,163 @@
+"""Comparing two sets of results, measurement by measurement (pure math, no I/O).
+
+For each measurement both sides have, a comparison gives both means, the difference B - A (absolute and as a
+fraction of A), and a bootstrap confidence interval of the difference of means: each side's values are
+resampled with replacement `resamples` times (10 000 by default) from a seeded RNG, so the same inputs always
+give the same interval, and the central `confidence` (95%) of the resampled differences is the interval.
+
+A difference is **real** when all three hold:
+1. both sides have at least two values (one value says nothing about run-to-run noise);
+2. the confidence interval excludes 0;
+3. |B - A| / A exceeds the run-to-run spread of both sides: max(spread A, spread B), where spread is
+   (max - min) / mean, the seed's own measure ("Mean of 3 runs; spread ~7%").
+Otherwise it is **noise**. Rule 3 matters because a bootstrap of three values underestimates the variance: a 5%
+difference with a 1% spread is real, the same 5% with a 7% spread is noise, as the seed itself judged its
+~5% / ~4% / ~3% "VS PREDECESSOR" differences at a ~7% spread: "net a wash".
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from statistics import fmean
+
+DEFAULT_RESAMPLES = 10_000
+"""Enough that the 2.5th and 97.5th percentiles move by well under 1% of the difference between seeds."""
+DEFAULT_CONFIDENCE = 0.95
+DEFAULT_SEED = 20260830
+"""Fixed, so a comparison printed twice prints the same interval (the seed's capture date)."""
+MIN_VALUES = 2
+"""Values each side needs before a difference can be called real."""
+
+
+@dataclass(frozen=True)
+class Side:
+    """One side of a comparison for one measurement."""
+
+    n: int
+    mean: float
+    spread: float
+
+
+@dataclass(frozen=True)
+class Difference:
+    """B against A for one measurement."""
+
+    key: str
+    unit: str
+    a: Side
+    b: Side
+    diff: float
+    """mean(B) - mean(A)."""
+    diff_pct: float | None
+    """diff / mean(A), a fraction (0.05 is 5%); None when mean(A) is 0."""
+    ci_low: float
+    ci_high: float
+    threshold: float
+    """max(spread A, spread B): what |diff_pct| must exceed to be real."""
+    real: bool
+    reason: str
+
+
+def spread(values: Sequence[float]) -> float:
+    """(max - min) / mean; 0 for a zero mean."""
+    mean = fmean(values)
+    return (max(values) - min(values)) / mean if mean else 0.0
+
+
+def bootstrap_mean_difference(
+    a: Sequence[float],
+    b: Sequence[float],
+    *,
+    resamples: int = DEFAULT_RESAMPLES,
+    confidence: float = DEFAULT_CONFIDENCE,
+    seed: int = DEFAULT_SEED,
+) -> tuple[float, float]:
+    """The percentile bootstrap interval of mean(B) - mean(A)."""
+    if not a or not b:
+        raise ValueError("both sides need values")
+    if not 0 < confidence < 1:
+        raise ValueError(f"confidence must be between 0 and 1, not {confidence}")
+    if resamples < 1:
+        raise ValueError(f"resamples must be positive, not {resamples}")
+    rng = random.Random(seed)
+    a_values, b_values = list(a), list(b)
+    n_a, n_b = len(a_values), len(b_values)
+    choices = rng.choices
+    differences = sorted(
+        sum(choices(b_values, k=n_b)) / n_b - sum(choices(a_values, k=n_a)) / n_a for _ in range(resamples)
+    )
+    tail = (1 - confidence) / 2
+    low_index = max(0, math.floor(tail * resamples))
+    high_index = min(resamples - 1, math.ceil((1 - tail) * resamples) - 1)
+    return differences[low_index], differences[high_index]
+
+
+def compare_values(
+    key: str,
+    unit: str,
+    a: Sequence[float],
+    b: Sequence[float],
+    *,
+    resamples: int = DEFAULT_RESAMPLES,
+    confidence: float = DEFAULT_CONFIDENCE,
+    seed: int = DEFAULT_SEED,
+) -> Difference:
+    """B against A for one measurement, with the verdict (see the module docstring for what "real" means)."""
+    side_a = Side(n=len(a), mean=fmean(a), spread=spread(a))
+    side_b = Side(n=len(b), mean=fmean(b), spread=spread(b))
+    diff = side_b.mean - side_a.mean
+    diff_pct = diff / side_a.mean if side_a.mean else None
+    low, high = bootstrap_mean_difference(a, b, resamples=resamples, confidence=confidence, seed=seed)
+    threshold = max(side_a.spread, side_b.spread)
+    if min(side_a.n, side_b.n) < MIN_VALUES:
+        real, reason = False, f"too few values (n={side_a.n} vs {side_b.n}; {MIN_VALUES} each needed)"
+    elif low <= 0 <= high:
+        real, reason = False, f"the {confidence:.0%} interval includes 0"
+    elif diff_pct is None or abs(diff_pct) <= threshold:
+        shown = "n/a" if diff_pct is None else f"{abs(diff_pct):.1%}"
+        real, reason = False, f"|difference| {shown} is within the run-to-run spread {threshold:.1%}"
+    else:
+        real, reason = True, f"interval excludes 0 and |difference| {abs(diff_pct):.1%} > spread {threshold:.1%}"
+    return Difference(
+        key=key,
+        unit=unit,
+        a=side_a,
+        b=side_b,
+        diff=diff,
+        diff_pct=diff_pct,
+        ci_low=low,
+        ci_high=high,
+        threshold=threshold,
+        real=real,
+        reason=reason,
+    )
+
+
+def compare(
+    a: Mapping[str, Sequence[float]],
+    b: Mapping[str, Sequence[float]],
+    units: Mapping[str, str],
+    *,
+    resamples: int = DEFAULT_RESAMPLES,
+    confidence: float = DEFAULT_CONFIDENCE,
+    seed: int = DEFAULT_SEED,
+) -> list[Difference]:
+    """Every measurement both sides have values for, by key."""
+    return [
+        compare_values(key, units.get(key, ""), a[key], b[key], resamples=resamples, confidence=confidence, seed=seed)
+        for key in sorted(set(a) & set(b))
+        if a[key] and b[key]
+    ]
+
+
+def verdict(differences: Sequence[Difference]) -> str:
+    """One line: how many measurements differ for real, or that the two are a wash."""
+    real = [d for d in differences if d.real]
+    if not differences:
+        return "nothing to compare: the two sides share no measurement"
+    if not real:
+        return f"a wash: none of {len(differences)} measurements differs beyond the run-to-run spread"
+    return f"{len(real)} of {len(differences)} measurements differ for real"

@@ -1,0 +1,341 @@
+"""`farm report`: one self-contained HTML page of aggregated results (pure: entries in, a string out).
+
+No network: the CSS is inline, the charts are inline SVG made in Python (farm.report.charts), there is no
+script. The page holds the leaderboard (real hardware ranked; simulated entries apart, ranked only among
+themselves, and marked), decode tok/s by workload, the Pareto view of throughput per GPU against tok/s per user
+over the concurrency levels, TTFT against prompt length, every measurement, and the provenance of each sweep.
+Numbers that a test checks carry data attributes (`data-decode-mean`, ...) with their full precision.
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from html import escape
+
+import farm
+from farm.bench.records import (
+    KIND_CONCURRENCY,
+    KIND_DECODE,
+    KIND_MEMORY,
+    KIND_PREFILL,
+    KIND_SHORT_TTFT,
+    KIND_SPEC_DECODE,
+)
+from farm.report.aggregate import Entry, GroupKey, groups
+from farm.report.charts import Bar, Series, bar_chart, line_chart
+from farm.report.exports import Results
+
+
+@dataclass(frozen=True)
+class BoardRow:
+    """A leaderboard line: one sweep group and workload (the same numbers as `farm leaderboard --json`)."""
+
+    group: GroupKey
+    label: str
+    workload: str
+    decode: Entry
+    prefill_tok_s: float | None
+    prefill_prompt_tokens: int | None
+    short_ttft_ms: float | None
+    peak_memory_gib: float | None
+    spec_acceptance_rate: float | None
+
+    @property
+    def simulated(self) -> bool:
+        return self.decode.simulated
+
+
+def group_label(entry: Entry) -> str:
+    """`recipe · hardware class · engine version`: tells every sweep group apart in a legend."""
+    version = (entry.engine_version or "").split("+")[0]
+    hardware = entry.hardware_class.removeprefix("sim:")
+    label = f"{entry.recipe.recipe_id} · {hardware} · {entry.engine_name} {version}".strip()
+    return label + (" (simulated)" if entry.simulated else "")
+
+
+def _int(point: str) -> int | None:
+    try:
+        return int(point)
+    except ValueError:
+        return None
+
+
+def board_rows(entries: Sequence[Entry]) -> list[BoardRow]:
+    """The leaderboard, by the same rules as farm.store.leaderboard: prefill at the longest prompt, short TTFT
+    at the shortest, the largest card's peak memory, acceptance of the workload. Real rows first, each part
+    ordered by model and workload, fastest decode first."""
+    rows = []
+    for key, members in groups(entries).items():
+        by_key = {e.key: e for e in members}
+        prefill = [
+            (n, e) for e in members if e.kind == KIND_PREFILL and e.metric == "prefill_tok_s" if (n := _int(e.point))
+        ]
+        short = [(n, e) for e in members if e.kind == KIND_SHORT_TTFT and e.metric == "ttft_ms" if (n := _int(e.point))]
+        memory = [e.max for e in members if e.kind == KIND_MEMORY and e.metric == "peak_memory_gib"]
+        longest = max(prefill, key=lambda pair: pair[0], default=None)
+        shortest = min(short, key=lambda pair: pair[0], default=None)
+        for decode in members:
+            if decode.kind != KIND_DECODE or decode.metric != "decode_tok_s":
+                continue
+            accept = by_key.get(f"{KIND_SPEC_DECODE}/{decode.point}/acceptance_rate")
+            rows.append(
+                BoardRow(
+                    group=key,
+                    label=group_label(decode),
+                    workload=decode.point,
+                    decode=decode,
+                    prefill_tok_s=longest[1].mean if longest else None,
+                    prefill_prompt_tokens=longest[0] if longest else None,
+                    short_ttft_ms=shortest[1].mean if shortest else None,
+                    peak_memory_gib=max(memory) if memory else None,
+                    spec_acceptance_rate=accept.mean if accept else None,
+                )
+            )
+    rows.sort(key=lambda r: (r.simulated, r.decode.recipe.model_id, r.workload, -r.decode.mean))
+    return rows
+
+
+def decode_bars(entries: Sequence[Entry]) -> list[Bar]:
+    return [
+        Bar(group=group_label(e), category=e.point, value=e.mean, low=e.min, high=e.max, simulated=e.simulated)
+        for e in entries
+        if e.kind == KIND_DECODE and e.metric == "decode_tok_s"
+    ]
+
+
+def pareto_series(entries: Sequence[Entry]) -> list[Series]:
+    """Per group: (tok/s per user, aggregate tok/s per GPU) at each concurrency level."""
+    out = []
+    for members in groups(entries).values():
+        by_key = {e.key: e for e in members}
+        points = []
+        for e in members:
+            if e.kind == KIND_CONCURRENCY and e.metric == "aggregate_tok_s":
+                per_stream = by_key.get(f"{KIND_CONCURRENCY}/{e.point}/per_stream_tok_s")
+                if per_stream is not None:
+                    points.append((per_stream.mean, e.mean / max(e.gpu_count, 1), f"concurrency {e.point}"))
+        if points:
+            out.append(Series(name=group_label(members[0]), points=tuple(points), simulated=members[0].simulated))
+    return out
+
+
+def ttft_series(entries: Sequence[Entry]) -> list[Series]:
+    """Per group: (prompt tokens, TTFT ms) of the prefill and short-prompt measurements (cold cache)."""
+    out = []
+    for members in groups(entries).values():
+        points = [
+            (float(n), e.mean, f"{e.kind} {n} tokens")
+            for e in members
+            if e.kind in (KIND_PREFILL, KIND_SHORT_TTFT) and e.metric == "ttft_ms" and (n := _int(e.point))
+        ]
+        if points:
+            out.append(Series(name=group_label(members[0]), points=tuple(points), simulated=members[0].simulated))
+    return out
+
+
+def _num(value: float | None, digits: int = 1) -> str:
+    if value is None:
+        return "–"
+    return f"{value:,.{digits}f}" if abs(value) >= 10 else f"{value:.3g}"
+
+
+def _attr(value: float | int | None) -> str:
+    return "" if value is None else repr(value)
+
+
+def _sim_badge(simulated: bool) -> str:
+    return ' <span class="badge sim">simulated</span>' if simulated else ""
+
+
+def _board_table(rows: Sequence[BoardRow], caption: str, table_id: str) -> str:
+    if not rows:
+        return f'<p class="none" id="{table_id}-none">No {escape(caption.lower())} results.</p>'
+    head = (
+        "<tr><th>#</th><th>model</th><th>hardware</th><th>engine</th><th>workload</th><th>decode tok/s</th>"
+        "<th>n</th><th>spread</th><th>prefill tok/s</th><th>short TTFT ms</th><th>GiB/card</th><th>accept</th>"
+        "<th>jobs</th></tr>"
+    )
+    body = []
+    for r in rows:
+        d = r.decode
+        version = (d.engine_version or "").split("+")[0]
+        incomplete = (
+            f' <span class="badge warn" title="requested {d.requested}, got {d.n}">'
+            f"incomplete {d.n}/{d.requested}</span>"
+            if d.incomplete
+            else ""
+        )
+        body.append(
+            f'<tr class="board-row{" simulated" if r.simulated else ""}" data-recipe-id="{escape(d.recipe.recipe_id)}" '
+            f'data-recipe-sha256="{d.recipe.recipe_sha256}" data-hardware-class="{escape(d.hardware_class)}" '
+            f'data-engine-name="{escape(d.engine_name)}" data-engine-version="{escape(d.engine_version or "")}" '
+            f'data-workload="{escape(r.workload)}" data-simulated="{str(r.simulated).lower()}" '
+            f'data-decode-mean="{_attr(d.mean)}" data-decode-n="{d.n}" data-decode-min="{_attr(d.min)}" '
+            f'data-decode-max="{_attr(d.max)}" data-decode-spread="{_attr(d.spread)}" '
+            f'data-prefill-tok-s="{_attr(r.prefill_tok_s)}" '
+            f'data-prefill-prompt-tokens="{_attr(r.prefill_prompt_tokens)}" '
+            f'data-short-ttft-ms="{_attr(r.short_ttft_ms)}" data-peak-memory-gib="{_attr(r.peak_memory_gib)}" '
+            f'data-spec-acceptance-rate="{_attr(r.spec_acceptance_rate)}" data-runs="{d.runs}" '
+            f'data-job-ids="{" ".join(d.job_ids)}">'
+            f'<td class="rank">{d.rank or ""}</td>'
+            f"<td>{escape(d.recipe.model_id)}</td>"
+            f"<td>{escape(d.hardware_class)}{_sim_badge(r.simulated)}</td>"
+            f"<td>{escape(d.engine_name)} {escape(version)}</td>"
+            f"<td>{escape(r.workload)}</td>"
+            f'<td class="num decode-mean">{_num(d.mean)}{incomplete}</td>'
+            f'<td class="num">{d.n}</td>'
+            f'<td class="num">{d.spread:.1%}</td>'
+            f'<td class="num">{_num(r.prefill_tok_s)}'
+            f"{f' @{r.prefill_prompt_tokens:,}' if r.prefill_prompt_tokens else ''}</td>"
+            f'<td class="num">{_num(r.short_ttft_ms)}</td>'
+            f'<td class="num">{_num(r.peak_memory_gib)}</td>'
+            f'<td class="num">{f"{r.spec_acceptance_rate:.1%}" if r.spec_acceptance_rate is not None else "–"}</td>'
+            f'<td class="mono">{escape(" ".join(d.job_ids))}</td></tr>'
+        )
+    return (
+        f'<table class="board" id="{table_id}"><caption>{escape(caption)}</caption><thead>{head}</thead>'
+        f"<tbody>{''.join(body)}</tbody></table>"
+    )
+
+
+def _entries_table(entries: Sequence[Entry]) -> str:
+    head = (
+        "<tr><th>sweep</th><th>measurement</th><th>unit</th><th>n / requested</th><th>mean</th><th>median</th>"
+        "<th>min</th><th>max</th><th>stdev</th><th>spread</th><th>rank</th></tr>"
+    )
+    body = [
+        f'<tr class="entry{" simulated" if e.simulated else ""}" data-key="{escape(e.key)}" '
+        f'data-group="{escape(group_label(e))}" data-mean="{_attr(e.mean)}" data-n="{e.n}" '
+        f'data-requested="{e.requested}" data-incomplete="{str(e.incomplete).lower()}">'
+        f'<td>{escape(group_label(e))}</td><td class="mono">{escape(e.key)}</td><td>{escape(e.unit)}</td>'
+        f'<td class="num">{e.n} / {e.requested}{" ⚠" if e.incomplete else ""}</td>'
+        f'<td class="num">{_num(e.mean, 2)}</td><td class="num">{_num(e.median, 2)}</td>'
+        f'<td class="num">{_num(e.min, 2)}</td><td class="num">{_num(e.max, 2)}</td>'
+        f'<td class="num">{_num(e.stdev, 2)}</td><td class="num">{e.spread:.1%}</td>'
+        f'<td class="num">{e.rank or ""}{" (sim)" if e.simulated else ""}</td></tr>'
+        for e in entries
+    ]
+    return f'<table class="entries" id="entries"><thead>{head}</thead><tbody>{"".join(body)}</tbody></table>'
+
+
+def _provenance(entries: Sequence[Entry]) -> str:
+    parts = []
+    for members in groups(entries).values():
+        first = members[0]
+        runs = {(p.job_id, p.attempt): p for e in members for p in e.provenance}
+        rows = []
+        for _, p in sorted(runs.items()):
+            gpus = f"{len(p.gpu_names)}× {p.gpu_names[0]}" if p.gpu_names else f"{p.gpu_count or '?'} GPU(s)"
+            rows.append(
+                f'<tr class="provenance-run" data-job-id="{escape(p.job_id)}">'
+                f'<td class="mono">{escape(p.job_id)} #{p.attempt}</td><td>{escape(p.measured_at)}</td>'
+                f"<td>{escape(p.worker_id)}</td><td>{escape(p.host or '?')}<br><small>{escape(p.cpu or '')} · "
+                f"{escape(p.os or '')}</small></td><td>{escape(gpus)}<br>"
+                f"<small>driver {escape(p.driver_version or '?')}"
+                f" · CUDA {escape(p.cuda_version or '?')}</small></td>"
+                f"<td>{escape(p.engine)} {escape(p.engine_version or '?')}<br>"
+                f'<small class="mono">{escape(p.image_digest or "no image digest")}</small></td>'
+                f'<td>farm {escape(p.farm_version or "?")}<br><small class="mono">{escape((p.farm_commit or "?")[:12])}'
+                f"</small></td><td><small>{escape(p.cache_state or '')}</small></td></tr>"
+            )
+        parts.append(
+            f'<section class="provenance{" simulated" if first.simulated else ""}">'
+            f"<h3>{escape(group_label(first))}{_sim_badge(first.simulated)}</h3>"
+            f'<p>recipe <span class="mono">{escape(first.recipe.recipe_id)}</span> '
+            f'(sha256 <span class="mono">{first.recipe.recipe_sha256[:16]}…</span>)</p>'
+            f'<pre class="command">{escape(shlex.join(first.recipe.argv))}</pre>'
+            "<table><thead><tr><th>run</th><th>measured</th><th>worker</th><th>host</th><th>GPUs</th>"
+            "<th>engine</th><th>farm</th><th>cache</th></tr></thead>"
+            f"<tbody>{''.join(rows)}</tbody></table></section>"
+        )
+    return "".join(parts) or "<p>No runs.</p>"
+
+
+STYLE = """
+body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:24px auto;max-width:1280px;color:#222;
+padding:0 16px}
+h1{margin-bottom:4px}h2{margin-top:36px;border-bottom:1px solid #ddd;padding-bottom:4px}
+table{border-collapse:collapse;font-size:13px;margin:8px 0;width:100%}
+th,td{border-bottom:1px solid #eee;padding:4px 6px;text-align:left;vertical-align:top}
+th{background:#f6f6f6}td.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
+caption{text-align:left;font-weight:600;padding:6px 0}
+tr.simulated td{background:#fbf7ee}.mono{font-family:ui-monospace,Menlo,Consolas,monospace;font-size:12px}
+.badge{display:inline-block;border-radius:3px;padding:0 5px;font-size:11px;font-weight:600}
+.badge.sim{background:#f0ad4e;color:#fff}.badge.warn{background:#d9534f;color:#fff}
+.note{background:#fbf7ee;border-left:4px solid #f0ad4e;padding:6px 10px}
+svg.chart{background:#fff;border:1px solid #eee;max-width:100%;height:auto}
+svg .grid{stroke:#eee}svg .tick,svg .legend,svg .axis-label,svg .empty{font-size:11px;fill:#444}
+svg .series-line{stroke-width:2}svg .whisker{stroke:#333;stroke-width:1.5}
+pre.command{white-space:pre-wrap;word-break:break-all;background:#f6f6f6;padding:6px;font-size:12px}
+.charts{display:grid;grid-template-columns:repeat(auto-fit,minmax(620px,1fr));gap:16px}
+figure{margin:0}figcaption{font-size:13px;color:#555;margin:4px 0}
+"""
+
+
+def render_report(results: Results, *, now: datetime | None = None, store_label: str = "") -> str:
+    """The whole page."""
+    entries = list(results.entries)
+    board = board_rows(entries)
+    real = [r for r in board if not r.simulated]
+    simulated = [r for r in board if r.simulated]
+    generated = (now or datetime.now(UTC)).isoformat(timespec="seconds")
+    filters = {k: v for k, v in results.filters.as_json().items() if v not in (None, [], False)}
+    charts = [
+        (
+            "decode",
+            "Decode tok/s by workload (single stream; bar = mean of every repeat, whisker = min–max)",
+            bar_chart("Decode tok/s by workload", decode_bars(entries), "decode tok/s", "chart-decode"),
+        ),
+        (
+            "pareto",
+            "Throughput per GPU against tok/s per user, one point per concurrency level (up and right is better)",
+            line_chart(
+                "Throughput per GPU vs tok/s per user",
+                pareto_series(entries),
+                "tok/s per user (per stream)",
+                "aggregate tok/s per GPU",
+                "chart-pareto",
+            ),
+        ),
+        (
+            "ttft",
+            "Time to first token against prompt length (cold cache; log scale)",
+            line_chart(
+                "TTFT vs prompt tokens", ttft_series(entries), "prompt tokens", "TTFT ms", "chart-ttft", log_x=True
+            ),
+        ),
+    ]
+    chart_html = "".join(
+        f'<figure id="figure-{name}"><figcaption>{escape(caption)}</figcaption>{svg}</figure>'
+        for name, caption, svg in charts
+    )
+    incomplete = sum(1 for e in entries if e.incomplete)
+    source = f" from {escape(store_label)}" if store_label else ""
+    return f"""<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
+<title>bench farm report</title><style>{STYLE}</style></head>
+<body>
+<h1>bench farm report</h1>
+<p>Generated {escape(generated)} by farm {escape(farm.__version__)}{source}
+· <span id="run-count" data-value="{len(results.runs)}">{len(results.runs)}</span> succeeded run(s),
+<span id="entry-count" data-value="{len(entries)}">{len(entries)}</span> measurement(s)
+{f"· {incomplete} incomplete" if incomplete else ""}
+{f'· filters <span class="mono">{escape(str(filters))}</span>' if filters else ""}</p>
+<p class="note">Failed and cancelled runs never count. Rows marked <span class="badge sim">simulated</span> were
+measured on the simulator: they are shown apart and never ranked with real hardware. Spread = (max − min) / mean
+of every repeat of every run.</p>
+<h2 id="leaderboard">Leaderboard</h2>
+{_board_table(real, "Real hardware", "board-real")}
+{_board_table(simulated, "Simulated (ranked among simulated only)", "board-simulated")}
+<h2 id="charts">Charts</h2>
+<div class="charts">{chart_html}</div>
+<h2 id="measurements">Every measurement</h2>
+<details><summary>{len(entries)} measurements with n, mean, median, min, max, stdev, spread and rank</summary>
+{_entries_table(entries)}</details>
+<h2 id="provenance">Provenance</h2>
+{_provenance(entries)}
+</body></html>
+"""
