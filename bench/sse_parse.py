@@ -32,9 +32,7 @@ def recorded_stream(chunks: int, api: str) -> list[bytes]:
         else:
             choice = {"index": 0, "text": word, "logprobs": None, "finish_reason": None, "stop_reason": None}
             body = {**head, "object": "text_completion", "choices": [choice]}
-        events.append(
-            b"data: " + json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode() + b"\n\n"
-        )
+        events.append(b"data: " + json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode() + b"\n\n")
     usage = {"prompt_tokens": 32, "completion_tokens": chunks, "total_tokens": 32 + chunks}
     events.append(b"data: " + json.dumps({**head, "choices": [], "usage": usage}).encode() + b"\n\n")
     events.append(b"data: [DONE]\n\n")

@@ -26,10 +26,16 @@ def configure(fmt: str = "auto", level: str = "info", file: TextIO | None = None
             renderer,
         ],
         wrapper_class=structlog.make_filtering_bound_logger(logging.getLevelNamesMapping()[level.upper()]),
-        logger_factory=structlog.PrintLoggerFactory(file=out),
+        logger_factory=structlog.PrintLoggerFactory(file=file) if file is not None else _current_stderr,
         cache_logger_on_first_use=False,
     )
     _configured = True
+
+
+def _current_stderr(*_args: Any) -> structlog.PrintLogger:
+    """A logger on whatever sys.stderr is when it logs: a stream swapped and closed since (a test runner's
+    capture) must not break every later log line."""
+    return structlog.PrintLogger(file=sys.stderr)
 
 
 def get_logger(name: str) -> Any:

@@ -61,6 +61,9 @@ class Provenance:
     environment: dict[str, str]
     recipe_id: str
     recipe_sha256: str
+    """sha256 of the recipe's canonical JSON: the store's key for the recipe row."""
+    recipe_source_sha256: str
+    """sha256 of the document the recipe was read from (registry JSON or LocalMaxxing page)."""
     model_id: str
     model_revision: str | None
     farm_version: str

@@ -337,16 +337,12 @@ async def measure_decode(ctx: MeasureContext, workload: str, decode: DecodePlan)
     )
 
 
-async def _sized(
-    ctx: MeasureContext, tokens: int, head: str, filler: str, api: Api = "completions"
-) -> SizedPrompt:
+async def _sized(ctx: MeasureContext, tokens: int, head: str, filler: str, api: Api = "completions") -> SizedPrompt:
     ctx.check()
     return await sized_prompt(ctx.counter(api), tokens, head=head, filler=filler)
 
 
-async def measure_prefill(
-    ctx: MeasureContext, prompt_tokens: int, output_tokens: int
-) -> tuple[Measurement, str]:
+async def measure_prefill(ctx: MeasureContext, prompt_tokens: int, output_tokens: int) -> tuple[Measurement, str]:
     """TTFT on a prompt of exactly `prompt_tokens` tokens with a unique prefix each repeat (no cache hit).
 
     Returns the measurement and the first repeat's prompt, which the prefix-cache measurement sends again.
@@ -392,12 +388,8 @@ async def measure_prefill(
         "prompt_sized_by": "/tokenize",
     }
     figures = (
-        make_figure(
-            KIND_PREFILL, prompt_tokens, "prefill_tok_s", "tok/s", rates, params=params, repeats=plan.repeats
-        ),
-        make_figure(
-            KIND_PREFILL, prompt_tokens, "ttft_ms", "ms", ttfts_ms, params=params, repeats=plan.repeats
-        ),
+        make_figure(KIND_PREFILL, prompt_tokens, "prefill_tok_s", "tok/s", rates, params=params, repeats=plan.repeats),
+        make_figure(KIND_PREFILL, prompt_tokens, "ttft_ms", "ms", ttfts_ms, params=params, repeats=plan.repeats),
     )
     return Measurement(figures=figures, samples={point: repeats}, prompt_sha256=prompts), first_prompt
 
@@ -422,9 +414,7 @@ async def measure_short_ttft(ctx: MeasureContext, prompt_tokens: int) -> Measure
             )
             hint = sized.filler_chars
             prompts[f"{point}#{repeat}"] = sized.sha256
-            request = StreamRequest(
-                prompt=sized.text, max_tokens=1, api="completions", temperature=plan.temperature
-            )
+            request = StreamRequest(prompt=sized.text, max_tokens=1, api="completions", temperature=plan.temperature)
             sample = await ctx.send(client, request)
             repeats.append([sample])
             ctx.on_step(f"short TTFT: repeat {repeat + 1} of {plan.repeats}")
@@ -433,15 +423,11 @@ async def measure_short_ttft(ctx: MeasureContext, prompt_tokens: int) -> Measure
     if not values:
         raise _first_failure(point, [sample for group in repeats for sample in group])
     params = {**_common_params(plan, "completions"), "prompt_tokens": prompt_tokens, "output_tokens": 1}
-    figure = make_figure(
-        KIND_SHORT_TTFT, prompt_tokens, "ttft_ms", "ms", values, params=params, repeats=plan.repeats
-    )
+    figure = make_figure(KIND_SHORT_TTFT, prompt_tokens, "ttft_ms", "ms", values, params=params, repeats=plan.repeats)
     return Measurement(figures=(figure,), samples={point: repeats}, prompt_sha256=prompts)
 
 
-async def measure_prefix_cache(
-    ctx: MeasureContext, prompt: str | None, prompt_tokens: int | None
-) -> Measurement:
+async def measure_prefix_cache(ctx: MeasureContext, prompt: str | None, prompt_tokens: int | None) -> Measurement:
     """TTFT of a long prompt sent again, served from the prefix cache.
 
     `prompt` is the first prefill prompt (already sent once). Without one, a prompt of
@@ -458,9 +444,7 @@ async def measure_prefix_cache(
         values: list[float] = []
         repeats: list[list[RequestSample]] = []
         for repeat in range(plan.repeats):
-            request = StreamRequest(
-                prompt=prompt, max_tokens=1, api="completions", temperature=plan.temperature
-            )
+            request = StreamRequest(prompt=prompt, max_tokens=1, api="completions", temperature=plan.temperature)
             sample = await ctx.send(client, request)
             repeats.append([sample])
             ctx.on_step(f"prefix cache: repeat {repeat + 1} of {plan.repeats}")
@@ -474,15 +458,11 @@ async def measure_prefix_cache(
         "output_tokens": 1,
         "cache_state": "warm: the same prompt was sent before",
     }
-    figure = make_figure(
-        KIND_PREFIX_CACHE, prompt_tokens, "ttft_ms", "ms", values, params=params, repeats=plan.repeats
-    )
+    figure = make_figure(KIND_PREFIX_CACHE, prompt_tokens, "ttft_ms", "ms", values, params=params, repeats=plan.repeats)
     return Measurement(figures=(figure,), samples={point: repeats}, prompt_sha256={point: _sha256(prompt)})
 
 
-async def concurrency_prompts(
-    ctx: MeasureContext, level: int, concurrency: ConcurrencyPlan
-) -> list[SizedPrompt]:
+async def concurrency_prompts(ctx: MeasureContext, level: int, concurrency: ConcurrencyPlan) -> list[SizedPrompt]:
     """`level` prompts of exactly `prompt_tokens` tokens, each with a unique prefix (no shared cache)."""
     head = WORKLOAD_PROMPTS[concurrency.workload] + "\n\nContext:\n"
     filler = FILLERS[concurrency.workload]
@@ -526,9 +506,7 @@ async def measure_concurrency(ctx: MeasureContext, level: int, concurrency: Conc
             ]
             ctx.check()
             timeout = ctx.timeout_s()
-            samples = list(
-                await asyncio.gather(*(client.stream(request, timeout_s=timeout) for request in requests))
-            )
+            samples = list(await asyncio.gather(*(client.stream(request, timeout_s=timeout) for request in requests)))
             ctx.record(samples)
             repeats.append(samples)
             ctx.on_step(f"concurrency {level}: repeat {repeat + 1} of {plan.repeats}")
@@ -561,9 +539,7 @@ async def measure_concurrency(ctx: MeasureContext, level: int, concurrency: Conc
         for metric in CONCURRENCY_METRICS
     )
     outputs = {point: _outputs_sha256([sample for group in repeats for sample in group])}
-    return Measurement(
-        figures=figures, samples={point: repeats}, prompt_sha256=prompts, output_sha256=outputs
-    )
+    return Measurement(figures=figures, samples={point: repeats}, prompt_sha256=prompts, output_sha256=outputs)
 
 
 async def engine_version(ctx: MeasureContext) -> str | None:

@@ -73,9 +73,7 @@ def two_point_decode_tok_s(n_short: int, t_short_s: float, n_long: int, t_long_s
     tokens = n_long - n_short
     seconds = t_long_s - t_short_s
     if tokens <= 0:
-        raise MeasurementError(
-            f"two-point decode: the long request has no more tokens ({n_long} <= {n_short})"
-        )
+        raise MeasurementError(f"two-point decode: the long request has no more tokens ({n_long} <= {n_short})")
     if seconds <= 0:
         raise MeasurementError(
             f"two-point decode: the long request took no longer ({t_long_s:.6f} s <= {t_short_s:.6f} s)"

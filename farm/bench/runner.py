@@ -114,9 +114,7 @@ async def run_sweep(
         ctx.check()
         served = await methods.served_models(base_url, ctx.control_timeout_s())
         if model not in served:
-            raise MeasurementError(
-                f"the server does not serve {model!r} (it serves {', '.join(served) or 'none'})"
-            )
+            raise MeasurementError(f"the server does not serve {model!r} (it serves {', '.join(served) or 'none'})")
         version = await methods.engine_version(ctx)
         metrics_before = await ctx.counters()
 
@@ -132,9 +130,7 @@ async def run_sweep(
         cache_tokens: int | None = None
         if plan.prefill is not None:
             for prompt_tokens in plan.prefill.prompt_tokens:
-                measurement, prompt = await methods.measure_prefill(
-                    ctx, prompt_tokens, plan.prefill.output_tokens
-                )
+                measurement, prompt = await methods.measure_prefill(ctx, prompt_tokens, plan.prefill.output_tokens)
                 results.append(measurement)
                 if cache_prompt is None:
                     cache_prompt, cache_tokens = prompt, prompt_tokens

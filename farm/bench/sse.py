@@ -193,12 +193,7 @@ class StreamAccumulator:
             for event in events:
                 quote = event.rfind(marker)
                 # One single-line `data: ` event whose text field is a non-empty string.
-                if (
-                    quote != -1
-                    and event[quote + skip + 1] != _QUOTE
-                    and event[:6] == b"data: "
-                    and _LF not in event
-                ):
+                if quote != -1 and event[quote + skip + 1] != _QUOTE and event[:6] == b"data: " and _LF not in event:
                     self.chunk_ns.append(now_ns)
                     self._hasher.update(_string_at(event, quote + skip))
                 elif event:

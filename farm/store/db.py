@@ -59,9 +59,7 @@ def create_store_engine(url: str) -> Engine:
     try:
         return create_engine(parsed, pool_pre_ping=True)
     except (exc.SQLAlchemyError, ImportError) as error:
-        raise StoreError(
-            f"cannot create an engine for {parsed.render_as_string(hide_password=True)}"
-        ) from error
+        raise StoreError(f"cannot create an engine for {parsed.render_as_string(hide_password=True)}") from error
 
 
 def _sqlite_engine(url: URL) -> Engine:

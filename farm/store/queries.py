@@ -58,9 +58,7 @@ def _job_view(row: Row[*tuple[Any, ...]]) -> JobView:
 
 def get_job(conn: Connection, job_id: str) -> JobView:
     row = conn.execute(
-        select(*_JOB_VIEW_COLUMNS)
-        .join(RecipeRow, RecipeRow.sha256 == Job.recipe_sha256)
-        .where(Job.id == job_id)
+        select(*_JOB_VIEW_COLUMNS).join(RecipeRow, RecipeRow.sha256 == Job.recipe_sha256).where(Job.id == job_id)
     ).first()
     if row is None:
         raise JobNotFound(f"no job {job_id!r}")

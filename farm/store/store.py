@@ -177,9 +177,7 @@ class Store:
             "created_at": now,
         }
         dialect = postgresql if conn.dialect.name == "postgresql" else sqlite
-        conn.execute(
-            dialect.insert(RecipeRow).values(**values).on_conflict_do_nothing(index_elements=["sha256"])
-        )
+        conn.execute(dialect.insert(RecipeRow).values(**values).on_conflict_do_nothing(index_elements=["sha256"]))
         return sha
 
     def add_recipe(self, recipe: Recipe, *, now: datetime | None = None) -> str:
@@ -322,9 +320,7 @@ class Store:
                 started_at=now,
             )
         )
-        document = conn.execute(
-            select(RecipeRow.document).where(RecipeRow.sha256 == row.recipe_sha256)
-        ).scalar_one()
+        document = conn.execute(select(RecipeRow.document).where(RecipeRow.sha256 == row.recipe_sha256)).scalar_one()
         return ClaimedJob(
             id=row.id,
             attempt=row.attempt,
@@ -342,9 +338,7 @@ class Store:
             },
         )
 
-    def _why_not_owner(
-        self, conn: Connection, job_id: str, attempt: int, worker_id: str, now: datetime | None
-    ) -> str:
+    def _why_not_owner(self, conn: Connection, job_id: str, attempt: int, worker_id: str, now: datetime | None) -> str:
         """Why (worker, attempt) does not own the job; `now` given means an expired lease counts as lost."""
         job = conn.execute(
             select(Job.state, Job.owner, Job.attempt, Job.lease_expires_at, Job.cancel_requested).where(
@@ -359,13 +353,10 @@ class Store:
             return f"job {job_id} is {job.state}, not running"
         if job.owner != worker_id or job.attempt != attempt:
             return (
-                f"job {job_id} is held by {job.owner} in attempt {job.attempt}, "
-                f"not by {worker_id} in attempt {attempt}"
+                f"job {job_id} is held by {job.owner} in attempt {job.attempt}, not by {worker_id} in attempt {attempt}"
             )
         if now is not None and job.lease_expires_at is not None and job.lease_expires_at <= now:
-            return (
-                f"the lease of job {job_id} attempt {attempt} expired at {job.lease_expires_at.isoformat()}"
-            )
+            return f"the lease of job {job_id} attempt {attempt} expired at {job.lease_expires_at.isoformat()}"
         return f"job {job_id} attempt {attempt} is not held by {worker_id}"
 
     def heartbeat(
@@ -452,11 +443,7 @@ class Store:
             .join(Job, Job.id == Run.job_id)
             .where(Run.job_id == job_id, Run.attempt == attempt, Run.worker_id == worker_id)
         ).first()
-        return (
-            row is not None
-            and row.state == RunState.SUCCEEDED.value
-            and row.job_state == JobState.SUCCEEDED.value
-        )
+        return row is not None and row.state == RunState.SUCCEEDED.value and row.job_state == JobState.SUCCEEDED.value
 
     @staticmethod
     def _insert_figures(conn: Connection, run_id: int, figures: Iterable[Figure]) -> None:
@@ -485,9 +472,7 @@ class Store:
             conn.execute(insert(Measurement), rows)
 
     @staticmethod
-    def _insert_samples(
-        conn: Connection, run_id: int, samples: Mapping[str, Sequence[Sequence[Any]]]
-    ) -> None:
+    def _insert_samples(conn: Connection, run_id: int, samples: Mapping[str, Sequence[Sequence[Any]]]) -> None:
         rows = [
             {"run_id": run_id, "figure_key": key, "repeat_index": index, "samples": list(repeat)}
             for key, repeats in samples.items()
@@ -639,16 +624,12 @@ class Store:
         """
         when = _utc(now)
         with self._write(f"cannot cancel job {job_id!r}") as conn:
-            job = conn.execute(
-                select(Job.state, Job.attempt).where(Job.id == job_id).with_for_update()
-            ).first()
+            job = conn.execute(select(Job.state, Job.attempt).where(Job.id == job_id).with_for_update()).first()
             if job is None:
                 raise JobNotFound(f"no job {job_id!r}")
             state = JobState(job.state)
             if state.finished:
-                raise InvalidTransition(
-                    f"job {job_id} is already {state.value}; only queued or running jobs cancel"
-                )
+                raise InvalidTransition(f"job {job_id} is already {state.value}; only queued or running jobs cancel")
             conn.execute(
                 update(Job)
                 .where(Job.id == job_id, Job.state == state.value)

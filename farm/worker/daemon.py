@@ -30,7 +30,7 @@ from farm.logs import get_logger
 from farm.provenance import HostInfo, Provenance, farm_commit, farm_version, now_utc, scrub_environment
 from farm.recipes.model import Recipe
 from farm.recipes.sweep import SweepPlan
-from farm.store import Store
+from farm.store import Store, recipe_sha256
 from farm.worker.engines import EngineFactory, default_engine_factory, probe_for
 from farm.worker.memory import PeakMemorySampler
 from farm.worker.profile import WorkerProfile
@@ -38,6 +38,7 @@ from farm.worker.spool import Spool
 
 log = get_logger(__name__)
 T = TypeVar("T")
+
 
 def free_port(host: str = "127.0.0.1") -> int:
     with socket.socket() as sock:
@@ -289,7 +290,8 @@ class Worker:
             argv=engine.argv,
             environment=scrub_environment(engine.environment),
             recipe_id=recipe.id,
-            recipe_sha256=recipe.provenance.content_sha256,
+            recipe_sha256=recipe_sha256(recipe),
+            recipe_source_sha256=recipe.provenance.content_sha256,
             model_id=recipe.model_id,
             model_revision=None,
             farm_version=farm_version(),

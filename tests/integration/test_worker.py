@@ -18,7 +18,7 @@ from farm.domain import FailureClass, JobState
 from farm.engines.process import group_alive
 from farm.queue import submit_sweep
 from farm.recipes.spec import LoadedSweep, load_sweep
-from farm.store import Store
+from farm.store import Store, recipe_sha256
 from farm.worker.daemon import Worker
 from farm.worker.profile import WorkerProfile, load_profile
 
@@ -124,6 +124,9 @@ def test_worker_runs_a_job_and_stores_figures_with_provenance(tmp_path: Path, st
     assert prov["engine"]["version"] == "0.0.0+sim"
     assert prov["argv"][1:5] == ["-m", "farm", "sim", "serve"]
     assert prov["recipe_id"] == "deepseek-v4-flash-0731-fp8-e4m3-rtx-pro-6000-blackwell-96gb-vllm-tp2"
+    recipe = load_sweep(tmp_path / "sweep.toml").recipe
+    assert prov["recipe_sha256"] == recipe_sha256(recipe)
+    assert prov["recipe_source_sha256"] == recipe.provenance.content_sha256
     assert prov["method"]["repeats"] == 2
     assert prov["worker_id"] == worker.worker_id
     assert prov["attempt"] == 1

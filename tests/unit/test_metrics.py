@@ -147,9 +147,7 @@ def test_prefill_rate_rejects_nonsense(tokens: int, ttft: float) -> None:
         (sample(10, (30, 31, 41), 3), 0.020, 0.031, 0.0055, [0.001, 0.010]),
     ],
 )
-def test_request_timings(
-    record: RequestSample, ttft: float, e2e: float, tpot: float, itls: list[float]
-) -> None:
+def test_request_timings(record: RequestSample, ttft: float, e2e: float, tpot: float, itls: list[float]) -> None:
     """TTFT, E2E, TPOT = (last - first) / (tokens - 1), and the gaps between content chunks."""
     assert metrics.ttft_s(record) == pytest.approx(ttft)
     assert metrics.e2e_s(record) == pytest.approx(e2e)
@@ -293,9 +291,7 @@ def test_prometheus_counter_lookup_and_deltas() -> None:
     assert math.isnan(before["vllm:gpu_cache_usage_perc"])
 
 
-@pytest.mark.parametrize(
-    "text", ['vllm:x{engine="0" 1', "vllm:x", 'vllm:x{engine="0"}', "vllm:x not-a-number"]
-)
+@pytest.mark.parametrize("text", ['vllm:x{engine="0" 1', "vllm:x", 'vllm:x{engine="0"}', "vllm:x not-a-number"])
 def test_prometheus_rejects_unreadable_lines(text: str) -> None:
     """A line that cannot be read is an error naming the line."""
     with pytest.raises(MeasurementError, match="line 1"):

@@ -119,9 +119,7 @@ def test_both_seeds_agree(registry_recipe: Recipe, page_recipe: Recipe) -> None:
         assert getattr(registry_recipe, name) == getattr(page_recipe, name), name
     assert registry_recipe.engine.name == page_recipe.engine.name
     assert registry_recipe.provenance.run_id == page_recipe.provenance.run_id == "cmsb828qn0061qd01l1fsm6pa"
-    assert (
-        registry_recipe.provenance.captured_at == page_recipe.provenance.captured_at == "2026-08-30T09:10:02Z"
-    )
+    assert registry_recipe.provenance.captured_at == page_recipe.provenance.captured_at == "2026-08-30T09:10:02Z"
 
 
 def test_json_values_in_argv_stay_whole(page_recipe: Recipe) -> None:
@@ -171,9 +169,7 @@ def test_content_hash_is_of_the_file_bytes(seed: Path) -> None:
 def test_provenance_of_each_format(registry_recipe: Recipe, page_recipe: Recipe) -> None:
     """Each recipe says which format it came from, its run and the argv's fidelity."""
     assert registry_recipe.provenance.source_format == "local-ai-registry/v1"
-    assert (
-        registry_recipe.provenance.run_url == "https://www.localmaxxing.com/en/runs/cmsb828qn0061qd01l1fsm6pa"
-    )
+    assert registry_recipe.provenance.run_url == "https://www.localmaxxing.com/en/runs/cmsb828qn0061qd01l1fsm6pa"
     assert registry_recipe.provenance.sources[0].kind == "normalized-recipe"
     assert page_recipe.provenance.source_format == "localmaxxing-page"
     for recipe in (registry_recipe, page_recipe):
@@ -244,9 +240,7 @@ def test_seed_token_list_splits_without_the_observed_command() -> None:
     assert tuple(split_token_list(listed)) == SEED_ARGV
 
 
-@pytest.mark.parametrize(
-    "dropped", ["localmaxxing · observed command", "localmaxxing · tokenized · arguments"]
-)
+@pytest.mark.parametrize("dropped", ["localmaxxing · observed command", "localmaxxing · tokenized · arguments"])
 def test_page_with_one_command_form(tmp_path: Path, dropped: str) -> None:
     """A page with only the token list, or only the observed command, still gives the seed's argv."""
     text = _drop_page_section(SEED_PAGE.read_text(encoding="utf-8"), dropped)
@@ -315,9 +309,7 @@ def test_device_count_from_parallel_flags(argv: list[str], count: int) -> None:
     """hardware_count must equal tensor × pipeline × data parallel sizes of the argv."""
     sizes = parallel_sizes(argv)
     assert sizes["tensor"] * sizes["pipeline"] * sizes["data"] == count
-    recipe = parse_registry(
-        json.dumps(_minimal(hardware_id="h100-sxm-80gb", hardware_count=count, argv=argv)), "r"
-    )
+    recipe = parse_registry(json.dumps(_minimal(hardware_id="h100-sxm-80gb", hardware_count=count, argv=argv)), "r")
     assert recipe.hardware_count == count
 
 

@@ -64,9 +64,7 @@ def test_ttft_charges_uncached_prefill_and_cached_tokens(prompt: int, cached: in
 def test_ttft_refuses_more_cached_than_prompt() -> None:
     """A cache hit cannot exceed the prompt."""
     with pytest.raises(ValueError, match="cached_tokens"):
-        timing.ttft_s(
-            10, 11, base_latency_s=0, linear_s_per_token=0, quadratic_s_per_token2=0, cached_s_per_token=0
-        )
+        timing.ttft_s(10, 11, base_latency_s=0, linear_s_per_token=0, quadratic_s_per_token2=0, cached_s_per_token=0)
 
 
 def test_fit_ttft_recovers_a_known_quadratic() -> None:
@@ -137,9 +135,7 @@ def test_unknown_prompt_has_no_workload() -> None:
         (276.0, 0.04, 64, 276.0 / 3.52, 64 * 276.0 / 3.52),
     ],
 )
-def test_contention(
-    rate: float, contention: float, streams: int, per_stream: float, aggregate: float
-) -> None:
+def test_contention(rate: float, contention: float, streams: int, per_stream: float, aggregate: float) -> None:
     """r(c) = r1 / (1 + contention (c - 1)); aggregate = c r(c)."""
     assert timing.per_stream_rate(rate, contention, streams) == pytest.approx(per_stream)
     assert timing.aggregate_rate(rate, contention, streams) == pytest.approx(aggregate)
@@ -155,13 +151,9 @@ def test_contention(
         (20, False, 100, 50, 20),
     ],
 )
-def test_completion_length(
-    max_tokens: int, ignore_eos: bool, min_tokens: int, eos_after: int, expected: int
-) -> None:
+def test_completion_length(max_tokens: int, ignore_eos: bool, min_tokens: int, eos_after: int, expected: int) -> None:
     """ignore_eos gives max_tokens; else EOS after eos_after (at least min_tokens), capped by max_tokens."""
-    got = timing.completion_length(
-        max_tokens, ignore_eos=ignore_eos, min_tokens=min_tokens, eos_after_tokens=eos_after
-    )
+    got = timing.completion_length(max_tokens, ignore_eos=ignore_eos, min_tokens=min_tokens, eos_after_tokens=eos_after)
     assert got == expected
 
 

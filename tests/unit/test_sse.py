@@ -36,9 +36,7 @@ TRICKY_TEXTS = [
 ]
 
 
-def chat_chunk(
-    content: str | None, *, role: bool = False, compact: bool = True, ascii_only: bool = False
-) -> bytes:
+def chat_chunk(content: str | None, *, role: bool = False, compact: bool = True, ascii_only: bool = False) -> bytes:
     """One chat chunk as vLLM writes it (compact, raw UTF-8) or as `json.dumps` does by default."""
     delta: dict[str, str | None] = {"role": "assistant"} if role else {}
     if content is not None:
@@ -65,9 +63,7 @@ def events(*payloads: bytes, newline: bytes = b"\n") -> bytes:
     return b"".join(b"data: " + payload + newline + newline for payload in payloads)
 
 
-def vllm_stream(
-    texts: list[str], *, newline: bytes = b"\n", compact: bool = True, ascii_only: bool = False
-) -> bytes:
+def vllm_stream(texts: list[str], *, newline: bytes = b"\n", compact: bool = True, ascii_only: bool = False) -> bytes:
     """A whole chat stream: the role chunk, one chunk per text, a final empty delta, usage, [DONE]."""
     payloads = [chat_chunk("", role=True, compact=compact)]
     payloads += [chat_chunk(text, compact=compact, ascii_only=ascii_only) for text in texts]
@@ -79,9 +75,7 @@ def sha(texts: list[str]) -> str:
     return hashlib.sha256("".join(texts).encode()).hexdigest()
 
 
-def feed_in_pieces(
-    stream: bytes, cuts: list[int], keys: tuple[bytes, ...] = CHAT_TEXT_KEYS
-) -> StreamAccumulator:
+def feed_in_pieces(stream: bytes, cuts: list[int], keys: tuple[bytes, ...] = CHAT_TEXT_KEYS) -> StreamAccumulator:
     """Feed `stream` cut at `cuts`, stamping read i with time i."""
     accumulator = StreamAccumulator(keys)
     bounds = [0, *sorted(cuts), len(stream)]
@@ -132,9 +126,7 @@ def test_decoder_gives_the_same_events_at_every_split(data: bytes) -> None:
 
 
 @pytest.mark.parametrize("text", TRICKY_TEXTS)
-@pytest.mark.parametrize(
-    ("compact", "ascii_only"), [(True, False), (False, False), (True, True), (False, True)]
-)
+@pytest.mark.parametrize(("compact", "ascii_only"), [(True, False), (False, False), (True, True), (False, True)])
 def test_extract_text_matches_json(text: str, compact: bool, ascii_only: bool) -> None:
     """The targeted extraction gives the UTF-8 of what json.loads reads, for escapes, unicode and spacing."""
     payload = chat_chunk(text, compact=compact, ascii_only=ascii_only)
@@ -221,9 +213,7 @@ def test_accumulator_stamps_each_chunk_with_its_read() -> None:
 
 def test_accumulator_completions_stream() -> None:
     """The completions API: `text` fields, usage at the end."""
-    stream = events(
-        completion_chunk("Hello"), completion_chunk(", "), completion_chunk('"w"'), usage_chunk(5, 3)
-    )
+    stream = events(completion_chunk("Hello"), completion_chunk(", "), completion_chunk('"w"'), usage_chunk(5, 3))
     accumulator = StreamAccumulator(COMPLETION_TEXT_KEYS)
     accumulator.feed(stream, 7)
     result = accumulator.sample(started_ns=1)

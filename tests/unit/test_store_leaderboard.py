@@ -53,22 +53,15 @@ def test_one_row_per_workload_and_engine_version() -> None:
             _run("j4", {"decode/code/decode_tok_s": (500.0,)}, simulated=True),
         ]
     )
-    summary = [
-        (row.workload, row.engine_version, row.simulated, row.runs, row.decode_tok_s.mean) for row in rows
-    ]
+    summary = [(row.workload, row.engine_version, row.simulated, row.runs, row.decode_tok_s.mean) for row in rows]
     assert summary == [
         ("code", "0.12.0", False, 1, 300.0),
         ("code", "0.11.0", False, 2, 280.0),
         ("math", "0.11.0", False, 1, 285.0),
         ("code", "0.11.0", True, 1, 500.0),
     ]
-    assert [
-        row.simulated for row in aggregate([_run("j4", {"decode/code/decode_tok_s": (1.0,)}, simulated=True)])
-    ]
-    assert (
-        aggregate([_run("j4", {"decode/code/decode_tok_s": (1.0,)}, simulated=True)], include_simulated=False)
-        == []
-    )
+    assert [row.simulated for row in aggregate([_run("j4", {"decode/code/decode_tok_s": (1.0,)}, simulated=True)])]
+    assert aggregate([_run("j4", {"decode/code/decode_tok_s": (1.0,)}, simulated=True)], include_simulated=False) == []
 
 
 def test_secondary_figures() -> None:

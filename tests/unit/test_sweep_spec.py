@@ -152,9 +152,7 @@ BAD_SPECS = [
 ]
 
 
-@pytest.mark.parametrize(
-    ("body", "field", "phrase"), [c[1:] for c in BAD_SPECS], ids=[c[0] for c in BAD_SPECS]
-)
+@pytest.mark.parametrize(("body", "field", "phrase"), [c[1:] for c in BAD_SPECS], ids=[c[0] for c in BAD_SPECS])
 def test_bad_spec_is_refused(tmp_path: Path, body: str, field: str, phrase: str) -> None:
     """A spec that does not validate raises SweepSpecError naming the spec file and the dotted field."""
     path = _spec(tmp_path, body)

@@ -1,0 +1,300 @@
+"""Farm mode's Celery settings, queue names, the task's claim-or-drop logic and the sweeper, through fakes.
+
+The real broker and real workers are tested in tests/integration/test_farm_mode.py and test_farm_failures.py.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from farm.domain import ClaimedJob, JobState, JobView
+from farm.errors import StoreError
+from farm.queue.announce import Sweeper
+from farm.queue.celery_app import (
+    RUN_JOB_TASK,
+    VISIBILITY_TIMEOUT_S,
+    FarmModeSettings,
+    celery_config,
+    create_app,
+    queue_name,
+)
+from farm.queue.tasks import FarmRuntime
+from farm.worker.profile import WorkerProfile
+
+
+def test_settings_for_long_jobs_whose_messages_may_come_twice() -> None:
+    """JSON only, late acks, prefetch of one, one job at a time, no result backend, and the connection-loss
+    choice made explicitly."""
+    config = celery_config("redis://:secret@redis:6379/0")
+    assert config["task_serializer"] == config["result_serializer"] == "json"
+    assert config["accept_content"] == ["json"]
+    assert config["task_acks_late"] is True
+    assert config["task_reject_on_worker_lost"] is True
+    assert config["worker_prefetch_multiplier"] == 1
+    assert config["worker_concurrency"] == 1
+    assert config["worker_cancel_long_running_tasks_on_connection_loss"] is False
+    assert config["broker_connection_retry_on_startup"] is True
+    assert config["task_ignore_result"] is True
+    assert config["result_backend"] is None
+
+
+def test_the_visibility_timeout_is_above_the_longest_job_on_every_client() -> None:
+    """The app that producers and workers share carries the visibility timeout, and it exceeds a 20-minute load
+    plus a default one-hour sweep by far."""
+    app = create_app("redis://127.0.0.1:1/0")
+    assert app.conf.broker_transport_options["visibility_timeout"] == VISIBILITY_TIMEOUT_S
+    assert VISIBILITY_TIMEOUT_S >= 20 * 60 + 3600
+    assert app.conf.task_acks_late is True
+    assert app.conf.worker_prefetch_multiplier == 1
+    app.close()
+
+
+@pytest.mark.parametrize(
+    ("hardware_class", "queue"),
+    [
+        ("rtx-pro-6000-blackwell-96gb x 2", "farm.rtx-pro-6000-blackwell-96gb.x2"),
+        ("rtx-pro-6000-blackwell-96gb x 1", "farm.rtx-pro-6000-blackwell-96gb.x1"),
+        ("sim:rtx-pro-6000-blackwell-96gb x 2", "farm.sim.rtx-pro-6000-blackwell-96gb.x2"),
+        ("h100-sxm-80gb x 8", "farm.h100-sxm-80gb.x8"),
+        ("cpu x 1", "farm.cpu.x1"),
+    ],
+)
+def test_queue_names(hardware_class: str, queue: str) -> None:
+    """One queue per hardware class; simulated hardware has queues of its own."""
+    assert queue_name(hardware_class) == queue
+
+
+@pytest.mark.parametrize("bad", ["", "rtx x 0", "rtx x two", "RTX x 2", "a.b x 1", "sim: rtx x 1", "rtx x 2 "])
+def test_queue_name_refuses_what_is_not_a_hardware_class(bad: str) -> None:
+    """Anything that could make two classes share a queue is refused."""
+    with pytest.raises(ValueError, match="not a hardware class"):
+        queue_name(bad)
+
+
+def test_farm_mode_settings_read_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    """FARM_SWEEP_INTERVAL_S, FARM_ANNOUNCE_GRACE_S, FARM_ON_SIGTERM reach the settings; bad values are refused."""
+    monkeypatch.setenv("FARM_SWEEP_INTERVAL_S", "0.5")
+    monkeypatch.setenv("FARM_ON_SIGTERM", "release")
+    settings = FarmModeSettings()
+    assert (settings.sweep_interval_s, settings.on_sigterm, settings.announce_grace_s) == (0.5, "release", 10.0)
+    monkeypatch.setenv("FARM_ON_SIGTERM", "abandon")
+    with pytest.raises(ValueError, match="on_sigterm"):
+        FarmModeSettings()
+
+
+# --- the task, through fakes ------------------------------------------------------------------------------------
+
+NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
+
+
+def _view(
+    job_id: str,
+    state: JobState = JobState.QUEUED,
+    attempt: int = 0,
+    klass: str = "sim:h200-141gb x 1",
+    age_s: float = 60,
+) -> JobView:
+    return JobView(
+        id=job_id,
+        state=state,
+        recipe_id="r",
+        sweep_name="s",
+        hardware_class=klass,
+        attempt=attempt,
+        max_attempts=3,
+        created_at=NOW - timedelta(seconds=age_s),
+        updated_at=NOW - timedelta(seconds=age_s),
+    )
+
+
+@dataclass
+class FakeStore:
+    """The Store calls the task and the sweeper make, with canned answers."""
+
+    claimable: set[str] = field(default_factory=set)
+    claim_error: bool = False
+    after_run: JobState = JobState.SUCCEEDED
+    queued: list[JobView] = field(default_factory=list)
+    reaped: list[str] = field(default_factory=list)
+    calls: list[tuple[Any, ...]] = field(default_factory=list)
+
+    def claim_job(self, job_id: str, worker_id: str, classes: Any, lease_s: float) -> ClaimedJob | None:
+        self.calls.append(("claim_job", job_id))
+        if self.claim_error:
+            raise StoreError("connection refused")
+        if job_id not in self.claimable:
+            return None
+        self.claimable.discard(job_id)
+        return ClaimedJob(job_id, 1, worker_id, "sim:h200-141gb x 1", {}, {}, NOW)
+
+    def get_job(self, job_id: str) -> JobView:
+        return _view(job_id, self.after_run, attempt=1)
+
+    def release(self, job_id: str, attempt: int, worker_id: str, reason: str) -> JobState:
+        self.calls.append(("release", job_id, attempt))
+        return JobState.QUEUED
+
+    def reap(self) -> list[str]:
+        return list(self.reaped)
+
+    def list_jobs(self, states: Any, limit: int) -> list[JobView]:
+        return list(self.queued)
+
+    def worker_heartbeat(self, worker_id: str, job_id: str | None = None, phase: str | None = None) -> None:
+        self.calls.append(("worker_heartbeat", worker_id, job_id))
+
+
+@dataclass
+class FakeWorker:
+    store: FakeStore
+    worker_id: str = "w1"
+    hardware_classes: tuple[str, ...] = ("sim:h200-141gb x 1",)
+    lease_s: float = 60.0
+    ran: list[str] = field(default_factory=list)
+
+    def run_job(self, job: ClaimedJob) -> None:
+        self.ran.append(job.id)
+
+
+@dataclass
+class FakeAnnouncer:
+    announced: list[tuple[str, str, int]] = field(default_factory=list)
+    forgotten: list[str] = field(default_factory=list)
+    due: set[str] = field(default_factory=set)
+    queue_lengths: dict[str, int] = field(default_factory=dict)
+
+    def announce(self, job_id: str, hardware_class: str, attempt: int) -> bool:
+        self.announced.append((job_id, hardware_class, attempt))
+        return True
+
+    def forget(self, job_id: str) -> None:
+        self.forgotten.append(job_id)
+
+    def announce_if_due(self, job: JobView, *, now: float, grace_s: float, stale_s: float, queue_empty: bool) -> bool:
+        if job.id in self.due:
+            self.announced.append((job.id, job.hardware_class, job.attempt))
+            return True
+        return False
+
+    def queue_length(self, hardware_class: str) -> int:
+        return self.queue_lengths.get(hardware_class, 0)
+
+
+def _runtime(store: FakeStore, **kwargs: Any) -> tuple[FarmRuntime, FakeWorker, FakeAnnouncer]:
+    worker, announcer = FakeWorker(store), FakeAnnouncer()
+    return FarmRuntime(worker, announcer, **kwargs), worker, announcer  # type: ignore[arg-type]
+
+
+def test_a_message_for_a_job_that_cannot_be_claimed_is_a_duplicate() -> None:
+    """claim_job returns None (claimed, finished, cancelled, unknown, other hardware): nothing runs."""
+    runtime, worker, announcer = _runtime(FakeStore())
+    assert runtime.handle("j-1") == "duplicate"
+    assert worker.ran == []
+    assert announcer.announced == []
+
+
+def test_the_first_message_runs_the_job_and_the_second_is_dropped() -> None:
+    """The same job id twice: one run."""
+    runtime, worker, _ = _runtime(FakeStore(claimable={"j-1"}))
+    assert [runtime.handle("j-1"), runtime.handle("j-1")] == ["ran", "duplicate"]
+    assert worker.ran == ["j-1"]
+    assert not runtime.busy
+
+
+def test_a_job_back_in_the_queue_after_its_run_is_announced_again() -> None:
+    """A retried failure or a release ends `queued`: the task announces its new attempt at once."""
+    runtime, _, announcer = _runtime(FakeStore(claimable={"j-1"}, after_run=JobState.QUEUED))
+    runtime.handle("j-1")
+    assert announcer.announced == [("j-1", "sim:h200-141gb x 1", 1)]
+
+
+def test_a_store_outage_at_claim_time_leaves_the_job_to_the_sweeper() -> None:
+    """The message is spent; the announcement is forgotten so that a sweeper announces the job again later."""
+    runtime, worker, announcer = _runtime(FakeStore(claimable={"j-1"}, claim_error=True))
+    assert runtime.handle("j-1") == "store_unavailable"
+    assert (worker.ran, announcer.forgotten) == ([], ["j-1"])
+
+
+def test_release_hands_back_the_job_in_hand_only() -> None:
+    """No job in hand: nothing to release. A job in hand: released with its attempt."""
+    store = FakeStore()
+    runtime, _, _ = _runtime(store, on_sigterm="release")
+    assert runtime.release_current("stop") is None
+    runtime.current = ClaimedJob("j-2", 3, "w1", "sim:h200-141gb x 1", {}, {}, NOW)
+    assert runtime.release_current("stop") == "j-2"
+    assert ("release", "j-2", 3) in store.calls
+
+
+def test_idle_heartbeat_only_while_idle() -> None:
+    """A busy worker's heartbeat belongs to its job (with the phase); the sweeper's idle one must not clear it."""
+    store = FakeStore()
+    runtime, _, _ = _runtime(store)
+    runtime.idle_heartbeat()
+    runtime.current = ClaimedJob("j-2", 1, "w1", "sim:h200-141gb x 1", {}, {}, NOW)
+    runtime.idle_heartbeat()
+    assert [c for c in store.calls if c[0] == "worker_heartbeat"] == [("worker_heartbeat", "w1", None)]
+
+
+def test_on_sigterm_policy_defaults_to_finish(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Unset everywhere: finish. FARM_ON_SIGTERM overrides the profile."""
+    from farm.cli.farm_worker import on_sigterm_policy
+
+    profile = WorkerProfile.model_validate({"name": "p", "hardware": {"hardware_id": "h200-141gb", "count": 1}})
+    assert on_sigterm_policy(profile, FarmModeSettings()) == "finish"
+    monkeypatch.setenv("FARM_ON_SIGTERM", "release")
+    assert on_sigterm_policy(profile, FarmModeSettings()) == "release"
+
+
+# --- the sweeper, through fakes ----------------------------------------------------------------------------------
+
+
+def _sweeper(store: FakeStore, announcer: FakeAnnouncer, **hooks: Any) -> Sweeper:
+    settings = FarmModeSettings(sweep_interval_s=1, announce_grace_s=5, announce_stale_s=60)
+    return Sweeper(store, announcer, ("sim:h200-141gb x 1",), settings, **hooks)  # type: ignore[arg-type]
+
+
+def test_the_sweeper_announces_reaped_jobs_at_once_and_due_ones_of_its_classes() -> None:
+    """A reaped job is announced whatever its class; of the others only the due ones of the worker's classes."""
+    store = FakeStore(
+        reaped=["j-reaped"],
+        queued=[
+            _view("j-reaped", attempt=1, klass="sim:rtx-pro-6000-blackwell-96gb x 2"),
+            _view("j-due"),
+            _view("j-waiting"),
+            _view("j-other-class", klass="h100-sxm-80gb x 1"),
+        ],
+    )
+    announcer = FakeAnnouncer(due={"j-due", "j-other-class"})
+    report = _sweeper(store, announcer).sweep(now=NOW.timestamp())
+    assert report.reaped == ["j-reaped"]
+    assert report.announced == ["j-reaped", "j-due"]
+    assert announcer.announced == [
+        ("j-reaped", "sim:rtx-pro-6000-blackwell-96gb x 2", 1),
+        ("j-due", "sim:h200-141gb x 1", 0),
+    ]
+
+
+def test_the_sweeper_delivers_spooled_results_first_and_survives_a_store_outage() -> None:
+    """Spooled results go before the reaper (a late delivery must not lose to its own reaping); an unreachable
+    store is reported, not raised."""
+    order: list[str] = []
+
+    class DownStore(FakeStore):
+        def reap(self) -> list[str]:
+            order.append("reap")
+            raise StoreError("connection refused")
+
+    sweeper = _sweeper(DownStore(), FakeAnnouncer(), deliver_spooled=lambda: order.append("deliver"))
+    report = sweeper.sweep()
+    assert order == ["deliver", "reap"]
+    assert report.errors == ["connection refused"]
+
+
+def test_task_name() -> None:
+    """The one task of farm mode is `farm.run_job`; producers send it by name."""
+    assert RUN_JOB_TASK == "farm.run_job"

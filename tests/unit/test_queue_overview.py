@@ -1,0 +1,52 @@
+"""The operators' view: which workers count as live, and which queued classes no live worker takes."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+from farm.queue.overview import ClassLine, class_lines, worker_lines
+from farm.store import WorkerView
+
+NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
+
+
+def _worker(worker_id: str, classes: tuple[str, ...], age_s: float, job: str | None = None) -> WorkerView:
+    return WorkerView(
+        worker_id=worker_id,
+        host_name=f"host-{worker_id}",
+        hardware_classes=classes,
+        version="0.1.0",
+        started_at=NOW - timedelta(hours=1),
+        last_heartbeat=NOW - timedelta(seconds=age_s),
+        current_job_id=job,
+        phase="measuring" if job else None,
+    )
+
+
+def test_live_workers_first_with_their_heartbeat_age() -> None:
+    """A worker silent for longer than the threshold is listed, after the live ones, as not live."""
+    lines = worker_lines(
+        [_worker("b-silent", ("x 1",), 600), _worker("a-busy", ("x 2",), 3, job="j-1")], NOW, silent_after_s=120
+    )
+    assert [(w.worker_id, w.live, w.heartbeat_age_s, w.current_job, w.phase) for w in lines] == [
+        ("a-busy", True, 3.0, "j-1", "measuring"),
+        ("b-silent", False, 600.0, None, None),
+    ]
+
+
+def test_a_queued_class_with_only_silent_workers_is_unserved() -> None:
+    """Queue depth per class; a class is unserved when no live worker declares it (silent ones do not count)."""
+    workers = worker_lines(
+        [
+            _worker("rtx", ("sim:rtx x 2", "sim:rtx x 1"), 2),
+            _worker("old-h200", ("h200-141gb x 1",), 3600),
+        ],
+        NOW,
+        silent_after_s=120,
+    )
+    lines = class_lines({"sim:rtx x 1": 2, "h200-141gb x 1": 1, "empty x 1": 0}, workers)
+    assert lines == [
+        ClassLine("h200-141gb x 1", 1, ()),
+        ClassLine("sim:rtx x 1", 2, ("rtx",)),
+    ]
+    assert [line.unserved for line in lines] == [True, False]
