@@ -10,6 +10,7 @@
     │   ├── JobNotFound            no job with that id
     │   ├── InvalidTransition      a job state change that the state machine forbids (cancel a finished job)
     │   └── LeaseLost              the caller no longer owns the job's lease (stale owner or attempt)
+    ├── BrokerError                the farm's broker (Redis) could not be reached or refused a message
     ├── EngineError                the engine under test failed; carries a failure class and the log tail
     └── MeasurementError           a measurement could not produce a figure (every request failed, no usage)
 
@@ -71,6 +72,10 @@ class InvalidTransition(StoreError):
 
 class LeaseLost(StoreError):
     """The caller no longer owns the job's lease: another worker, a newer attempt, or a cancelled job."""
+
+
+class BrokerError(FarmError):
+    """The broker that wakes workers could not be reached or refused a message (the job stays stored)."""
 
 
 class EngineError(FarmError):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from farm.cli import db, demo, jobs, recipe, sim, worker
+from farm.cli import db, demo, jobs, recipe, results, sim, worker, workers
 
 app = typer.Typer(
     help="bench farm: benchmark sweeps of LLM inference servers, with every figure's provenance.",
@@ -20,7 +20,13 @@ app.command()(jobs.cancel)
 app.command()(jobs.results)
 app.command()(jobs.leaderboard)
 app.command()(worker.worker)
+app.command()(workers.workers)
 app.command()(demo.demo)
+app.command()(results.aggregate)
+app.command()(results.export)
+app.command()(results.report)
+app.command(name="compare")(results.compare_command)
+app.command(name="serve")(results.serve_command)
 
 
 def main() -> None:

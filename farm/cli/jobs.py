@@ -10,6 +10,7 @@ import typer
 from rich.table import Table
 
 from farm.cli.common import console, farm_errors, open_store, print_json, settings
+from farm.cli.workers import print_queue_overview, read_queue_overview
 from farm.domain import JobView
 from farm.queue import submit_sweep
 from farm.recipes.spec import load_sweep
@@ -46,8 +47,9 @@ def status(
         store = open_store(s)
         jobs = store.list_jobs(None if all_jobs else ["queued", "running"], limit=limit)
         depth = store.queue_depth()
+        queues = read_queue_overview(store)
     if as_json:
-        print_json({"jobs": [_job_json(j) for j in jobs], "queue_depth": depth})
+        print_json({"jobs": [_job_json(j) for j in jobs], "queue_depth": depth, "queues": queues})
         return
     table = Table(title="jobs")
     for column in ("job", "state", "sweep", "hardware", "attempt", "worker", "phase", "progress", "note"):
@@ -65,8 +67,7 @@ def status(
             _note(job),
         )
     console.print(table)
-    if depth:
-        console.print("queued per hardware class: " + ", ".join(f"{k}: {v}" for k, v in sorted(depth.items())))
+    print_queue_overview(store)
 
 
 def cancel(job: str = typer.Argument(..., help="a job id")) -> None:

@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from farm.errors import ArgumentPolicyError
+from farm.recipes.model import Recipe
 
 SERVE_ARGS_FILE = "vllm_serve_args.json"
 """The shipped list of `vllm serve` options, beside this module."""
@@ -402,3 +403,19 @@ def strip_listen_flags(args: Sequence[str]) -> tuple[str, ...]:
         kept.append(token)
         i += 1
     return tuple(kept)
+
+
+def check_recipe_for_submit(recipe: Recipe) -> None:
+    """The check at submit, before anything is stored: injection, and flags no vLLM host could accept.
+
+    A host's own policy is not known at submit, so the check allows what some host may allow (remote code for
+    this model, local media, code-loading flags); the worker checks again with its host's real policy.
+    """
+    if recipe.engine.name != "vllm":
+        return
+    permissive = EnginePolicy(
+        allow_trust_remote_code_models=frozenset({recipe.model_id}),
+        allow_local_media=True,
+        allowed_risky_flags=frozenset(CODE_LOADING_FLAGS),
+    )
+    check_argv(recipe.argv, permissive)

@@ -95,7 +95,7 @@ class RecipeRow(Base):
     hardware_id: Mapped[str] = mapped_column(String(255))
     hardware_count: Mapped[int] = mapped_column(Integer)
     engine_name: Mapped[str] = mapped_column(String(64))
-    engine_version: Mapped[str | None] = mapped_column(String(64))
+    engine_version: Mapped[str | None] = mapped_column(Text)  # builds carry long local versions (72 chars in the seed)
     document: Mapped[dict[str, Any]] = mapped_column(JSONType)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime)
 

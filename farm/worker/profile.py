@@ -23,6 +23,9 @@ class WorkerSection(_Section):
     id: str | None = Field(None, description="unset: <hostname>-<profile name>")
     lease_s: float = Field(60.0, gt=0, description="a job's lease; the heartbeat renews it every lease_s / 4")
     poll_interval_s: float = Field(1.0, gt=0, description="embedded mode: how often an idle worker polls")
+    on_sigterm: Literal["finish", "release"] = Field(
+        "finish", description="on SIGTERM: finish the job in hand, or hand it back to the queue (farm mode)"
+    )
 
 
 class HardwareSection(_Section):

@@ -121,3 +121,28 @@ def test_worker_profile_errors_name_the_field(tmp_path: Path) -> None:
     assert "w.toml" in err
     assert "hardware.hardware_id" in err
     assert "tpu-v9" in err
+
+
+@pytest.mark.parametrize(
+    "injected",
+    ["--max-model-len=1024;reboot", "$(touch /tmp/pwned)", "`id`", "--dtype\nfloat32", "x --trust-remote-code"],
+)
+def test_submit_refuses_injected_arguments_and_stores_nothing(tmp_path: Path, injected: str) -> None:
+    """A recipe argv carrying shell syntax, a newline or a smuggled flag is refused at submit, naming the token."""
+    recipe = {
+        "schema_version": "local-ai-registry/v1",
+        "id": "injected",
+        "model_id": "farm/tiny-llama",
+        "hardware_id": "cpu",
+        "hardware_count": 1,
+        "engine": {"name": "vllm"},
+        "argv": ["vllm", "serve", "farm/tiny-llama", "--served-model-name", injected],
+    }
+    (tmp_path / "recipe.json").write_text(json.dumps(recipe))
+    spec = tmp_path / "spec.toml"
+    spec.write_text('name = "inj"\nrecipe = "recipe.json"\n[plan]\n[plan.short_ttft]\nprompt_tokens = 64\n')
+    code, _, err = farm("submit", str(spec))
+    assert code == 2, err
+    assert repr(injected)[1:-1][:12] in err or injected[:12] in err
+    store = Store.open(Settings().resolved_database_url, auto_upgrade=True)
+    assert store.list_jobs() == []

@@ -41,6 +41,7 @@ def test_settings_for_long_jobs_whose_messages_may_come_twice() -> None:
     assert config["broker_connection_retry_on_startup"] is True
     assert config["task_ignore_result"] is True
     assert config["result_backend"] is None
+    assert config["worker_redirect_stdouts"] is False
 
 
 def test_the_visibility_timeout_is_above_the_longest_job_on_every_client() -> None:

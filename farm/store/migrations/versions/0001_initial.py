@@ -48,7 +48,7 @@ def upgrade() -> None:
         sa.Column("hardware_id", sa.String(length=255), nullable=False),
         sa.Column("hardware_count", sa.Integer(), nullable=False),
         sa.Column("engine_name", sa.String(length=64), nullable=False),
-        sa.Column("engine_version", sa.String(length=64), nullable=True),
+        sa.Column("engine_version", sa.Text(), nullable=True),
         sa.Column("document", JSON_TYPE, nullable=False),
         sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
         sa.PrimaryKeyConstraint("sha256", name=op.f("pk_recipes")),

@@ -1,0 +1,87 @@
+"""`farm worker` in farm mode (FARM_BROKER_URL set): a Celery worker on the queues of the profile's hardware classes.
+
+One job at a time (one thread, prefetch of one), the same Worker and store code as the polling loop, a sweeper
+thread (farm.queue.announce) beside Celery's consumer. SIGTERM is Celery's warm shutdown: the job in hand is
+finished, or handed back to the queue first when the on_sigterm policy says "release".
+"""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Any
+
+from celery import signals
+
+from farm.cli.common import open_store
+from farm.logs import get_logger
+from farm.provenance import HostInfo
+from farm.queue import tasks
+from farm.queue.announce import Announcer, Sweeper
+from farm.queue.celery_app import FarmModeSettings, queue_name
+from farm.settings import Settings
+from farm.worker.daemon import Worker
+from farm.worker.profile import WorkerProfile, load_profile
+
+log = get_logger(__name__)
+
+
+def on_sigterm_policy(profile: WorkerProfile, settings: FarmModeSettings) -> tasks.OnSigterm:
+    """FARM_ON_SIGTERM when set (both are validated Literals), else the profile's `[worker] on_sigterm`."""
+    return settings.on_sigterm or profile.worker.on_sigterm
+
+
+def run_farm_worker(settings: Settings, profile_path: Path, *, worker_id: str | None = None) -> int:
+    """Run a farm-mode worker until it is stopped; returns Celery's exit code."""
+    assert settings.broker_url, "farm mode needs FARM_BROKER_URL"
+    farm_settings = FarmModeSettings()
+    profile = load_profile(profile_path)
+    store = open_store(settings)
+    worker = Worker(store, profile, data_dir=settings.data_dir, worker_id=worker_id)
+    announcer = Announcer.from_url(settings.broker_url)
+    runtime = tasks.FarmRuntime(worker, announcer, on_sigterm=on_sigterm_policy(profile, farm_settings))
+    tasks.install(runtime)
+    app = announcer.app
+    tasks.register(app)
+
+    def on_shutting_down(sig: str | None = None, how: str | None = None, **_: Any) -> None:
+        log.info("worker.shutting_down", signal=sig, how=how, on_sigterm=runtime.on_sigterm)
+        if sig == "SIGTERM" and runtime.on_sigterm == "release":
+            # Off the signal handler: the release is a database write.
+            threading.Thread(target=runtime.release_current, args=("the worker was stopped (SIGTERM)",)).start()
+
+    signals.worker_shutting_down.connect(on_shutting_down, weak=False)
+
+    queues = [queue_name(c) for c in worker.hardware_classes]
+    store.register_worker(worker.worker_id, host=HostInfo.read().name, hardware_classes=list(worker.hardware_classes))
+    log.info("worker.start", mode="farm", queues=queues, worker=worker.worker_id, on_sigterm=runtime.on_sigterm)
+    sweeper = Sweeper(
+        store,
+        announcer,
+        worker.hardware_classes,
+        farm_settings,
+        deliver_spooled=worker.deliver_spooled,
+        idle_heartbeat=runtime.idle_heartbeat,
+    )
+    sweeper.start()
+    try:
+        celery_worker = app.Worker(
+            hostname=f"farm@{worker.worker_id}",
+            queues=queues,
+            pool_cls="threads",
+            concurrency=1,
+            prefetch_multiplier=1,
+            without_gossip=True,  # nothing in the farm reads gossip; the store knows the workers
+            without_mingle=True,  # and nothing to synchronise at start-up: revoked ids are unused
+            loglevel=settings.log_level.upper(),
+            quiet=True,
+        )
+        celery_worker.start()
+        code: int = celery_worker.exitcode or 0
+    finally:
+        sweeper.stop()
+        worker.deliver_spooled()
+        announcer.close()
+        store.close()
+    log.info("worker.stop", mode="farm", exit_code=code)
+    return code

@@ -1,0 +1,297 @@
+"""Announcing jobs on the broker, and the sweeper that announces again what the broker may have lost.
+
+A stored job is announced with a message that carries its id, sent to the queue of its hardware class. The
+store stays the only truth; the bookkeeping of announcements lives in Redis beside the messages (no store
+change): one key per job, `farm:announced:<job id>` = "<attempt> <unix time>", written just before the message
+is sent and removed again when the send fails.
+
+A queued job needs a (new) announcement when
+
+- it has no key: never announced (the submitter died between storing and announcing), or Redis lost its data
+  (restarted without persistence); after a grace period (FARM_ANNOUNCE_GRACE_S) from the job's last change,
+  so the sweeper does not race a submitter that is about to announce;
+- its key names an older attempt: the job was claimed since, and came back (reaped, released, retried), so
+  the message that announced it was consumed;
+- its key is older than FARM_ANNOUNCE_STALE_S while its class's queue is empty: a message that should be
+  waiting is not (a queue purged by hand, a worker killed between taking a message and claiming its job), or
+  it sits with a busy worker (after a reconnect Celery may take one message beyond the one it runs), where
+  an idle worker could run it.
+
+The decision and the write of the key are one Lua script, so any number of sweepers can run at once without
+announcing a job twice. A job announced twice anyway is harmless: the second claim finds it running or done.
+
+The sweeper runs as a thread in every farm worker (no extra service to deploy, and it lives exactly as long as
+some worker for the class does; celery beat would be one more process that must run exactly once). Each pass
+delivers the worker's spooled results, reaps expired leases (announcing each reaped job at once), announces
+what its hardware classes need, and says the worker is alive when it is idle.
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import redis
+from celery import Celery
+
+from farm.domain import JobState, JobView
+from farm.errors import BrokerError, FarmError, StoreError
+from farm.logs import get_logger
+from farm.queue.celery_app import RUN_JOB_TASK, FarmModeSettings, create_app, queue_name
+from farm.store import Store
+
+log = get_logger(__name__)
+
+ANNOUNCED_KEY_PREFIX = "farm:announced:"
+"""Redis key of a job's last announcement: `farm:announced:<job id>`."""
+
+ANNOUNCED_KEY_TTL_S = 7 * 24 * 3600
+"""Keys of finished jobs are garbage after this long; a job still queued then is announced once more (harmless)."""
+
+SWEEP_LIMIT = 10_000
+"""Queued jobs read per sweep: far above any backlog a farm of a few dozen hosts builds."""
+
+REDIS_SOCKET_TIMEOUT_S = 10.0
+"""The announcer's Redis calls give up after this long, so a dead broker never hangs a submit or a sweep."""
+
+_ANNOUNCE_IF_DUE = """
+local current = redis.call('GET', KEYS[1])
+if current then
+  local sep = string.find(current, ' ', 1, true)
+  if sep then
+    local attempt = string.sub(current, 1, sep - 1)
+    local at = tonumber(string.sub(current, sep + 1))
+    if attempt == ARGV[1] and at ~= nil and at > tonumber(ARGV[3]) then
+      return 0
+    end
+  end
+elseif tonumber(ARGV[5]) == 0 then
+  return 0
+end
+redis.call('SET', KEYS[1], ARGV[1] .. ' ' .. ARGV[2], 'EX', ARGV[4])
+return 1
+"""
+"""KEYS: the job's key. ARGV: attempt, now, stale_before (an entry at this attempt written after it stands),
+key TTL, 1 when a job without a key is due (0 while it is in its grace period). Returns 1 when the caller is to
+announce (the key is written), else 0."""
+
+
+class Announcer:
+    """Sends wake-up messages (a job id to its hardware class's queue) and keeps their bookkeeping in Redis."""
+
+    def __init__(self, app: Celery, client: redis.Redis) -> None:
+        self.app = app
+        self.redis = client
+        self._script = client.register_script(_ANNOUNCE_IF_DUE)
+
+    @classmethod
+    def from_url(cls, broker_url: str) -> Announcer:
+        """An announcer on the broker (a Redis URL) with farm mode's Celery settings."""
+        try:
+            client = redis.Redis.from_url(
+                broker_url, socket_timeout=REDIS_SOCKET_TIMEOUT_S, socket_connect_timeout=REDIS_SOCKET_TIMEOUT_S
+            )
+        except ValueError as exc:
+            raise BrokerError(f"FARM_BROKER_URL is not a Redis URL: {exc}") from exc
+        return cls(create_app(broker_url), client)
+
+    def close(self) -> None:
+        self.redis.close()
+        self.app.close()
+
+    def announce(self, job_id: str, hardware_class: str, attempt: int) -> bool:
+        """Announce a job now (a new job, a reaped or requeued one) unless this very attempt of it was announced
+        already (two workers that both saw it come back send one message). True when it was announced."""
+        return self._announce(job_id, hardware_class, attempt, stale_before=float("-inf"), keyless_due=True)
+
+    def announce_if_due(self, job: JobView, *, now: float, grace_s: float, stale_s: float, queue_empty: bool) -> bool:
+        """Announce a queued job when the module docstring's rules say it needs it; True when it was announced."""
+        keyless_due = job.updated_at.timestamp() <= now - grace_s
+        stale_before = now - stale_s if queue_empty else float("-inf")
+        return self._announce(job.id, job.hardware_class, job.attempt, stale_before, keyless_due, now=now)
+
+    def forget(self, job_id: str) -> None:
+        """Drop a job's announcement (its message was consumed without a claim); a sweeper announces it again."""
+        try:
+            self.redis.delete(ANNOUNCED_KEY_PREFIX + job_id)
+        except redis.RedisError as exc:
+            log.warning("announce.forget_failed", job=job_id, error=str(exc))
+
+    def queue_length(self, hardware_class: str) -> int:
+        """Messages waiting in a class's queue (not those a worker has taken and not yet acknowledged)."""
+        try:
+            return int(self.redis.llen(queue_name(hardware_class)))
+        except redis.RedisError as exc:
+            raise BrokerError(f"cannot read the queue of {hardware_class}: {exc}") from exc
+
+    def last_announcement(self, job_id: str) -> tuple[int, float] | None:
+        """(attempt, unix time) of a job's last announcement, or None."""
+        raw = self.redis.get(ANNOUNCED_KEY_PREFIX + job_id)
+        if raw is None:
+            return None
+        text = raw.decode() if isinstance(raw, bytes) else str(raw)
+        attempt, at = text.split(" ", 1)
+        return int(attempt), float(at)
+
+    def _announce(
+        self,
+        job_id: str,
+        hardware_class: str,
+        attempt: int,
+        stale_before: float,
+        keyless_due: bool,
+        *,
+        now: float | None = None,
+    ) -> bool:
+        queue = queue_name(hardware_class)
+        key = ANNOUNCED_KEY_PREFIX + job_id
+        when = time.time() if now is None else now
+        try:
+            due = self._script(
+                keys=[key],
+                args=[attempt, repr(when), _lua_number(stale_before), ANNOUNCED_KEY_TTL_S, int(keyless_due)],
+            )
+        except redis.RedisError as exc:
+            raise BrokerError(f"cannot announce job {job_id}: {exc}") from exc
+        if not due:
+            return False
+        try:
+            self.app.send_task(RUN_JOB_TASK, args=[job_id], queue=queue)
+        except Exception as exc:
+            # kombu raises its own and the transport's errors here; whatever it was, the message is not sent.
+            self.forget(job_id)
+            raise BrokerError(f"cannot announce job {job_id} on {queue}: {exc}") from exc
+        log.info("job.announced", job=job_id, queue=queue, attempt=attempt)
+        return True
+
+
+def _lua_number(value: float) -> str:
+    # Lua's tonumber() reads neither "inf" nor "-inf"; 1e300 is as good for Unix times.
+    if value == float("inf"):
+        return "1e300"
+    if value == float("-inf"):
+        return "-1e300"
+    return repr(value)
+
+
+def announce_jobs(announcer: Announcer, jobs: Sequence[tuple[str, str]]) -> list[str]:
+    """Announce new jobs (id, hardware class); returns the ids that could not be announced (a sweeper will)."""
+    missed = []
+    for job_id, hardware_class in jobs:
+        try:
+            announcer.announce(job_id, hardware_class, attempt=0)
+        except BrokerError as exc:
+            log.warning("job.announce_failed", job=job_id, error=str(exc))
+            missed.append(job_id)
+    return missed
+
+
+@dataclass
+class SweepReport:
+    """What one sweep did (for logs and tests)."""
+
+    delivered: bool = True
+    reaped: list[str] = field(default_factory=list)
+    announced: list[str] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+
+
+class Sweeper:
+    """The periodic pass of a farm worker (module docstring); `start()` runs it on a daemon thread."""
+
+    def __init__(
+        self,
+        store: Store,
+        announcer: Announcer,
+        hardware_classes: Sequence[str],
+        settings: FarmModeSettings,
+        *,
+        deliver_spooled: Callable[[], None] = lambda: None,
+        idle_heartbeat: Callable[[], None] = lambda: None,
+    ) -> None:
+        self.store = store
+        self.announcer = announcer
+        self.hardware_classes = tuple(hardware_classes)
+        self.settings = settings
+        self.deliver_spooled = deliver_spooled
+        self.idle_heartbeat = idle_heartbeat
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._loop, name="sweeper", daemon=True)
+        self._thread.start()
+
+    def stop(self, timeout_s: float = 10.0) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=timeout_s)
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self.sweep()
+            except Exception:  # the sweeper must outlive any one bad pass; the next one tries again
+                log.exception("sweep.unexpected_error")
+            self._stop.wait(self.settings.sweep_interval_s)
+
+    def sweep(self, *, now: float | None = None) -> SweepReport:
+        """One pass: deliver spooled results, reap, announce what is due, heartbeat when idle."""
+        report = SweepReport()
+        try:
+            self.deliver_spooled()
+        except FarmError as exc:
+            report.delivered = False
+            report.errors.append(str(exc))
+        try:
+            report.reaped = self.store.reap()
+            queued = self.store.list_jobs([JobState.QUEUED], limit=SWEEP_LIMIT)
+        except StoreError as exc:
+            log.warning("sweep.store_unavailable", error=str(exc))
+            report.errors.append(str(exc))
+            return report
+        by_id = {job.id: job for job in queued}
+        for job_id in report.reaped:
+            reaped_job = by_id.get(job_id)  # absent: reaped for good (its budget was spent), nothing to announce
+            if reaped_job is not None:
+                self._try(report, job_id, functools.partial(self._announce_reaped, reaped_job))
+        when = time.time() if now is None else now
+        empty: dict[str, bool] = {}
+        for job in queued:
+            if job.hardware_class not in self.hardware_classes or job.id in report.reaped:
+                continue
+
+            def due(job: JobView = job) -> bool:
+                if job.hardware_class not in empty:
+                    empty[job.hardware_class] = self.announcer.queue_length(job.hardware_class) == 0
+                return self.announcer.announce_if_due(
+                    job,
+                    now=when,
+                    grace_s=self.settings.announce_grace_s,
+                    stale_s=self.settings.announce_stale_s,
+                    queue_empty=empty[job.hardware_class],
+                )
+
+            self._try(report, job.id, due)
+        try:
+            self.idle_heartbeat()
+        except StoreError as exc:
+            report.errors.append(str(exc))
+        if report.reaped or report.announced:
+            log.info("sweep.done", reaped=report.reaped, announced=report.announced)
+        return report
+
+    def _announce_reaped(self, job: JobView) -> bool:
+        return self.announcer.announce(job.id, job.hardware_class, job.attempt)
+
+    @staticmethod
+    def _try(report: SweepReport, job_id: str, action: Callable[[], bool]) -> None:
+        try:
+            if action():
+                report.announced.append(job_id)
+        except BrokerError as exc:
+            log.warning("sweep.announce_failed", job=job_id, error=str(exc))
+            report.errors.append(str(exc))

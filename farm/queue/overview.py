@@ -1,0 +1,77 @@
+"""The operators' view of the fleet: which workers are live, and which queued jobs have nobody to run them.
+
+Pure functions over what the store returns (queue depth per class, the workers table), so `farm workers` and
+`farm status` print the same judgement, and tests check it without a database.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from farm.store import WorkerView
+
+SILENT_AFTER_S = 120.0
+"""A worker not heard from for this long is not counted as live. Idle farm workers report every sweep (5 s),
+busy ones with each lease renewal (lease_s / 4: 15 s for the default 60-s lease); two minutes leaves room for
+a slow database without calling a working host lost."""
+
+
+@dataclass(frozen=True)
+class WorkerLine:
+    """One worker as an operator sees it."""
+
+    worker_id: str
+    host: str
+    hardware_classes: tuple[str, ...]
+    heartbeat_age_s: float
+    live: bool
+    current_job: str | None
+    phase: str | None
+
+
+@dataclass(frozen=True)
+class ClassLine:
+    """One hardware class with queued jobs: how many, and which live workers serve it (none: nobody will run
+    them until such a worker starts)."""
+
+    hardware_class: str
+    queued: int
+    live_workers: tuple[str, ...]
+
+    @property
+    def unserved(self) -> bool:
+        return not self.live_workers
+
+
+def worker_lines(
+    workers: Sequence[WorkerView], now: datetime, silent_after_s: float = SILENT_AFTER_S
+) -> list[WorkerLine]:
+    """Every worker with the age of its last heartbeat and whether it counts as live; live ones first."""
+    lines = [
+        WorkerLine(
+            worker_id=w.worker_id,
+            host=w.host_name,
+            hardware_classes=tuple(w.hardware_classes),
+            heartbeat_age_s=max(0.0, (now - w.last_heartbeat).total_seconds()),
+            live=(now - w.last_heartbeat).total_seconds() <= silent_after_s,
+            current_job=w.current_job_id,
+            phase=w.phase,
+        )
+        for w in workers
+    ]
+    return sorted(lines, key=lambda line: (not line.live, line.worker_id))
+
+
+def class_lines(queue_depth: Mapping[str, int], workers: Sequence[WorkerLine]) -> list[ClassLine]:
+    """The queue depth of every class with queued jobs, and the live workers that take them."""
+    return [
+        ClassLine(
+            hardware_class=klass,
+            queued=count,
+            live_workers=tuple(w.worker_id for w in workers if w.live and klass in w.hardware_classes),
+        )
+        for klass, count in sorted(queue_depth.items())
+        if count > 0
+    ]

@@ -1,0 +1,205 @@
+"""Farm mode when things break, through real processes: a worker killed mid-job, Redis restarted with and without
+persistence, PostgreSQL unreachable while results are written, a job whose engine crashes on every worker.
+
+Every path must end in exactly one succeeded run per job (or a failed job after its attempt budget), with
+nothing lost and nothing looping.
+"""
+
+from __future__ import annotations
+
+import signal
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+from farm_harness import (
+    POSTGRES_URL,
+    FarmWorker,
+    TcpProxy,
+    postgres_schema,
+    running_redis,
+    submit_jobs,
+    tiny_plan,
+    wait_for,
+    worker_processes,
+    write_profile,
+)
+
+from farm.domain import FailureClass, JobState
+from farm.queue.celery_app import queue_name
+from farm.store import RunState, Store
+
+pytestmark = [pytest.mark.slow, pytest.mark.postgres, pytest.mark.timeout(60)]
+
+
+@pytest.fixture
+def pg_url() -> Iterator[str]:
+    """A fresh, migrated PostgreSQL schema of this test's own."""
+    with postgres_schema() as (direct, _):
+        yield direct
+
+
+@pytest.fixture
+def store(pg_url: str) -> Iterator[Store]:
+    """The test's view of the store the workers share."""
+    with Store.open(pg_url) as opened:
+        yield opened
+
+
+@pytest.fixture
+def farm_workers() -> Iterator[list[FarmWorker]]:
+    """The worker processes the test starts, stopped at the end."""
+    with worker_processes() as started:
+        yield started
+
+
+def _state(store: Store, job_id: str) -> JobState:
+    return store.get_job(job_id).state
+
+
+def _all_succeeded(store: Store, job_ids: list[str]) -> bool:
+    return all(_state(store, j) == JobState.SUCCEEDED for j in job_ids)
+
+
+def test_a_worker_killed_mid_job_is_replaced_after_its_lease_expires(
+    tmp_path: Path, store: Store, pg_url: str, farm_workers: list[FarmWorker]
+) -> None:
+    """SIGKILL to the worker running a job: its lease expires, the other worker's sweeper reaps the job and
+    announces it, and the other worker runs it. Exactly one succeeded run; the killed one is host_lost. (Its
+    message stays unacknowledged in Redis until the visibility timeout; when it comes back it is a duplicate.)"""
+    profile = write_profile(tmp_path, "pair", lease_s=2.0)
+    with running_redis(tmp_path / "redis") as redis_server:
+        urls = {"database_url": pg_url, "broker_url": redis_server.url}
+        farm_workers += [FarmWorker(tmp_path, "one", profile, **urls), FarmWorker(tmp_path, "two", profile, **urls)]
+        wait_for(lambda: len(store.list_workers()) == 2, 40, "both workers registered")
+        (job_id,) = submit_jobs(store, redis_server.url, plan=tiny_plan(decode_tokens=600))
+        wait_for(lambda: store.get_job(job_id).phase == "measuring", 40, "the job measuring")
+        owner = store.get_job(job_id).owner
+        victim, survivor = sorted(farm_workers, key=lambda w: w.worker_id != owner)
+        victim.signal(signal.SIGKILL)
+        victim.wait(10)
+
+        wait_for(lambda: _all_succeeded(store, [job_id]), 45, "the job succeeded on the survivor")
+        runs = store.runs(job_id)
+        assert [(r.attempt, r.worker_id, r.state) for r in runs] == [
+            (1, victim.worker_id, RunState.FAILED),
+            (2, survivor.worker_id, RunState.SUCCEEDED),
+        ]
+        assert runs[0].failure_class == FailureClass.HOST_LOST
+        time.sleep(2)  # nothing more happens to it
+        assert len(store.runs(job_id)) == 2
+
+
+def test_redis_restarted_mid_job_with_aof_loses_nothing(
+    tmp_path: Path, store: Store, pg_url: str, farm_workers: list[FarmWorker]
+) -> None:
+    """Redis with appendonly (everysec) killed with SIGKILL while a job runs and two wait, then started again:
+    every job runs once. The sweeper is kept out of it (an hour's grace), so this is the broker's own doing."""
+    with running_redis(tmp_path / "redis", appendonly=True) as redis_server:
+        worker = FarmWorker(
+            tmp_path,
+            "steady",
+            write_profile(tmp_path, "steady", lease_s=4.0),
+            database_url=pg_url,
+            broker_url=redis_server.url,
+            FARM_ANNOUNCE_GRACE_S="3600",
+            FARM_ANNOUNCE_STALE_S="3600",
+        )
+        farm_workers.append(worker)
+        job_ids = submit_jobs(store, redis_server.url, n=3, plan=tiny_plan(decode_tokens=400))
+        wait_for(lambda: _state(store, job_ids[0]) == JobState.RUNNING, 40, "the first job running")
+        time.sleep(1.2)  # appendfsync everysec: what was written a second ago is on disk
+        redis_server.kill()
+        time.sleep(0.5)
+        redis_server.start()
+
+        wait_for(lambda: _all_succeeded(store, job_ids), 50, "every job succeeded")
+        for job_id in job_ids:
+            assert [(r.attempt, r.state) for r in store.runs(job_id)] == [(1, RunState.SUCCEEDED)], job_id
+        assert worker.events("job.announced") == []
+
+
+def test_redis_restarted_without_persistence_the_sweeper_announces_again(
+    tmp_path: Path, store: Store, pg_url: str, farm_workers: list[FarmWorker]
+) -> None:
+    """Three announced jobs wait in a Redis without persistence; Redis restarts and they are gone from it. A
+    worker's sweeper finds them queued with no announcement and announces them again: each runs once."""
+    with running_redis(tmp_path / "redis", appendonly=False) as redis_server:
+        job_ids = submit_jobs(store, redis_server.url, n=3)
+        client = redis_server.client()
+        klass = store.get_job(job_ids[0]).hardware_class
+        assert client.llen(queue_name(klass)) == 3
+        redis_server.kill()
+        redis_server.start()
+        assert client.llen(queue_name(klass)) == 0  # lost, as FACTS measured
+        client.close()
+
+        worker = FarmWorker(
+            tmp_path, "sweeper", write_profile(tmp_path, "sweeper"), database_url=pg_url, broker_url=redis_server.url
+        )
+        farm_workers.append(worker)
+        wait_for(lambda: _all_succeeded(store, job_ids), 50, "every job succeeded")
+        for job_id in job_ids:
+            assert [(r.attempt, r.state) for r in store.runs(job_id)] == [(1, RunState.SUCCEEDED)], job_id
+        assert sorted(e["job"] for e in worker.events("job.announced")) == sorted(job_ids)
+
+
+def test_results_wait_on_disk_while_postgres_is_unreachable_and_are_delivered_once(
+    tmp_path: Path, farm_workers: list[FarmWorker]
+) -> None:
+    """The worker reaches PostgreSQL through a proxy that goes down mid-job: the results are spooled to
+    the worker's disk, delivered by the sweeper once the proxy is back, and stored once."""
+    proxy = TcpProxy(target_port=sa.engine.make_url(POSTGRES_URL).port or 5432)
+    proxy.up()
+    try:
+        with (
+            postgres_schema(port=proxy.port) as (direct_url, proxied_url),
+            Store.open(direct_url) as store,
+            running_redis(tmp_path / "redis") as redis_server,
+        ):
+            worker = FarmWorker(
+                tmp_path,
+                "cut-off",
+                write_profile(tmp_path, "cut-off", lease_s=30.0),
+                database_url=proxied_url,
+                broker_url=redis_server.url,
+            )
+            farm_workers.append(worker)
+            (job_id,) = submit_jobs(store, redis_server.url, plan=tiny_plan(decode_tokens=600))
+            # Cut off once it has claimed: the engine and the sweep need no database; the results do.
+            wait_for(lambda: _state(store, job_id) == JobState.RUNNING, 40, "the job running")
+            proxy.down()
+            spool = worker.data_dir / "spool" / "cut-off"
+            wait_for(lambda: list(spool.glob("*.json")), 30, "the results spooled")
+            assert _state(store, job_id) == JobState.RUNNING
+            proxy.up()
+
+            wait_for(lambda: _all_succeeded(store, [job_id]), 30, "the spooled results delivered")
+            wait_for(lambda: not list(spool.glob("*.json")), 10, "the spool emptied")
+            assert [(r.attempt, r.state) for r in store.runs(job_id)] == [(1, RunState.SUCCEEDED)]
+            assert [f.summary.n for f in store.results(job_id) if f.key == "decode/code/decode_tok_s"] == [1]
+            assert len(worker.events("job.results_spooled")) == 1
+            assert len(worker.events("spool.delivered")) == 1
+    finally:
+        proxy.close()
+
+
+def test_a_job_that_crashes_its_engine_everywhere_fails_after_its_budget(
+    tmp_path: Path, store: Store, pg_url: str, farm_workers: list[FarmWorker]
+) -> None:
+    """The engine dies mid-sweep on every worker: each attempt fails as engine_crashed and is announced again
+    until the budget (3) is spent; then the job is failed and no message brings it back."""
+    profile = write_profile(tmp_path, "crashy", faults=("--fault-crash-after", "0.5"))
+    with running_redis(tmp_path / "redis") as redis_server:
+        urls = {"database_url": pg_url, "broker_url": redis_server.url}
+        farm_workers += [FarmWorker(tmp_path, "a", profile, **urls), FarmWorker(tmp_path, "b", profile, **urls)]
+        (job_id,) = submit_jobs(store, redis_server.url, max_attempts=3, plan=tiny_plan(decode_tokens=2000))
+        wait_for(lambda: _state(store, job_id) == JobState.FAILED, 55, "the job failed for good")
+        job = store.get_job(job_id)
+        assert (job.attempt, job.failure_class) == (3, FailureClass.ENGINE_CRASHED)
+        time.sleep(2)
+        runs = store.runs(job_id)
+        assert [r.state for r in runs] == [RunState.FAILED] * 3
+        assert {r.failure_class for r in runs} == {FailureClass.ENGINE_CRASHED}
