@@ -1,0 +1,53 @@
+"""The worker profiles shipped in workers/ load, and profile errors name the field."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from farm.errors import ProfileError
+from farm.worker.profile import load_profile
+
+WORKERS = Path(__file__).resolve().parents[2] / "workers"
+
+
+@pytest.mark.parametrize("path", sorted(WORKERS.glob("*.toml")), ids=lambda p: p.name)
+def test_every_shipped_profile_loads(path: Path) -> None:
+    """Each profile validates and serves at least its own hardware class."""
+    profile = load_profile(path)
+    own = f"{profile.hardware.hardware_id} x {profile.hardware.count}"
+    assert any(c.removeprefix("sim:") == own for c in profile.hardware_classes())
+
+
+def test_the_seed_host_also_takes_single_card_jobs() -> None:
+    """The 2-card seed host serves `x 2` first, then `x 1`; a simulator worker only simulated classes."""
+    assert load_profile(WORKERS / "rtx-pro-6000-x2.toml").hardware_classes() == (
+        "rtx-pro-6000-blackwell-96gb x 2",
+        "rtx-pro-6000-blackwell-96gb x 1",
+    )
+    assert load_profile(WORKERS / "demo-sim.toml").hardware_classes() == ("sim:rtx-pro-6000-blackwell-96gb x 2",)
+
+
+@pytest.mark.parametrize(
+    ("text", "field"),
+    [
+        ('name = "x"\n[hardware]\nhardware_id = "cpu"\ncount = 0\n', "hardware.count"),
+        ('name = "x"\n[hardware]\nhardware_id = "cpu"\ncount = 1\n[engine]\nkind = "tgi"\n', "engine.kind"),
+        (
+            'name = "x"\n[hardware]\nhardware_id = "cpu"\ncount = 1\n[worker]\non_sigterm = "panic"\n',
+            "worker.on_sigterm",
+        ),
+        ('name = "x"\n[hardware]\nhardware_id = "cpu"\ncount = 1\nsurprise = 1\n', "hardware.surprise"),
+        ('name = "x"\n[hardware\n', None),
+    ],
+)
+def test_bad_profiles_name_the_file_and_field(tmp_path: Path, text: str, field: str | None) -> None:
+    """A bad profile is refused with the file, and the field when there is one."""
+    path = tmp_path / "bad.toml"
+    path.write_text(text)
+    with pytest.raises(ProfileError) as caught:
+        load_profile(path)
+    assert "bad.toml" in str(caught.value)
+    if field:
+        assert caught.value.field == field
