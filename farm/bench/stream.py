@@ -15,6 +15,7 @@ A request that fails (HTTP status, connection, timeout, a stream without usage) 
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 import time
 from dataclasses import dataclass
@@ -68,6 +69,35 @@ class StreamRequest:
         return "/v1/chat/completions" if self.api == "chat" else "/v1/completions"
 
 
+MEASUREMENT_GC_THRESHOLDS = (50_000, 50, 100)
+"""While a measurement runs, young collections every 50k allocations instead of 700: a collection pause in the
+client is time added to every TTFT and ITL stamped after it."""
+
+
+class _QuietGC:
+    """Fewer, later garbage collections while any measurement runs (nesting allowed); restored after the last."""
+
+    def __init__(self) -> None:
+        self._depth = 0
+        self._saved: tuple[int, int, int] = gc.get_threshold()
+
+    def enter(self) -> None:
+        if self._depth == 0:
+            self._saved = gc.get_threshold()
+            gc.freeze()  # what exists before the measurement is never scanned during it
+            gc.set_threshold(*MEASUREMENT_GC_THRESHOLDS)
+        self._depth += 1
+
+    def exit(self) -> None:
+        self._depth -= 1
+        if self._depth == 0:
+            gc.set_threshold(*self._saved)
+            gc.unfreeze()
+
+
+_quiet_gc = _QuietGC()
+
+
 class StreamClient:
     """Streaming requests to one server for one measurement: `async with StreamClient(...) as client`."""
 
@@ -89,12 +119,14 @@ class StreamClient:
             headers={"Content-Type": "application/json", "Accept": "text/event-stream"},
             auto_decompress=False,
         )
+        _quiet_gc.enter()
         return self
 
     async def __aexit__(
         self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
     ) -> None:
         if self._session is not None:
+            _quiet_gc.exit()
             await self._session.close()
             self._session = None
 
