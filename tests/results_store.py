@@ -9,13 +9,13 @@ failed job and a cancelled job.
 from __future__ import annotations
 
 import json
-import statistics
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from farm.bench.records import Figure, Summary
+from farm.bench.metrics import summarize
+from farm.bench.records import Figure
 from farm.domain import FailureClass, RunResult
 from farm.logs import configure
 from farm.queue import submit_sweep
@@ -103,7 +103,6 @@ def recipe(recipe_id: str, engine_version: str) -> Recipe:
 def figure(key: str, values: tuple[float, ...], requested: int) -> Figure:
     """A figure named by its key, summarised from its values."""
     kind, point, metric = key.split("/")
-    mean = statistics.fmean(values)
     unit = UNIT.get(metric, "ms" if metric.startswith("ttft") else "tok/s")
     return Figure(
         kind=kind,
@@ -111,15 +110,7 @@ def figure(key: str, values: tuple[float, ...], requested: int) -> Figure:
         metric=metric,
         unit=unit,
         values=values,
-        summary=Summary(
-            n=len(values),
-            mean=mean,
-            median=statistics.median(values),
-            min=min(values),
-            max=max(values),
-            stdev=statistics.stdev(values) if len(values) > 1 else 0.0,
-            spread=(max(values) - min(values)) / mean,
-        ),
+        summary=summarize(values),
         workload=point if kind in ("decode", "spec_decode") else ("code" if kind == "concurrency" else None),
         params={"output_tokens": 128, "prompt_tokens": 256} if kind == "concurrency" else {"long_output_tokens": 896},
         requested_repeats=1 if kind == "memory" else requested,

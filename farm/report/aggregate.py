@@ -11,13 +11,13 @@ ranked with a real one.
 
 from __future__ import annotations
 
-import statistics
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
+from farm.bench.metrics import summarize
 from farm.bench.records import Figure
 from farm.report.filters import ALL, ResultFilter
 from farm.store.reads import RunMeasurements
@@ -129,36 +129,6 @@ class Entry:
         return self.recipe.hardware_count
 
 
-@dataclass(frozen=True)
-class Stats:
-    """The summary of pooled values."""
-
-    n: int
-    mean: float
-    median: float
-    min: float
-    max: float
-    stdev: float
-    spread: float
-
-
-def summarise(values: Sequence[float]) -> Stats:
-    """n, mean, median, min, max, sample standard deviation (0 for one value) and spread ((max - min) / mean)."""
-    if not values:
-        raise ValueError("no values to summarise")
-    mean = statistics.fmean(values)
-    low, high = min(values), max(values)
-    return Stats(
-        n=len(values),
-        mean=mean,
-        median=statistics.median(values),
-        min=low,
-        max=high,
-        stdev=statistics.stdev(values) if len(values) > 1 else 0.0,
-        spread=(high - low) / mean if mean else 0.0,
-    )
-
-
 def split_key(key: str) -> tuple[str, str, str]:
     """`kind/point/metric` of a figure key (a key of another shape is its own kind with an empty point)."""
     parts = key.split("/")
@@ -254,7 +224,7 @@ def _entry(key: str, pairs: list[tuple[RunMeasurements, Figure]]) -> Entry:
     first_run, _ = pairs[0]
     last_run, last_figure = pairs[-1]
     values = tuple(value for _, figure in pairs for value in figure.values)
-    stats = summarise(values)
+    stats = summarize(values)
     kind, point, metric = split_key(key)
     runs = {run.job_id: run for run, _ in pairs}
     return Entry(

@@ -10,7 +10,6 @@ from __future__ import annotations
 import functools
 import os
 import secrets
-import statistics
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -19,7 +18,8 @@ import pytest
 import sqlalchemy as sa
 from sqlalchemy.engine import make_url
 
-from farm.bench.records import Figure, Summary
+from farm.bench.metrics import summarize
+from farm.bench.records import Figure
 from farm.domain import Artifact, RunResult
 from farm.recipes.model import Engine, Recipe, RecipeProvenance
 from farm.store import Store
@@ -127,22 +127,13 @@ def _make_recipe(
 def _make_figure(key: str, values: tuple[float, ...], unit: str = "tok/s") -> Figure:
     """A figure named by its "<kind>/<point>/<metric>" key, summarised from its values."""
     kind, point, metric = key.split("/")
-    mean = statistics.fmean(values)
     return Figure(
         kind=kind,
         key=key,
         metric=metric,
         unit=unit,
         values=values,
-        summary=Summary(
-            n=len(values),
-            mean=mean,
-            median=statistics.median(values),
-            min=min(values),
-            max=max(values),
-            stdev=statistics.stdev(values) if len(values) > 1 else 0.0,
-            spread=(max(values) - min(values)) / mean,
-        ),
+        summary=summarize(values),
         workload=point if kind in ("decode", "spec_decode") else None,
         params={"point": point},
         requested_repeats=len(values),

@@ -10,7 +10,7 @@ import pytest
 
 from farm.bench.records import Figure, Summary
 from farm.errors import InputError
-from farm.report.aggregate import aggregate, summarise
+from farm.report.aggregate import aggregate
 from farm.report.filters import build_filter, engine_matches
 from farm.store.reads import RunMeasurements
 
@@ -59,22 +59,6 @@ def run(job_id: str, figures: tuple[Figure, ...], **overrides: Any) -> RunMeasur
     }
     fields.update(overrides)
     return RunMeasurements(**fields)
-
-
-@pytest.mark.parametrize(
-    ("values", "n", "mean", "median", "stdev", "spread"),
-    [
-        ((276.0,), 1, 276.0, 276.0, 0.0, 0.0),
-        ((270.0, 280.0, 290.0), 3, 280.0, 280.0, 10.0, 20.0 / 280.0),
-        ((1.0, 2.0, 3.0, 10.0), 4, 4.0, 2.5, statistics.stdev((1.0, 2.0, 3.0, 10.0)), 9.0 / 4.0),
-        ((0.0, 0.0), 2, 0.0, 0.0, 0.0, 0.0),
-    ],
-)
-def test_summarise(values: tuple[float, ...], n: int, mean: float, median: float, stdev: float, spread: float) -> None:
-    """n, mean, median, sample stdev and spread ((max - min) / mean), hand-computed."""
-    stats = summarise(values)
-    assert (stats.n, stats.min, stats.max) == (n, min(values), max(values))
-    assert (stats.mean, stats.median, stats.stdev, stats.spread) == pytest.approx((mean, median, stdev, spread))
 
 
 def test_entries_pool_the_repeats_of_every_run_in_a_group() -> None:
