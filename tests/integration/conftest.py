@@ -7,8 +7,6 @@ so tests never see each other's rows and child processes reach the same schema t
 
 from __future__ import annotations
 
-import functools
-import os
 import secrets
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -16,6 +14,7 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
+from farm_harness import POSTGRES_URL, admin, postgres_unreachable
 from sqlalchemy.engine import make_url
 
 from farm.bench.metrics import summarize
@@ -24,33 +23,8 @@ from farm.domain import Artifact, RunResult
 from farm.recipes.model import Engine, Recipe, RecipeProvenance
 from farm.store import Store
 
-POSTGRES_URL = os.environ.get("FARM_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test")
 HARDWARE_ID = "rtx-pro-6000-blackwell-96gb"
 HARDWARE_CLASS = f"{HARDWARE_ID} x 2"
-
-
-@functools.cache
-def postgres_unreachable() -> str | None:
-    """Why the test PostgreSQL cannot be used, or None when it can."""
-    engine = sa.create_engine(POSTGRES_URL, connect_args={"connect_timeout": 3})
-    try:
-        with engine.connect() as conn:
-            conn.execute(sa.text("SELECT 1"))
-    except sa.exc.SQLAlchemyError as error:
-        reason = str(getattr(error, "orig", error)).strip().splitlines()[0]
-        return f"PostgreSQL at {make_url(POSTGRES_URL).render_as_string()} is unreachable: {reason}"
-    finally:
-        engine.dispose()
-    return None
-
-
-def _admin(statement: str) -> None:
-    engine = sa.create_engine(POSTGRES_URL)
-    try:
-        with engine.begin() as conn:
-            conn.execute(sa.text(statement))
-    finally:
-        engine.dispose()
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
@@ -70,12 +44,12 @@ def store_url(backend: str, tmp_path: Path) -> Iterator[str]:
         yield f"sqlite:///{tmp_path / 'data' / 'farm.db'}"
         return
     schema = f"farm_test_{secrets.token_hex(6)}"
-    _admin(f'CREATE SCHEMA "{schema}"')
+    admin(f'CREATE SCHEMA "{schema}"')
     try:
         url = make_url(POSTGRES_URL).update_query_dict({"options": f"-csearch_path={schema}"})
         yield url.render_as_string(hide_password=False)
     finally:
-        _admin(f'DROP SCHEMA "{schema}" CASCADE')
+        admin(f'DROP SCHEMA "{schema}" CASCADE')
 
 
 @pytest.fixture

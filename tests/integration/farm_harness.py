@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import os
 import secrets
@@ -119,19 +120,23 @@ def running_redis(directory: Path, *, appendonly: bool = False) -> Iterator[Redi
 # --- PostgreSQL ------------------------------------------------------------------------------------------------
 
 
+@functools.cache
 def postgres_unreachable() -> str | None:
+    """Why the test PostgreSQL cannot be used, or None when it can."""
     engine = sa.create_engine(POSTGRES_URL, connect_args={"connect_timeout": 3})
     try:
         with engine.connect() as conn:
             conn.execute(sa.text("SELECT 1"))
     except sa.exc.SQLAlchemyError as error:
-        return f"PostgreSQL at {POSTGRES_URL} is unreachable: {str(getattr(error, 'orig', error)).splitlines()[0]}"
+        reason = str(getattr(error, "orig", error)).strip().splitlines()[0]
+        return f"PostgreSQL at {make_url(POSTGRES_URL).render_as_string()} is unreachable: {reason}"
     finally:
         engine.dispose()
     return None
 
 
-def _admin(statement: str) -> None:
+def admin(statement: str) -> None:
+    """Run one statement on the test PostgreSQL outside any test schema (create or drop a schema)."""
     engine = sa.create_engine(POSTGRES_URL)
     try:
         with engine.begin() as conn:
@@ -146,7 +151,7 @@ def postgres_schema(*, port: int | None = None) -> Iterator[tuple[str, str]]:
     if reason := postgres_unreachable():
         pytest.skip(reason)
     schema = f"farm_test_{secrets.token_hex(6)}"
-    _admin(f'CREATE SCHEMA "{schema}"')
+    admin(f'CREATE SCHEMA "{schema}"')
     try:
         url = make_url(POSTGRES_URL).update_query_dict({"options": f"-csearch_path={schema}"})
         direct = url.render_as_string(hide_password=False)
@@ -154,7 +159,7 @@ def postgres_schema(*, port: int | None = None) -> Iterator[tuple[str, str]]:
         via = url.set(port=port).render_as_string(hide_password=False) if port else direct
         yield direct, via
     finally:
-        _admin(f'DROP SCHEMA "{schema}" CASCADE')
+        admin(f'DROP SCHEMA "{schema}" CASCADE')
 
 
 # --- jobs ------------------------------------------------------------------------------------------------------
