@@ -342,15 +342,12 @@ async def _sized(ctx: MeasureContext, tokens: int, head: str, filler: str, api: 
     return await sized_prompt(ctx.counter(api), tokens, head=head, filler=filler)
 
 
-async def measure_prefill(ctx: MeasureContext, prompt_tokens: int, output_tokens: int) -> tuple[Measurement, str]:
-    """TTFT on a prompt of exactly `prompt_tokens` tokens with a unique prefix each repeat (no cache hit).
-
-    Returns the measurement and the first repeat's prompt, which the prefix-cache measurement sends again.
-    """
+async def _unique_prompt_requests(
+    ctx: MeasureContext, point: str, prompt_tokens: int, head: str, output_tokens: int, label: str
+) -> tuple[list[list[RequestSample]], dict[str, str], str]:
+    """One request per repeat on a prompt of exactly `prompt_tokens` tokens, each with its own unique prefix
+    (no cache hit). Returns the samples (one list per repeat), the prompts' hashes and the first prompt."""
     plan = ctx.plan
-    point = point_of(KIND_PREFILL, prompt_tokens)
-    rates: list[float] = []
-    ttfts_ms: list[float] = []
     repeats: list[list[RequestSample]] = []
     prompts: dict[str, str] = {}
     first_prompt = ""
@@ -359,11 +356,7 @@ async def measure_prefill(ctx: MeasureContext, prompt_tokens: int, output_tokens
         for repeat in range(plan.repeats):
             ctx.check()
             sized = await sized_prompt(
-                ctx.counter(),
-                prompt_tokens,
-                head=unique_prefix() + PREFILL_HEAD,
-                filler=FILLERS["prose"],
-                hint_chars=hint,
+                ctx.counter(), prompt_tokens, head=unique_prefix() + head, filler=FILLERS["prose"], hint_chars=hint
             )
             hint = sized.filler_chars
             first_prompt = first_prompt or sized.text
@@ -371,13 +364,28 @@ async def measure_prefill(ctx: MeasureContext, prompt_tokens: int, output_tokens
             request = StreamRequest(
                 prompt=sized.text, max_tokens=output_tokens, api="completions", temperature=plan.temperature
             )
-            sample = await ctx.send(client, request)
-            repeats.append([sample])
-            ctx.on_step(f"prefill {prompt_tokens}: repeat {repeat + 1} of {plan.repeats}")
-            if sample.ok:
-                ttft = metrics.ttft_s(sample)
-                rates.append(metrics.prefill_tok_s(sample.prompt_tokens or prompt_tokens, ttft))
-                ttfts_ms.append(ttft * metrics.MS_PER_S)
+            repeats.append([await ctx.send(client, request)])
+            ctx.on_step(f"{label}: repeat {repeat + 1} of {plan.repeats}")
+    return repeats, prompts, first_prompt
+
+
+async def measure_prefill(ctx: MeasureContext, prompt_tokens: int, output_tokens: int) -> tuple[Measurement, str]:
+    """TTFT on a prompt of exactly `prompt_tokens` tokens with a unique prefix each repeat (no cache hit).
+
+    Returns the measurement and the first repeat's prompt, which the prefix-cache measurement sends again.
+    """
+    plan = ctx.plan
+    point = point_of(KIND_PREFILL, prompt_tokens)
+    repeats, prompts, first_prompt = await _unique_prompt_requests(
+        ctx, point, prompt_tokens, PREFILL_HEAD, output_tokens, f"prefill {prompt_tokens}"
+    )
+    rates: list[float] = []
+    ttfts_ms: list[float] = []
+    for (sample,) in repeats:
+        if sample.ok:
+            ttft = metrics.ttft_s(sample)
+            rates.append(metrics.prefill_tok_s(sample.prompt_tokens or prompt_tokens, ttft))
+            ttfts_ms.append(ttft * metrics.MS_PER_S)
     if not rates:
         raise _first_failure(point, [sample for group in repeats for sample in group])
     params = {
@@ -398,28 +406,8 @@ async def measure_short_ttft(ctx: MeasureContext, prompt_tokens: int) -> Measure
     """TTFT on a short prompt of exactly `prompt_tokens` tokens, a unique prefix each repeat."""
     plan = ctx.plan
     point = point_of(KIND_SHORT_TTFT, prompt_tokens)
-    values: list[float] = []
-    repeats: list[list[RequestSample]] = []
-    prompts: dict[str, str] = {}
-    hint: int | None = None
-    async with ctx.client() as client:
-        for repeat in range(plan.repeats):
-            ctx.check()
-            sized = await sized_prompt(
-                ctx.counter(),
-                prompt_tokens,
-                head=unique_prefix() + SHORT_TTFT_HEAD,
-                filler=FILLERS["prose"],
-                hint_chars=hint,
-            )
-            hint = sized.filler_chars
-            prompts[f"{point}#{repeat}"] = sized.sha256
-            request = StreamRequest(prompt=sized.text, max_tokens=1, api="completions", temperature=plan.temperature)
-            sample = await ctx.send(client, request)
-            repeats.append([sample])
-            ctx.on_step(f"short TTFT: repeat {repeat + 1} of {plan.repeats}")
-            if sample.ok:
-                values.append(metrics.ttft_s(sample) * metrics.MS_PER_S)
+    repeats, prompts, _ = await _unique_prompt_requests(ctx, point, prompt_tokens, SHORT_TTFT_HEAD, 1, "short TTFT")
+    values = [metrics.ttft_s(sample) * metrics.MS_PER_S for (sample,) in repeats if sample.ok]
     if not values:
         raise _first_failure(point, [sample for group in repeats for sample in group])
     params = {**_common_params(plan, "completions"), "prompt_tokens": prompt_tokens, "output_tokens": 1}
