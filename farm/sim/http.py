@@ -233,6 +233,7 @@ class Connection(asyncio.Protocol):
         self.version = "HTTP/1.1"  # of the request being answered
         self.on_lost: Callable[[], None] | None = None  # the application's hook while it answers later
         self._buffer = b""
+        self._not_before_ns = 0  # no request on this connection can have arrived before this
         self._head: tuple[str, str, str, dict[str, str]] | None = None
         self._body_start = 0
         self._body_length = 0
@@ -244,6 +245,7 @@ class Connection(asyncio.Protocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         assert isinstance(transport, asyncio.Transport)
         self.transport = transport
+        self._not_before_ns = self.clock()
         if self.connections is not None:
             self.connections.add(self)
 
@@ -308,7 +310,9 @@ class Connection(asyncio.Protocol):
         except BadRequest as exc:
             self._fail(exc)
             return False
-        arrival_ns = self.clock()
+        # The poll stamp, but never before this connection existed or its previous answer ended: a stamp from
+        # a poll that returned before the request's bytes could have been sent would be wrong, not just early.
+        arrival_ns = max(self.clock(), self._not_before_ns)
         method, target, version, headers = self._head
         body = buffer[self._body_start : body_end]
         self._buffer = buffer[body_end:]
@@ -386,6 +390,7 @@ class Connection(asyncio.Protocol):
             self.busy = False
             return
         self.busy = False
+        self._not_before_ns = self.clock()
         if self._paused and self.transport is not None:
             self.transport.resume_reading()
             self._paused = False

@@ -328,7 +328,8 @@ def test_request_split_across_reads_is_stamped_when_its_body_completes() -> None
         conn.data_received(raw[i : i + 7])
     assert len(app.requests) == 1
     request = app.requests[0]
-    assert (request.method, request.path, request.body, request.arrival_ns) == ("POST", "/a", b'{"x": 1}', 100)
+    # Tick 100 went to the connection's start (no request can arrive before it); 101 is the completing read.
+    assert (request.method, request.path, request.body, request.arrival_ns) == ("POST", "/a", b'{"x": 1}', 101)
     assert request.headers["host"] == "x"
     assert transport.written.startswith(b"HTTP/1.1 200 OK\r\n")
     assert transport.written.endswith(b"\r\n\r\n/a|" + b'{"x": 1}')
