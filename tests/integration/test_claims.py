@@ -171,6 +171,7 @@ def claim_until_empty(url: str, worker_id: str, barrier: Barrier, results: Queue
     store = Store(url)
     claimed: list[str] = []
     try:
+        store.queue_depth()  # connect and load the dialect now, so no claimer starts a connection behind the others
         barrier.wait(timeout=60)
         while (job := store.claim(worker_id, [HW], lease_s=600)) is not None:
             claimed.append(job.id)
