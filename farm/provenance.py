@@ -75,6 +75,8 @@ class Provenance:
     worker_id: str
     attempt: int
     simulated: bool
+    absent_figures: dict[str, str] = field(default_factory=dict)
+    """Each figure the sweep could not measure (so it has none), with the reason."""
     extra: dict[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:

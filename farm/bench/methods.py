@@ -147,13 +147,15 @@ class Measurement:
     """The outcome of one measurement.
 
     `samples` is keyed by the measurement point `<kind>/<point>`, the start of each of its figures' keys: one
-    list of samples per repeat (the 14 figures of a concurrency point share them).
+    list of samples per repeat (the 14 figures of a concurrency point share them). `absent` maps the key of
+    each figure that no repeat could measure to the reason; it has no figure.
     """
 
     figures: tuple[Figure, ...] = ()
     samples: dict[str, list[list[RequestSample]]] = field(default_factory=dict)
     prompt_sha256: dict[str, str] = field(default_factory=dict)
     output_sha256: dict[str, str] = field(default_factory=dict)
+    absent: dict[str, str] = field(default_factory=dict)
 
 
 def point_of(kind: str, point: str | int) -> str:
@@ -205,6 +207,18 @@ def _first_failure(point: str, samples: Sequence[RequestSample]) -> MeasurementE
     return MeasurementError(f"{point}: every request failed ({'; '.join(errors)[:500]})")
 
 
+def _unmeasured(
+    point: str, key: str, repeats: list[list[RequestSample]], reasons: dict[str, str], prompt: str
+) -> Measurement:
+    """A measurement whose requests answered but whose figure is undefined in every repeat: no figure, the
+    reason in `absent`, the samples kept."""
+    return Measurement(
+        samples={point: repeats},
+        prompt_sha256={point: _sha256(prompt)},
+        absent={key: "; ".join(sorted(set(reasons.values())))},
+    )
+
+
 def _request_time_s(sample: RequestSample) -> float:
     return metrics.e2e_s(sample)
 
@@ -254,6 +268,7 @@ async def measure_decode(ctx: MeasureContext, workload: str, decode: DecodePlan)
         )
 
     decode_values: list[float] = []
+    decode_absent: dict[str, str] = {}
     spec_values: dict[str, list[float]] = {"acceptance_rate": [], "mean_acceptance_length": []}
     server_counts: list[dict[str, float]] = []
     repeats: list[list[RequestSample]] = []
@@ -268,14 +283,18 @@ async def measure_decode(ctx: MeasureContext, workload: str, decode: DecodePlan)
             ctx.on_step(f"decode {workload}: repeat {repeat + 1} of {plan.repeats}")
             if not (short.ok and long.ok):
                 continue
-            decode_values.append(
-                metrics.two_point_decode_tok_s(
-                    short.completion_tokens or 0,
-                    _request_time_s(short),
-                    long.completion_tokens or 0,
-                    _request_time_s(long),
+            try:
+                decode_values.append(
+                    metrics.two_point_decode_tok_s(
+                        short.completion_tokens or 0,
+                        _request_time_s(short),
+                        long.completion_tokens or 0,
+                        _request_time_s(long),
+                    )
                 )
-            )
+            except MeasurementError as undefined:  # both answered, but gave no difference to time
+                decode_absent[f"repeat {repeat + 1}"] = str(undefined)
+                continue
             if before is not None and after is not None:
                 server_counts.append(metrics.counter_deltas(before, after, metrics.TOKEN_COUNTERS) or {})
             deltas = (
@@ -288,6 +307,9 @@ async def measure_decode(ctx: MeasureContext, workload: str, decode: DecodePlan)
                 for name, value in spec.items():
                     spec_values[name].append(value)
     if not decode_values:
+        if decode_absent:
+            key = figure_key(KIND_DECODE, workload, "decode_tok_s")
+            return _unmeasured(point, key, repeats, decode_absent, prompt)
         raise _first_failure(point, [sample for pair in repeats for sample in pair])
     params = {
         **_common_params(plan, plan.api),
@@ -308,7 +330,7 @@ async def measure_decode(ctx: MeasureContext, workload: str, decode: DecodePlan)
             "decode_tok_s",
             "tok/s",
             decode_values,
-            params=params,
+            params={**params, "absent_in": decode_absent} if decode_absent else params,
             repeats=plan.repeats,
             workload=workload,
         )
@@ -381,12 +403,16 @@ async def measure_prefill(ctx: MeasureContext, prompt_tokens: int, output_tokens
     )
     rates: list[float] = []
     ttfts_ms: list[float] = []
-    for (sample,) in repeats:
+    rate_absent: dict[str, str] = {}
+    for repeat, (sample,) in enumerate(repeats):
         if sample.ok:
             ttft = metrics.ttft_s(sample)
-            rates.append(metrics.prefill_tok_s(sample.prompt_tokens or prompt_tokens, ttft))
             ttfts_ms.append(ttft * metrics.MS_PER_S)
-    if not rates:
+            try:
+                rates.append(metrics.prefill_tok_s(sample.prompt_tokens or prompt_tokens, ttft))
+            except MeasurementError as undefined:  # a first token stamped at the request's own start
+                rate_absent[f"repeat {repeat + 1}"] = str(undefined)
+    if not ttfts_ms:
         raise _first_failure(point, [sample for group in repeats for sample in group])
     params = {
         **_common_params(plan, "completions"),
@@ -395,11 +421,20 @@ async def measure_prefill(ctx: MeasureContext, prompt_tokens: int, output_tokens
         "unique_prefix": True,
         "prompt_sized_by": "/tokenize",
     }
-    figures = (
-        make_figure(KIND_PREFILL, prompt_tokens, "prefill_tok_s", "tok/s", rates, params=params, repeats=plan.repeats),
-        make_figure(KIND_PREFILL, prompt_tokens, "ttft_ms", "ms", ttfts_ms, params=params, repeats=plan.repeats),
-    )
-    return Measurement(figures=figures, samples={point: repeats}, prompt_sha256=prompts), first_prompt
+    figures = [make_figure(KIND_PREFILL, prompt_tokens, "ttft_ms", "ms", ttfts_ms, params=params, repeats=plan.repeats)]
+    absent: dict[str, str] = {}
+    if rates:
+        rate_params = {**params, "absent_in": rate_absent} if rate_absent else params
+        figures.insert(
+            0,
+            make_figure(
+                KIND_PREFILL, prompt_tokens, "prefill_tok_s", "tok/s", rates, params=rate_params, repeats=plan.repeats
+            ),
+        )
+    else:
+        absent[figure_key(KIND_PREFILL, prompt_tokens, "prefill_tok_s")] = "; ".join(sorted(set(rate_absent.values())))
+    measurement = Measurement(figures=tuple(figures), samples={point: repeats}, prompt_sha256=prompts, absent=absent)
+    return measurement, first_prompt
 
 
 async def measure_short_ttft(ctx: MeasureContext, prompt_tokens: int) -> Measurement:
@@ -476,6 +511,7 @@ async def measure_concurrency(ctx: MeasureContext, level: int, concurrency: Conc
     plan = ctx.plan
     point = point_of(KIND_CONCURRENCY, level)
     values: dict[str, list[float]] = {metric: [] for metric in CONCURRENCY_METRICS}
+    absent: dict[str, dict[str, str]] = {metric: {} for metric in CONCURRENCY_METRICS}
     repeats: list[list[RequestSample]] = []
     prompts: dict[str, str] = {}
     async with ctx.client(concurrency=level) as client:
@@ -499,9 +535,12 @@ async def measure_concurrency(ctx: MeasureContext, level: int, concurrency: Conc
             repeats.append(samples)
             ctx.on_step(f"concurrency {level}: repeat {repeat + 1} of {plan.repeats}")
             if any(sample.ok for sample in samples):
-                for metric, value in metrics.concurrency_figures(samples).items():
+                round_figures = metrics.concurrency_figures(samples)
+                for metric, value in round_figures.values.items():
                     values[metric].append(value)
-    if not values["aggregate_tok_s"]:
+                for metric, reason in round_figures.absent.items():
+                    absent[metric][f"repeat {repeat + 1}"] = reason
+    if not any(values.values()):
         raise _first_failure(point, [sample for group in repeats for sample in group])
     params = {
         **_common_params(plan, plan.api),
@@ -513,6 +552,8 @@ async def measure_concurrency(ctx: MeasureContext, level: int, concurrency: Conc
         "percentiles": "linear interpolation (numpy's default)",
         "itl": "gaps between successive content chunks",
     }
+    # A metric some repeats could not measure keeps the others' values and says why in its params; one that no
+    # repeat could measure has no figure, only its reason in `absent`.
     figures = tuple(
         make_figure(
             KIND_CONCURRENCY,
@@ -520,14 +561,23 @@ async def measure_concurrency(ctx: MeasureContext, level: int, concurrency: Conc
             metric,
             "tok/s" if metric.endswith("tok_s") else "ms",
             values[metric],
-            params=params,
+            params={**params, "absent_in": absent[metric]} if absent[metric] else params,
             repeats=plan.repeats,
             workload=concurrency.workload,
         )
         for metric in CONCURRENCY_METRICS
+        if values[metric]
     )
+    missing = {
+        figure_key(KIND_CONCURRENCY, level, metric): "; ".join(sorted(set(absent[metric].values())))
+        or "no repeat measured it"
+        for metric in CONCURRENCY_METRICS
+        if not values[metric]
+    }
     outputs = {point: _outputs_sha256([sample for group in repeats for sample in group])}
-    return Measurement(figures=figures, samples={point: repeats}, prompt_sha256=prompts, output_sha256=outputs)
+    return Measurement(
+        figures=figures, samples={point: repeats}, prompt_sha256=prompts, output_sha256=outputs, absent=missing
+    )
 
 
 async def engine_version(ctx: MeasureContext) -> str | None:

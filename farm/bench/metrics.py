@@ -11,6 +11,7 @@ import itertools
 import math
 import statistics
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 
 from farm.bench.records import RequestSample, Summary
 from farm.errors import MeasurementError
@@ -49,9 +50,16 @@ def percentile(values: Sequence[float], q: float) -> float:
 
 
 def summarize(values: Sequence[float]) -> Summary:
-    """Mean, median, min, max, sample standard deviation (0 for one value) and spread = (max - min) / mean."""
+    """Mean, median, min, max, sample standard deviation (0 for one value) and spread = (max - min) / mean.
+
+    Every value must be a finite number: an undefined figure is left out of its round (see `RoundFigures`),
+    never carried as NaN, which `statistics` cannot summarise and JSON cannot hold.
+    """
     if not values:
         raise MeasurementError("summary of no values")
+    bad = [value for value in values if not math.isfinite(value)]
+    if bad:
+        raise MeasurementError(f"summary of non-finite values: {bad[:3]} among {len(values)}")
     mean = statistics.fmean(values)
     low, high = min(values), max(values)
     return Summary(
@@ -122,41 +130,75 @@ def chunk_itls_s(sample: RequestSample) -> list[float]:
     return [(later - earlier) / NS_PER_S for earlier, later in itertools.pairwise(sample.chunk_ns)]
 
 
-def concurrency_figures(samples: Sequence[RequestSample]) -> dict[str, float]:
-    """The figures of one round of N concurrent streams, named as `records.CONCURRENCY_METRICS`.
+@dataclass(frozen=True)
+class RoundFigures:
+    """The figures of one round of N concurrent streams, and the ones the round could not measure.
+
+    `values` holds finite numbers only, named as `records.CONCURRENCY_METRICS`; `absent` maps each metric that
+    had nothing to measure in this round to the reason (for example every stream delivered its tokens in one
+    chunk, so there is no gap between chunks to time).
+    """
+
+    values: dict[str, float]
+    absent: dict[str, str]
+
+
+def concurrency_figures(samples: Sequence[RequestSample]) -> RoundFigures:
+    """The figures of one round of N concurrent streams.
 
     Only successful samples count. Aggregate tok/s = all completion tokens / (last finish - first start);
     per-stream tok/s = mean over streams of (completion_tokens - 1) / (last - first content chunk);
     TTFT, ITL (chunk gaps, pooled over streams), TPOT and E2E as p50/p90/p99 in milliseconds.
+    A figure with no stream to measure it is absent, with its reason: per-stream tok/s and TPOT need a stream
+    whose tokens arrived over some time (two tokens or more, in two chunks or more); ITL needs two chunks.
     """
     ok = [sample for sample in samples if sample.ok]
     if not ok:
         raise MeasurementError(f"every one of the {len(samples)} concurrent requests failed")
+    values: dict[str, float] = {}
+    absent: dict[str, str] = {}
     first_start = min(sample.started_ns for sample in ok)
     last_finish = max(_require_ok(sample)[1] for sample in ok)
-    if last_finish <= first_start:
-        raise MeasurementError("concurrency round has no duration")
     total_tokens = sum(sample.completion_tokens or 0 for sample in ok)
-    stream_rates = [
-        ((sample.completion_tokens or 0) - 1) / ((last - first) / NS_PER_S)
+    if last_finish > first_start:
+        values["aggregate_tok_s"] = total_tokens / ((last_finish - first_start) / NS_PER_S)
+    else:
+        absent["aggregate_tok_s"] = "the round had no duration (its last token came at its start)"
+    timed = [
+        (sample, first, last)
         for sample in ok
         for first, last in [_require_ok(sample)]
         if (sample.completion_tokens or 0) >= 2 and last > first
     ]
-    figures = {
-        "aggregate_tok_s": total_tokens / ((last_finish - first_start) / NS_PER_S),
-        "per_stream_tok_s": statistics.fmean(stream_rates) if stream_rates else math.nan,
+    if timed:
+        values["per_stream_tok_s"] = statistics.fmean(
+            ((sample.completion_tokens or 0) - 1) / ((last - first) / NS_PER_S) for sample, first, last in timed
+        )
+    else:
+        absent["per_stream_tok_s"] = _why_untimed(ok)
+    series: dict[str, tuple[list[float], str]] = {
+        "ttft_ms": ([ttft_s(sample) * MS_PER_S for sample in ok], ""),
+        "itl_ms": (
+            [gap * MS_PER_S for sample in ok for gap in chunk_itls_s(sample)],
+            f"every stream delivered its content in one chunk ({len(ok)} streams): no gap between chunks",
+        ),
+        "tpot_ms": ([tpot_s(sample) * MS_PER_S for sample, _, _ in timed], _why_untimed(ok)),
+        "e2e_ms": ([e2e_s(sample) * MS_PER_S for sample in ok], ""),
     }
-    series: dict[str, list[float]] = {
-        "ttft_ms": [ttft_s(sample) * MS_PER_S for sample in ok],
-        "itl_ms": [gap * MS_PER_S for sample in ok for gap in chunk_itls_s(sample)],
-        "tpot_ms": [tpot_s(sample) * MS_PER_S for sample in ok if (sample.completion_tokens or 0) >= 2],
-        "e2e_ms": [e2e_s(sample) * MS_PER_S for sample in ok],
-    }
-    for name, values in series.items():
+    for name, (measured, reason) in series.items():
         for q in PERCENTILES:
-            figures[f"{name}_p{q}"] = percentile(values, q) if values else math.nan
-    return figures
+            if measured:
+                values[f"{name}_p{q}"] = percentile(measured, q)
+            else:
+                absent[f"{name}_p{q}"] = reason
+    return RoundFigures(values=values, absent=absent)
+
+
+def _why_untimed(ok: Sequence[RequestSample]) -> str:
+    """Why no stream of a round can give a per-token time."""
+    if all((sample.completion_tokens or 0) < 2 for sample in ok):
+        return f"every stream produced one token ({len(ok)} streams): no time between tokens"
+    return f"every stream delivered its tokens in one chunk ({len(ok)} streams): no time between tokens"
 
 
 def acceptance_rate(accepted_tokens: float, draft_tokens: float) -> float:

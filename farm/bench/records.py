@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
+
+from farm.errors import MeasurementError
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,6 +73,13 @@ class Figure:
     workload: str | None = None
     params: dict[str, Any] = field(default_factory=dict)
     requested_repeats: int | None = None
+
+    def __post_init__(self) -> None:
+        # An undefined figure is left out with its reason, never stored as NaN or infinity: the store, the
+        # exports and the API then cannot carry one (JSON has no such numbers, and no mean survives one).
+        numbers = (*self.values, *(getattr(self.summary, name) for name in self.summary.__slots__))
+        if not self.values or not all(math.isfinite(number) for number in numbers):
+            raise MeasurementError(f"{self.key}: a figure needs one value or more, all finite, got {self.values}")
 
 
 # The figure names every stage agrees on. A figure's key is "<kind>/<point>/<metric>", where <point> is the

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import aiohttp
@@ -44,6 +44,8 @@ class SweepOutcome:
     engine_version: str | None
     metrics_before: dict[str, float] | None = None
     metrics_after: dict[str, float] | None = None
+    absent: dict[str, str] = field(default_factory=dict)
+    """The key of each figure the sweep could not measure, with the reason (it has no figure)."""
 
     def samples_for(self, figure_key: str) -> list[list[dict[str, Any]]]:
         """The raw samples behind one figure."""
@@ -147,8 +149,10 @@ async def run_sweep(
     prompt_sha256: dict[str, str] = {}
     output_sha256: dict[str, str] = {}
     figures: list[Figure] = []
+    absent: dict[str, str] = {}
     for measurement in results:
         figures.extend(measurement.figures)
+        absent.update(measurement.absent)
         for point, repeats in measurement.samples.items():
             samples[point] = [[sample.to_json() for sample in group] for group in repeats]
         prompt_sha256.update(measurement.prompt_sha256)
@@ -163,4 +167,5 @@ async def run_sweep(
         engine_version=version,
         metrics_before=metrics_before,
         metrics_after=metrics_after,
+        absent=absent,
     )

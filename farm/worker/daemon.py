@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import structlog
 
@@ -235,7 +235,7 @@ class Worker:
             except (MeasurementError, asyncio.CancelledError) as exc:
                 if state.lease_lost:
                     raise LeaseLost(state.lease_lost) from exc
-                if not engine.alive():
+                if _engine_died(engine, ENGINE_DEATH_GRACE_S):
                     raise EngineError(
                         f"engine exited during the sweep ({exc})",
                         failure_class=engine.classify(started=True),
@@ -303,6 +303,7 @@ class Worker:
             worker_id=self.worker_id,
             attempt=job.attempt,
             simulated=engine.simulated,
+            absent_figures=dict(outcome.absent),
         )
 
     def _deliver(self, job: ClaimedJob, result: RunResult) -> None:
@@ -350,6 +351,27 @@ class Worker:
 
 
 STOP_CHECK_INTERVAL_S = 0.1
+
+ENGINE_DEATH_GRACE_S = 3.0
+"""How long a failed sweep waits for the engine process to show it died before the failure is classed as the
+measurement's. A crashing engine drops its connections before the process is reaped, so under load the request
+fails first; the grace makes the class depend on what happened, not on which the worker noticed first."""
+
+
+class _Supervised(Protocol):
+    def alive(self) -> bool: ...
+
+
+def _engine_died(engine: _Supervised, grace_s: float) -> bool:
+    """Whether the engine's process is gone, or goes within `grace_s` (polled, returns as soon as it is)."""
+    deadline = time.monotonic() + grace_s
+    while engine.alive():
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
 """How soon a lost lease or a dead engine stops the requests in flight (a long request can take minutes)."""
 
 

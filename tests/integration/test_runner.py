@@ -7,6 +7,7 @@ speculative decoding of 3 drafts at acceptance 0.6 so that the spec-decode figur
 from __future__ import annotations
 
 import asyncio
+import math
 import socket
 import subprocess
 import sys
@@ -15,6 +16,7 @@ from collections.abc import Iterator
 
 import aiohttp
 import pytest
+from buffering_proxy import BufferingProxy
 
 from farm.bench.records import CONCURRENCY_METRICS, figure_key
 from farm.bench.runner import SweepOutcome, run_sweep
@@ -72,16 +74,16 @@ async def wait_ready(base_url: str, process: subprocess.Popen[bytes]) -> None:
 @pytest.fixture(scope="module")
 def sim_url() -> Iterator[str]:
     """One simulator with speculative decoding for the module."""
+    yield from _simulator("num_speculative_tokens=3", "acceptance_rate=0.6")
+
+
+def _simulator(*settings: str) -> Iterator[str]:
+    """A simulator on the test profile with `--set` overrides, for as long as the generator lives."""
     port = free_port()
     argv = [sys.executable, "-m", "farm", "sim", "serve", "--profile", "test", "--port", str(port)]
-    argv += [
-        "--fault-startup-delay",
-        "0",
-        "--set",
-        "num_speculative_tokens=3",
-        "--set",
-        "acceptance_rate=0.6",
-    ]
+    argv += ["--fault-startup-delay", "0"]
+    for setting in settings:
+        argv += ["--set", setting]
     process = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     base_url = f"http://127.0.0.1:{port}"
     try:
@@ -230,3 +232,32 @@ def test_unknown_model_is_refused(sim_url: str) -> None:
     """A model the server does not list is refused before anything is measured."""
     with pytest.raises(MeasurementError, match="does not serve"):
         asyncio.run(run_sweep(sim_url, "no-such-model", FULL_PLAN))
+
+
+def test_streams_that_arrive_in_one_chunk_leave_out_only_what_they_cannot_measure(sim_url: str) -> None:
+    """Every method through a buffering proxy, so that each answer reaches the client in one read (as behind
+    nginx's proxy buffering, or from a loaded engine that merges its outputs): the sweep succeeds; per-stream
+    rate and TPOT are absent, each with its reason; every other figure is there and finite."""
+    port = int(sim_url.rsplit(":", 1)[1])
+    plan = FULL_PLAN.model_copy(update={"decode": DecodePlan(short_output_tokens=8, long_output_tokens=40)})
+    with BufferingProxy(port) as proxy:
+        outcome = asyncio.run(run_sweep(proxy.url, MODEL, plan))
+    unmeasurable = {
+        figure_key("concurrency", level, metric)
+        for level in (1, 4)
+        for metric in CONCURRENCY_METRICS
+        if metric.startswith(("tpot_", "per_stream"))
+    }
+    assert set(outcome.absent) == unmeasurable
+    assert all("one chunk" in reason for reason in outcome.absent.values()), outcome.absent
+    assert {figure.key for figure in outcome.figures} == expected_keys() - unmeasurable
+    for figure in outcome.figures:
+        assert all(math.isfinite(value) for value in figure.values), figure
+    for group in outcome.samples["concurrency/4"]:
+        for sample in group:
+            assert len(set(sample["chunk_ns"])) == 1, "every content chunk of an answer arrived in one read"
+    # Two-point decode holds on one read per answer: the long answer ends later by its decode time alone.
+    decode = outcome.figure(figure_key("decode", "code", "decode_tok_s"))
+    # Tolerance 10%: each answer ends when the proxy's 50 ms quiet timer fires, whose jitter of a few ms lands
+    # on a 160 ms difference.
+    assert decode.summary.mean == pytest.approx(200.0, rel=0.10)

@@ -359,8 +359,16 @@ def test_spec_decode_chunks_and_counters(spec_sim: Sim) -> None:
 
 
 def test_sim_requests_hold_the_truth_on_the_clients_clock(sim: Sim) -> None:
-    """The server's timestamps share the client's monotonic clock and follow the profile's schedule."""
+    """The server's timestamps share the client's monotonic clock and follow the profile's schedule.
+
+    No tolerance is needed for the order: every stamp lies between the client's send and its last read, on a
+    loaded machine too (a chunk is stamped before its write, so a preemption after the write cannot put the
+    stamp after the client's read). The schedule is exact: the first chunk is due the model's TTFT after
+    arrival and chunk i is due 5 ms later per token. No chunk is early, and none is later than the worst
+    lateness the server reports of its own schedule (its histogram's buckets are 1% wide, hence the 1%).
+    """
     assert send(sim.base + "/sim/requests", b"", method="DELETE")[0] == 204
+    assert send(sim.base + "/sim/stats", b"", method="DELETE")[0] in (200, 204)
     started = time.perf_counter_ns()
     body = {"prompt": PROSE, "max_tokens": 20, "ignore_eos": True, "stream": True}
     send(sim.base + "/v1/completions", body)
@@ -372,13 +380,15 @@ def test_sim_requests_hold_the_truth_on_the_clients_clock(sim: Sim) -> None:
     assert (rec["chunk_count"], rec["completion_tokens"], rec["workload"]) == (20, 20, "prose")
     assert rec["cached_tokens"] == 0
     assert len(rec["chunk_ns"]) == 20
-    ttft_s = (rec["first_chunk_ns"] - rec["arrival_ns"]) / 1e9
-    assert rec["ttft_model_s"] <= ttft_s < rec["ttft_model_s"] + 0.015
-    decode_s = (rec["last_chunk_ns"] - rec["first_chunk_ns"]) / 1e9
-    assert decode_s == pytest.approx(19 * 0.005, abs=0.015)
+    # The schedule, exact to the nanosecond's rounding: due times come from the profile, not from the load.
+    first_due = rec["first_due_ns"]
+    assert abs((first_due - rec["arrival_ns"]) / 1e9 - rec["ttft_model_s"]) < 1e-6
     stats = json.loads(get(sim.base + "/sim/stats")[1])
     assert stats["lateness"]["chunks"] >= 20
-    assert stats["lateness"]["p50_us"] is not None
+    worst_late_ns = stats["lateness"]["max_us"] * 1.01 * 1000 + 1000
+    for index, stamp in enumerate(rec["chunk_ns"]):
+        due = first_due + round(index * 0.005 * 1e9)
+        assert due <= stamp <= due + worst_late_ns, (index, stamp - due, worst_late_ns)
 
 
 def test_repeated_prompt_hits_the_prefix_cache(sim: Sim) -> None:

@@ -183,8 +183,10 @@ def test_concurrency_figures_by_hand() -> None:
         # start 2, first 22, 2 chunks of 2 tokens: 4 tokens, last 42
         sample(2, (22, 42), 4),
     ]
-    figures = metrics.concurrency_figures(streams)
+    measured = metrics.concurrency_figures(streams)
+    figures = measured.values
     assert set(figures) == set(CONCURRENCY_METRICS)
+    assert measured.absent == {}
     assert figures["aggregate_tok_s"] == pytest.approx(9 / 0.050)  # 9 tokens from 0 to 50 ms
     # stream rates: 4 / 0.040 = 100 and 3 / 0.020 = 150
     assert figures["per_stream_tok_s"] == pytest.approx(125.0)
@@ -204,9 +206,73 @@ def test_concurrency_figures_by_hand() -> None:
 def test_concurrency_figures_skip_failures() -> None:
     """Failed streams are left out of the figures (they are counted elsewhere)."""
     streams = [sample(0, (10, 20), 2), sample(0, (), None, error="timeout after 1.0 s")]
-    figures = metrics.concurrency_figures(streams)
+    figures = metrics.concurrency_figures(streams).values
     assert figures["aggregate_tok_s"] == pytest.approx(2 / 0.020)
     assert figures["ttft_ms_p99"] == pytest.approx(10.0)
+
+
+SINGLE_CHUNK_METRICS = {f"{name}_p{q}" for name in ("itl_ms", "tpot_ms") for q in metrics.PERCENTILES} | {
+    "per_stream_tok_s"
+}
+
+
+@pytest.mark.parametrize(
+    ("streams", "reason"),
+    [
+        # every stream's tokens arrive in one chunk, as a loaded server or a large stream interval sends them
+        ([sample(0, (30,), 8), sample(1, (41,), 8)], "one chunk"),
+        # one-token answers: no time between tokens, and no gap between chunks
+        ([sample(0, (12,), 1), sample(0, (15,), 1), sample(2, (16,), 1)], "one token"),
+    ],
+)
+def test_concurrency_figures_leave_out_what_a_round_cannot_measure(streams: list[RequestSample], reason: str) -> None:
+    """Per-stream rate, ITL and TPOT are absent with a reason, never NaN; TTFT, E2E and aggregate stay."""
+    measured = metrics.concurrency_figures(streams)
+    assert set(measured.absent) == SINGLE_CHUNK_METRICS
+    assert set(measured.values) == set(CONCURRENCY_METRICS) - SINGLE_CHUNK_METRICS
+    assert all(math.isfinite(value) for value in measured.values.values())
+    assert reason in measured.absent["per_stream_tok_s"] or reason in measured.absent["tpot_ms_p50"]
+    assert "one chunk" in measured.absent["itl_ms_p99"]
+    last = max(s.last_token_ns or 0 for s in streams)
+    tokens = sum(s.completion_tokens or 0 for s in streams)
+    assert measured.values["aggregate_tok_s"] == pytest.approx(tokens / (last / 1e9))
+
+
+def test_a_round_of_no_duration_has_no_aggregate_rate() -> None:
+    """First token at the very start of a one-chunk round: the aggregate rate is absent, not infinite."""
+    measured = metrics.concurrency_figures([sample(5, (5,), 3), sample(5, (5,), 3)])
+    assert "aggregate_tok_s" in measured.absent
+    assert "no duration" in measured.absent["aggregate_tok_s"]
+    assert measured.values["ttft_ms_p50"] == 0.0
+    assert all(math.isfinite(value) for value in measured.values.values())
+
+
+def test_per_stream_figures_come_from_the_streams_that_have_them() -> None:
+    """A round where one stream arrived in one chunk and one in two: the figures use the timed stream only."""
+    measured = metrics.concurrency_figures([sample(0, (10,), 4), sample(0, (10, 30), 3)])
+    assert measured.absent == {}
+    assert measured.values["per_stream_tok_s"] == pytest.approx(2 / 0.020)
+    assert measured.values["tpot_ms_p50"] == pytest.approx(10.0)
+    assert measured.values["itl_ms_p50"] == pytest.approx(20.0)
+
+
+@pytest.mark.parametrize("bad", [math.nan, math.inf, -math.inf])
+def test_summarize_refuses_non_finite_values(bad: float) -> None:
+    """A NaN or infinity is the farm's own MeasurementError, not statistics' AttributeError."""
+    with pytest.raises(MeasurementError, match="non-finite"):
+        metrics.summarize([1.0, bad, 2.0])
+
+
+def test_a_figure_cannot_hold_a_non_finite_value() -> None:
+    """The record itself refuses NaN, so no store, export or API can carry one."""
+    from farm.bench.records import Figure, Summary
+
+    with pytest.raises(MeasurementError, match="finite"):
+        Figure(
+            "concurrency", "concurrency/4/tpot_ms_p50", "tpot_ms_p50", "ms", (math.nan,), Summary(1, 0, 0, 0, 0, 0, 0)
+        )
+    with pytest.raises(MeasurementError, match="finite"):
+        Figure("decode", "decode/code/decode_tok_s", "decode_tok_s", "tok/s", (), Summary(0, 0, 0, 0, 0, 0, 0))
 
 
 def test_concurrency_figures_when_all_failed() -> None:
