@@ -1,0 +1,152 @@
+"""`farm bench URL` against a server the farm did not launch: the simulator, started here on its own.
+
+The simulator's timing is known (farm.sim.timing, with the profile it reports at /sim/profile), so the figures
+that `farm bench` stores can be checked against it: decode within 2% and TTFT p50 within 5 ms, at 1 and 16
+streams. The simulator runs on the first CPU and `farm bench` (a child of this test) on the second.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from farm.engines.process import EngineProcess
+from farm.sim import timing
+from farm.sim.launch import running_sim
+from farm.store import Store
+
+pytestmark = pytest.mark.slow
+
+MODEL = "sim-test"
+PROMPT_TOKENS = 256
+SPEC = """
+name = "endpoint-check"
+
+[plan]
+repeats = 3
+warmup_requests = 1
+time_budget_s = 120.0
+request_timeout_s = 30.0
+
+[plan.decode]
+workloads = ["code"]
+short_output_tokens = 16
+long_output_tokens = 144
+
+[plan.concurrency]
+levels = [1, 16]
+prompt_tokens = 256
+output_tokens = 64
+workload = "code"
+"""
+
+
+def cores() -> list[int]:
+    return sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
+
+
+@pytest.fixture(scope="module")
+def sim() -> Iterator[EngineProcess]:
+    """The simulator, started as a separate server on the first CPU (farm bench does not launch it)."""
+    cpus = cores()
+    with running_sim(
+        model=MODEL, faults=("--fault-startup-delay", "0"), cpus={cpus[0]} if len(cpus) > 1 else None
+    ) as process:
+        yield process
+
+
+def sim_profile(base_url: str) -> dict[str, Any]:
+    import urllib.request
+
+    with urllib.request.urlopen(base_url + "/sim/profile", timeout=10) as response:  # noqa: S310 - loopback
+        answer: dict[str, Any] = json.loads(response.read())
+    return answer["profile"]
+
+
+@pytest.fixture(scope="module")
+def benched(sim: EngineProcess, tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], Path]:
+    """`python -m farm bench` with credentials in the URL, on the second CPU, its store in a fresh data dir."""
+    data_dir = tmp_path_factory.mktemp("bench-data")
+    spec = data_dir / "spec.toml"
+    spec.write_text(SPEC)
+    url = sim.base_url.replace("http://", "http://someone:hunter2@")
+    cpus = cores()
+    env = {**os.environ, "FARM_DATA_DIR": str(data_dir), "FARM_LOG_FORMAT": "json"}
+    env.pop("FARM_DATABASE_URL", None)
+    argv = [sys.executable, "-m", "farm", "bench", url, "--model", MODEL, "--spec", str(spec), "--json"]
+    argv += ["--hardware", "rtx-pro-6000-blackwell-96gb", "--hardware-count", "2"]
+    if len(cpus) > 1:
+        argv = ["taskset", "-c", str(cpus[1]), *argv]
+    done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=110, check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout), data_dir
+
+
+def figure(answer: dict[str, Any], key: str) -> dict[str, Any]:
+    found = [item for item in answer["figures"] if item["key"] == key]
+    assert found, f"no figure {key}; have {[item['key'] for item in answer['figures']]}"
+    return found[0]
+
+
+def test_decode_within_two_percent_of_the_simulators_rate(
+    benched: tuple[dict[str, Any], Path], sim: EngineProcess
+) -> None:
+    """Two-point decode and the per-stream rate at 1 and 16 streams are within 2% of the configured rate."""
+    answer, _ = benched
+    profile = sim_profile(sim.base_url)
+    truth = profile["decode_tok_s"]["code"]
+    measured = figure(answer, "decode/code/decode_tok_s")["mean"]
+    assert abs(measured - truth) / truth < 0.02, (measured, truth)
+    for level in (1, 16):
+        expected = timing.per_stream_rate(truth, profile["contention"], level)
+        per_stream = figure(answer, f"concurrency/{level}/per_stream_tok_s")["mean"]
+        assert abs(per_stream - expected) / expected < 0.02, (level, per_stream, expected)
+
+
+def test_ttft_p50_within_5_ms_at_1_and_16_streams(benched: tuple[dict[str, Any], Path], sim: EngineProcess) -> None:
+    """TTFT p50 at 1 and 16 streams is within 5 ms of the timing model's TTFT for the sized prompt."""
+    answer, _ = benched
+    p = sim_profile(sim.base_url)
+    truth_ms = 1000 * timing.ttft_s(
+        PROMPT_TOKENS,
+        0,
+        base_latency_s=p["base_latency_s"],
+        linear_s_per_token=p["prefill_linear_s_per_token"],
+        quadratic_s_per_token2=p["prefill_quadratic_s_per_token2"],
+        cached_s_per_token=p["cached_s_per_token"],
+    )
+    for level in (1, 16):
+        measured = figure(answer, f"concurrency/{level}/ttft_ms_p50")["mean"]
+        assert abs(measured - truth_ms) < 5.0, (level, measured, truth_ms)
+
+
+def test_the_run_is_stored_as_an_endpoint_without_credentials(benched: tuple[dict[str, Any], Path]) -> None:
+    """The stored run says engine kind "endpoint", not launched by the farm, the URL without its password,
+    the declared hardware, and that the server was the simulator (so it is marked simulated)."""
+    answer, data_dir = benched
+    store = Store.open(f"sqlite:///{data_dir / 'farm.db'}")
+    try:
+        job = store.get_job(answer["job"])
+        assert job.state == "succeeded"
+        (run,) = store.runs(answer["job"])
+        provenance = run.provenance
+        assert provenance is not None
+        engine = provenance["engine"]
+        assert engine["kind"] == "endpoint"
+        assert engine["launched_by_farm"] is False
+        assert "hunter2" not in json.dumps(provenance)
+        assert "someone" not in engine["url"]
+        assert engine["url"].startswith("http://127.0.0.1:")
+        assert provenance["gpus"]["hardware_id"] == "rtx-pro-6000-blackwell-96gb"
+        assert provenance["simulated"] is True
+        stored = {figure.key for figure in store.results(answer["job"])}
+        assert "decode/code/decode_tok_s" in stored
+    finally:
+        store.close()
