@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import base64
 import socket
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import unquote, urlsplit, urlunsplit
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -21,3 +22,12 @@ def url_without_credentials(url: str) -> str:
         host = f"[{host}]"
     netloc = f"{host}:{parts.port}" if parts.port is not None else host
     return urlunsplit((parts.scheme, netloc, parts.path.rstrip("/"), "", ""))
+
+
+def basic_auth_header(url: str) -> dict[str, str]:
+    """An Authorization header for the `user:password@` of a URL ({} when it has none)."""
+    parts = urlsplit(url)
+    if parts.username is None:
+        return {}
+    token = base64.b64encode(f"{unquote(parts.username)}:{unquote(parts.password or '')}".encode()).decode()
+    return {"Authorization": f"Basic {token}"}
