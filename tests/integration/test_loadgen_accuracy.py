@@ -20,11 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import os
-import socket
 import statistics
-import subprocess
-import sys
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -37,6 +33,7 @@ from farm.bench.prompts import CODE_PROMPT
 from farm.bench.promptsize import unique_prefix
 from farm.bench.records import RequestSample
 from farm.bench.stream import StreamClient, StreamRequest
+from farm.sim.launch import running_sim
 
 pytestmark = pytest.mark.slow
 
@@ -44,13 +41,6 @@ MODEL = "sim-test"
 BASE_LATENCY_S = 0.25
 ONE_TOKEN_PER_CHUNK: tuple[str, ...] = ()
 SPECULATIVE = ("num_speculative_tokens=3", "acceptance_rate=0.6")
-
-
-def free_port() -> int:
-    """A TCP port nobody listens on right now."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 def pin(pid: int, core: int) -> None:
@@ -69,45 +59,22 @@ class Sim:
 
 
 def start_sim(*overrides: str) -> Iterator[Sim]:
-    """Start `python -m farm sim serve` on a free port, wait for /health, stop it afterwards."""
-    port = free_port()
-    argv = [sys.executable, "-m", "farm", "sim", "serve", "--profile", "test", "--port", str(port)]
-    argv += ["--fault-startup-delay", "0"]
-    for item in (f"base_latency_s={BASE_LATENCY_S}", "max_num_seqs=1024", *overrides):
-        argv += ["--set", item]
-    process = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    pin(process.pid, 0)
-    base_url = f"http://127.0.0.1:{port}"
-    try:
-        profile = asyncio.run(_wait_ready(base_url, process))
-        yield Sim(base_url, profile)
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-        if process.stderr is not None:
-            process.stderr.close()
+    """Start the simulator on the first CPU through the one launcher, read its profile, stop it afterwards."""
+    cores = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
+    settings = (f"base_latency_s={BASE_LATENCY_S}", "max_num_seqs=1024", *overrides)
+    with running_sim(
+        model=MODEL,
+        overrides=settings,
+        faults=("--fault-startup-delay", "0"),
+        cpus={cores[0]} if len(cores) > 1 else None,
+    ) as process:
+        yield Sim(process.base_url, asyncio.run(_profile(process.base_url)))
 
 
-async def _wait_ready(base_url: str, process: subprocess.Popen[bytes]) -> dict[str, Any]:
-    deadline = time.monotonic() + 60
-    async with aiohttp.ClientSession() as session:
-        while time.monotonic() < deadline:
-            if process.poll() is not None:
-                error = process.stderr.read().decode() if process.stderr else ""
-                raise RuntimeError(f"the simulator exited with {process.returncode}: {error[-2000:]}")
-            try:
-                async with session.get(base_url + "/sim/profile") as response:
-                    if response.status == 200:
-                        answer: dict[str, Any] = await response.json()
-                        return answer
-            except aiohttp.ClientError:
-                pass
-            await asyncio.sleep(0.1)
-    raise RuntimeError("the simulator did not answer within 60 s")
+async def _profile(base_url: str) -> dict[str, Any]:
+    async with aiohttp.ClientSession() as session, session.get(base_url + "/sim/profile") as response:
+        answer: dict[str, Any] = await response.json()
+        return answer
 
 
 @pytest.fixture(scope="module", autouse=True)

@@ -18,7 +18,7 @@ from farm.sim.http import Connection, Request, Response
 from farm.sim.metrics import EngineMetrics, LatenessRecorder, build_1_2_5_buckets
 from farm.sim.prefix_cache import PrefixCache, block_hashes
 from farm.sim.profile import SimProfileError, load_profile, parse_override, profile_names
-from farm.sim.server import build_app
+from farm.sim.routes import build_app
 
 
 @pytest.mark.parametrize(
