@@ -150,3 +150,55 @@ def test_the_run_is_stored_as_an_endpoint_without_credentials(benched: tuple[dic
         assert "decode/code/decode_tok_s" in stored
     finally:
         store.close()
+
+
+OPEN_LOOP_SPEC = """
+name = "endpoint-open-loop"
+
+[plan]
+repeats = 2
+warmup_requests = 1
+time_budget_s = 60.0
+request_timeout_s = 30.0
+api = "completions"
+
+[open_loop]
+process = "poisson"
+rates_rps = [20.0]
+requests = 20
+seed = 5
+prompt_tokens = 64
+output_tokens = 16
+
+[open_loop.slo]
+ttft_ms = 500.0
+tpot_ms = 50.0
+"""
+
+
+def test_an_open_loop_spec_is_measured_and_stored(sim: EngineProcess, tmp_path: Path) -> None:
+    """A spec with only [open_loop]: goodput, throughput and latency per rate, one value per repeat, are
+    stored with the arrival process, the seed and the SLO in their parameters."""
+    spec = tmp_path / "open.toml"
+    spec.write_text(OPEN_LOOP_SPEC)
+    env = {**os.environ, "FARM_DATA_DIR": str(tmp_path), "FARM_LOG_FORMAT": "json"}
+    env.pop("FARM_DATABASE_URL", None)
+    argv = [sys.executable, "-m", "farm", "bench", sim.base_url, "--model", MODEL, "--spec", str(spec), "--json"]
+    done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=100, check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    answer = json.loads(done.stdout)
+    goodput = figure(answer, "open_loop/20rps/goodput_rps")
+    assert len(goodput["values"]) == 2
+    assert goodput["params"]["process"] == "poisson"
+    assert goodput["params"]["seed"] == 5
+    assert goodput["params"]["slo"]["ttft_ms"] == 500.0
+    assert figure(answer, "open_loop/20rps/good_fraction")["mean"] == 1.0
+    throughput = figure(answer, "open_loop/20rps/throughput_tok_s")["values"]
+    achieved = figure(answer, "open_loop/20rps/achieved_rps")["values"]
+    assert all(abs(tok / req - 16) < 1e-6 for tok, req in zip(throughput, achieved, strict=True))  # 16 tokens each
+    assert answer["total_requests"] == 1 + 2 * 20
+    store = Store.open(f"sqlite:///{tmp_path / 'farm.db'}")
+    try:
+        assert "open_loop/20rps/goodput_rps" in {f.key for f in store.results(answer["job"])}
+    finally:
+        store.close()
