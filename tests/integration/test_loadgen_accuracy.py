@@ -121,6 +121,18 @@ async def server_records(sim: Sim) -> list[dict[str, Any]]:
         return records
 
 
+def sim_lateness(sim: Sim) -> str:
+    """The simulator's own lateness (write time minus due time over every chunk so far), for every report."""
+
+    async def read() -> dict[str, Any]:
+        async with aiohttp.ClientSession() as session, session.get(sim.base_url + "/sim/stats") as response:
+            stats: dict[str, Any] = await response.json()
+            return stats
+
+    lateness = asyncio.run(read())["lateness"]
+    return f"simulator lateness p50 {lateness['p50_us']:.0f} µs, p99 {lateness['p99_us']:.0f} µs"
+
+
 def truth_ttft_s(sim: Sim, prompt_tokens: int) -> float:
     """The configured TTFT of an uncached prompt: base + a*n + b*n²."""
     profile = sim.profile["profile"]
@@ -173,10 +185,10 @@ def test_ttft_and_tpot_within_two_percent(sim: Sim, streams: int) -> None:
             wire_errors_ms.append((client_ttft_s(sample) * 1e9 - server_ttft_ns) / 1e6)
         samples += round_samples
     measured = statistics.median(client_ttft_s(sample) for sample in samples)
-    assert within(measured, configured, 0.02), (measured, configured)
+    assert within(measured, configured, 0.02), (measured, configured, sim_lateness(sim))
     # Median, not min: the VM sometimes stops a process for ~10 ms between a write and its time stamp.
     assert statistics.median(wire_errors_ms) > -0.5, wire_errors_ms
-    assert statistics.median(wire_errors_ms) < 5.0, wire_errors_ms
+    assert statistics.median(wire_errors_ms) < 5.0, (wire_errors_ms, sim_lateness(sim))
     tpot = statistics.median(metrics.tpot_s(sample) for sample in samples)
     assert within(tpot, truth_token_s(sim), 0.02), (tpot, truth_token_s(sim))
     # Tokens come from usage, never from chunks: every stream has exactly what it asked for.
@@ -192,7 +204,7 @@ def test_chunk_gaps_and_rates_within_two_percent(sim: Sim, streams: int) -> None
     samples = asyncio.run(burst(sim, streams, output_tokens=120))
     figures = metrics.concurrency_figures(samples)
     rate = 1.0 / truth_token_s(sim)
-    assert within(figures["per_stream_tok_s"], rate, 0.02), figures["per_stream_tok_s"]
+    assert within(figures["per_stream_tok_s"], rate, 0.02), (figures["per_stream_tok_s"], sim_lateness(sim))
     # Aggregate: all tokens over the round, TTFT included (first token at TTFT, the other 119 at 5 ms).
     round_s = truth_ttft_s(sim, samples[0].prompt_tokens or 0) + 119 * truth_token_s(sim)
     assert within(figures["aggregate_tok_s"], 120 * streams / round_s, 0.05), figures["aggregate_tok_s"]
@@ -255,7 +267,8 @@ def test_ttft_at_64_streams_against_the_configured_truth(sim: Sim) -> None:
     def median_of(key: str) -> float:
         return statistics.median(b[key] for b in bursts)
 
-    summaries = "\n".join(str(b["summary"]) for b in bursts)
+    summaries = "\n".join(str(b["summary"]) for b in bursts) + "\n" + sim_lateness(sim)
+    print(sim_lateness(sim))
     assert median_of("error_p50_ms") <= 10.0, summaries
     assert median_of("arrival_p99_ms") <= 5.0, summaries
     assert median_of("lag_p99_ms") <= 5.0, summaries
