@@ -1,7 +1,8 @@
 """`farm bench URL`: a sweep against a server the farm did not launch, stored like any other run.
 
-The spec is a sweep spec TOML (`name`, `[plan]`, optionally `[open_loop]`; its `recipe` is optional and not
-read: the endpoint is the recipe). The run is written through the store's own path: a job of one attempt is
+The spec is a sweep spec TOML (`name`, `[plan]`, optionally `[open_loop]` (farm.bench.load.OpenLoopPlan) and
+`[client]` (farm.bench.sharded.ClientPlan: with `processes` > 1 the concurrency levels are measured by that many
+load-generator processes); its `recipe` is optional and not read: the endpoint is the recipe). The run is written through the store's own path: a job of one attempt is
 submitted under the hardware class `endpoint/<hardware> x <count>` (no worker serves it, so none can take it),
 claimed at once by this process, and completed with the figures, the samples and provenance whose engine kind
 is "endpoint". A sweep that fails marks the job failed with its reason, like a worker would.
@@ -30,10 +31,11 @@ from farm.bench.endpoint import (
     probe_endpoint,
 )
 from farm.bench.load import OpenLoopPlan
-from farm.bench.methods import MeasureContext
+from farm.bench.methods import MeasureContext, Measurement
 from farm.bench.openloop import measure_open_loop
 from farm.bench.records import Figure
 from farm.bench.runner import SweepOutcome, run_sweep
+from farm.bench.sharded import ClientPlan, measure_concurrency_sharded
 from farm.domain import FailureClass, RunResult, hardware_class
 from farm.errors import FarmError, MeasurementError, SweepSpecError
 from farm.provenance import HostInfo, Provenance, farm_commit, farm_version, now_utc
@@ -63,6 +65,7 @@ class EndpointSpec(BaseModel):
     max_attempts: int = 1
     plan: SweepPlan = SweepPlan()
     open_loop: OpenLoopPlan | None = None
+    client: ClientPlan = ClientPlan()
 
 
 @dataclass(frozen=True)
@@ -125,18 +128,27 @@ def check_fits(plan: SweepPlan, open_loop: OpenLoopPlan | None, info: EndpointIn
 async def _measure(
     url: str, model: str, spec: EndpointSpec
 ) -> tuple[SweepOutcome, tuple[Figure, ...], dict[str, list[list[dict[str, Any]]]], int, int]:
-    outcome = await run_sweep(url, model, spec.plan)
+    """The sweep; then, in one more context, the sharded concurrency levels and the open-loop load."""
+    sharded = spec.client.processes > 1 and spec.plan.concurrency is not None
+    sweep_plan = spec.plan.model_copy(update={"concurrency": None}) if sharded else spec.plan
+    outcome = await run_sweep(url, model, sweep_plan)
     figures = outcome.figures
     samples = dict(outcome.samples)
     failed, total = outcome.failed_requests, outcome.total_requests
-    if spec.open_loop is not None:
+    if sharded or spec.open_loop is not None:
         deadline_ns = time.monotonic_ns() + int(spec.plan.time_budget_s * 1e9)
+        measured: list[Measurement] = []
         async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=None)) as control:
             ctx = MeasureContext(url, model, spec.plan, control, deadline_ns=deadline_ns)
-            measured = await measure_open_loop(ctx, spec.open_loop, spec.plan.repeats)
-        figures = figures + measured.figures
-        for point, repeats in measured.samples.items():
-            samples[point] = [[sample.to_json() for sample in group] for group in repeats]
+            if sharded and spec.plan.concurrency is not None:
+                for level in spec.plan.concurrency.levels:
+                    measured.append(await measure_concurrency_sharded(ctx, level, spec.plan.concurrency, spec.client))
+            if spec.open_loop is not None:
+                measured.append(await measure_open_loop(ctx, spec.open_loop, spec.plan.repeats))
+        for measurement in measured:
+            figures = figures + measurement.figures
+            for point, repeats in measurement.samples.items():
+                samples[point] = [[sample.to_json() for sample in group] for group in repeats]
         failed += ctx.failed_requests
         total += ctx.total_requests
     return outcome, figures, samples, failed, total
@@ -163,6 +175,7 @@ def bench_endpoint(
     plan_json = spec.plan.model_dump(mode="json")
     if spec.open_loop is not None:
         plan_json["open_loop"] = spec.open_loop.model_dump(mode="json")
+    plan_json["client"] = spec.client.model_dump(mode="json")
     (job_id,) = store.submit(
         recipe,
         sweep_name=spec.name,

@@ -38,7 +38,15 @@ def bench(
                 "failed_requests": run.failed_requests,
                 "total_requests": run.total_requests,
                 "figures": [
-                    {"key": f.key, "unit": f.unit, "mean": f.summary.mean, "values": list(f.values), "params": f.params}
+                    {
+                        "key": f.key,
+                        "unit": f.unit,
+                        "mean": f.summary.mean,
+                        "median": f.summary.median,
+                        "spread": f.summary.spread,
+                        "values": list(f.values),
+                        "params": f.params,
+                    }
                     for f in run.figures
                 ],
             }

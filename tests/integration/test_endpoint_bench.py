@@ -62,6 +62,15 @@ def sim() -> Iterator[EngineProcess]:
         yield process
 
 
+def sim_lateness(base_url: str) -> dict[str, Any]:
+    """The simulator's own lateness (write time minus due time), so a failure says who was late."""
+    import urllib.request
+
+    with urllib.request.urlopen(base_url + "/sim/stats", timeout=10) as response:  # noqa: S310 - loopback
+        stats: dict[str, Any] = json.loads(response.read())["lateness"]
+    return stats
+
+
 def sim_profile(base_url: str) -> dict[str, Any]:
     import urllib.request
 
@@ -111,7 +120,8 @@ def test_decode_within_two_percent_of_the_simulators_rate(
 
 
 def test_ttft_p50_within_5_ms_at_1_and_16_streams(benched: tuple[dict[str, Any], Path], sim: EngineProcess) -> None:
-    """TTFT p50 at 1 and 16 streams is within 5 ms of the timing model's TTFT for the sized prompt."""
+    """TTFT p50 at 1 and 16 streams (median of the repeats) is within 5 ms of the timing model's TTFT for the
+    sized prompt."""
     answer, _ = benched
     p = sim_profile(sim.base_url)
     truth_ms = 1000 * timing.ttft_s(
@@ -123,8 +133,9 @@ def test_ttft_p50_within_5_ms_at_1_and_16_streams(benched: tuple[dict[str, Any],
         cached_s_per_token=p["cached_s_per_token"],
     )
     for level in (1, 16):
-        measured = figure(answer, f"concurrency/{level}/ttft_ms_p50")["mean"]
-        assert abs(measured - truth_ms) < 5.0, (level, measured, truth_ms)
+        # The median of the 3 repeats: one stall of this shared VM is one repeat's outlier, not the figure.
+        measured = figure(answer, f"concurrency/{level}/ttft_ms_p50")["median"]
+        assert abs(measured - truth_ms) < 5.0, (level, measured, truth_ms, sim_lateness(sim.base_url))
 
 
 def test_the_run_is_stored_as_an_endpoint_without_credentials(benched: tuple[dict[str, Any], Path]) -> None:
@@ -202,3 +213,45 @@ def test_an_open_loop_spec_is_measured_and_stored(sim: EngineProcess, tmp_path: 
         assert "open_loop/20rps/goodput_rps" in {f.key for f in store.results(answer["job"])}
     finally:
         store.close()
+
+
+SHARDED_SPEC = """
+name = "endpoint-sharded"
+
+[plan]
+repeats = 2
+warmup_requests = 1
+time_budget_s = 60.0
+request_timeout_s = 30.0
+
+[plan.concurrency]
+levels = [8]
+prompt_tokens = 64
+output_tokens = 40
+
+[client]
+processes = 2
+"""
+
+
+def test_concurrency_measured_by_two_client_processes(sim: EngineProcess, tmp_path: Path) -> None:
+    """With [client] processes = 2 the concurrency figures come from two processes on one clock: every stream
+    succeeds, per-stream decode is the simulator's rate within 2%, and the parameters carry each shard's lag and
+    CPU and the client-bound verdict."""
+    spec = tmp_path / "sharded.toml"
+    spec.write_text(SHARDED_SPEC)
+    env = {**os.environ, "FARM_DATA_DIR": str(tmp_path), "FARM_LOG_FORMAT": "json"}
+    env.pop("FARM_DATABASE_URL", None)
+    argv = [sys.executable, "-m", "farm", "bench", sim.base_url, "--model", MODEL, "--spec", str(spec), "--json"]
+    done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=100, check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    answer = json.loads(done.stdout)
+    assert answer["failed_requests"] == 0
+    per_stream = figure(answer, "concurrency/8/per_stream_tok_s")
+    truth = sim_profile(sim.base_url)["decode_tok_s"]["code"]
+    assert abs(per_stream["mean"] - truth) / truth < 0.02, per_stream["values"]
+    params = per_stream["params"]
+    assert params["client_processes"] == 2
+    assert [len(shards) for shards in params["client_shards"]] == [2, 2]
+    assert sum(shard["requests"] for shard in params["client_shards"][0]) == 8
+    assert params["client_bound"] == bool(params["client_bound_reasons"])
