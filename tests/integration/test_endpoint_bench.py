@@ -231,6 +231,7 @@ output_tokens = 40
 
 [client]
 processes = 2
+engine_cpus = [{sim_cpu}]
 """
 
 
@@ -239,7 +240,7 @@ def test_concurrency_measured_by_two_client_processes(sim: EngineProcess, tmp_pa
     succeeds, per-stream decode is the simulator's rate within 2%, and the parameters carry each shard's lag and
     CPU and the client-bound verdict."""
     spec = tmp_path / "sharded.toml"
-    spec.write_text(SHARDED_SPEC)
+    spec.write_text(SHARDED_SPEC.format(sim_cpu=cores()[0]))  # the clients keep off the simulator's CPU
     env = {**os.environ, "FARM_DATA_DIR": str(tmp_path), "FARM_LOG_FORMAT": "json"}
     env.pop("FARM_DATABASE_URL", None)
     argv = [sys.executable, "-m", "farm", "bench", sim.base_url, "--model", MODEL, "--spec", str(spec), "--json"]
