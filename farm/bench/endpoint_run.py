@@ -1,11 +1,13 @@
 """`farm bench URL`: a sweep against a server the farm did not launch, stored like any other run.
 
-The spec is a sweep spec TOML (`name`, `[plan]`, optionally `[open_loop]` (farm.bench.load.OpenLoopPlan) and
-`[client]` (farm.bench.sharded.ClientPlan: with `processes` > 1 the concurrency levels are measured by that many
-load-generator processes); its `recipe` is optional and not read: the endpoint is the recipe). The run is written through the store's own path: a job of one attempt is
-submitted under the hardware class `endpoint/<hardware> x <count>` (no worker serves it, so none can take it),
-claimed at once by this process, and completed with the figures, the samples and provenance whose engine kind
-is "endpoint". A sweep that fails marks the job failed with its reason, like a worker would.
+The spec is a sweep spec TOML: `name`, `[plan]`, optionally `[open_loop]` (farm.bench.load.OpenLoopPlan) and
+`[client]` (farm.bench.sharded.ClientPlan: with `processes` > 1 the concurrency levels are measured by that
+many load-generator processes). Its `recipe` is optional and not read: the endpoint is the recipe.
+
+The run is written through the store's own path: a job of one attempt is submitted under the hardware class
+`endpoint/<hardware> x <count>` (no worker serves it, so none can take it), claimed at once by this process,
+and completed with the figures, the samples and provenance whose engine kind is "endpoint". A sweep that
+fails marks the job failed with its reason, like a worker would.
 """
 
 from __future__ import annotations
@@ -13,13 +15,10 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import socket
-import time
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
-import aiohttp
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 import farm
@@ -31,11 +30,9 @@ from farm.bench.endpoint import (
     probe_endpoint,
 )
 from farm.bench.load import OpenLoopPlan
-from farm.bench.methods import MeasureContext, Measurement
-from farm.bench.openloop import measure_open_loop
 from farm.bench.records import Figure
-from farm.bench.runner import SweepOutcome, run_sweep
-from farm.bench.sharded import ClientPlan, measure_concurrency_sharded
+from farm.bench.runner import run_sweep
+from farm.bench.sharded import ClientPlan
 from farm.domain import FailureClass, RunResult, hardware_class
 from farm.errors import FarmError, MeasurementError, SweepSpecError
 from farm.provenance import HostInfo, Provenance, farm_commit, farm_version, now_utc
@@ -125,35 +122,6 @@ def check_fits(plan: SweepPlan, open_loop: OpenLoopPlan | None, info: EndpointIn
             raise MeasurementError(f"{field}: {tokens} tokens do not fit the server's max_model_len of {limit}")
 
 
-async def _measure(
-    url: str, model: str, spec: EndpointSpec
-) -> tuple[SweepOutcome, tuple[Figure, ...], dict[str, list[list[dict[str, Any]]]], int, int]:
-    """The sweep; then, in one more context, the sharded concurrency levels and the open-loop load."""
-    sharded = spec.client.processes > 1 and spec.plan.concurrency is not None
-    sweep_plan = spec.plan.model_copy(update={"concurrency": None}) if sharded else spec.plan
-    outcome = await run_sweep(url, model, sweep_plan)
-    figures = outcome.figures
-    samples = dict(outcome.samples)
-    failed, total = outcome.failed_requests, outcome.total_requests
-    if sharded or spec.open_loop is not None:
-        deadline_ns = time.monotonic_ns() + int(spec.plan.time_budget_s * 1e9)
-        measured: list[Measurement] = []
-        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=None)) as control:
-            ctx = MeasureContext(url, model, spec.plan, control, deadline_ns=deadline_ns)
-            if sharded and spec.plan.concurrency is not None:
-                for level in spec.plan.concurrency.levels:
-                    measured.append(await measure_concurrency_sharded(ctx, level, spec.plan.concurrency, spec.client))
-            if spec.open_loop is not None:
-                measured.append(await measure_open_loop(ctx, spec.open_loop, spec.plan.repeats))
-        for measurement in measured:
-            figures = figures + measurement.figures
-            for point, repeats in measurement.samples.items():
-                samples[point] = [[sample.to_json() for sample in group] for group in repeats]
-        failed += ctx.failed_requests
-        total += ctx.total_requests
-    return outcome, figures, samples, failed, total
-
-
 def bench_endpoint(
     store: Store,
     url: str,
@@ -191,7 +159,7 @@ def bench_endpoint(
         raise MeasurementError(f"job {job_id} could not be claimed right after it was submitted")
     started = now_utc()
     try:
-        outcome, figures, samples, failed, total = asyncio.run(_measure(url, model, spec))
+        outcome = asyncio.run(run_sweep(url, model, spec.plan, open_loop=spec.open_loop, client=spec.client))
     except FarmError as exc:
         store.fail(job_id, job.attempt, worker, FailureClass.MEASUREMENT_ERROR, str(exc), ())
         raise
@@ -224,11 +192,11 @@ def bench_endpoint(
         extra={"endpoint": info.to_json(), "spec_path": str(loaded.path)},
     )
     result = RunResult(
-        figures=figures,
-        samples=samples,
+        figures=outcome.figures,
+        samples=outcome.samples,
         provenance=provenance.to_json(),
-        failed_requests=failed,
-        total_requests=total,
+        failed_requests=outcome.failed_requests,
+        total_requests=outcome.total_requests,
     )
     store.complete(job_id, job.attempt, worker, result)
-    return EndpointRun(job_id, info, figures, failed, total, info.simulated)
+    return EndpointRun(job_id, info, outcome.figures, outcome.failed_requests, outcome.total_requests, info.simulated)
