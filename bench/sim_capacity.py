@@ -15,44 +15,13 @@ import asyncio
 import itertools
 import json
 import os
-import socket
 import statistics
-import subprocess
-import sys
 import time
 from typing import Any
 
 import aiohttp
 
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def start_server(port: int, spin_us: int, core: int) -> subprocess.Popen[bytes]:
-    argv = [
-        sys.executable, "-m", "farm.sim", "serve", "--profile", "test", "--port", str(port),
-        "--fault-startup-delay", "0", "--set", "max_num_seqs=1024", "--spin-us", str(spin_us),
-    ]  # fmt: skip
-    proc = subprocess.Popen(argv, stderr=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
-    if hasattr(os, "sched_setaffinity"):
-        os.sched_setaffinity(proc.pid, {core})
-    return proc
-
-
-async def wait_ready(session: aiohttp.ClientSession, base: str) -> None:
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        try:
-            async with session.get(f"{base}/health") as r:
-                if r.status == 200:
-                    return
-        except aiohttp.ClientError:
-            pass
-        await asyncio.sleep(0.05)
-    raise RuntimeError("the simulator did not become ready")
+from farm.sim.launch import running_sim
 
 
 async def one_stream(session: aiohttp.ClientSession, base: str, tokens: int) -> tuple[int, list[int]]:
@@ -113,22 +82,21 @@ async def level(session: aiohttp.ClientSession, base: str, streams: int, tokens:
     }
 
 
-async def main_async(args: argparse.Namespace) -> None:
-    port = free_port()
-    proc = start_server(port, args.spin_us, core=0)
-    if hasattr(os, "sched_setaffinity") and (os.cpu_count() or 1) > 1:
-        os.sched_setaffinity(0, {1})
-    base = f"http://127.0.0.1:{port}"
-    try:
-        connector = aiohttp.TCPConnector(limit=0)
-        async with aiohttp.ClientSession(connector=connector) as session:
-            await wait_ready(session, base)
-            for streams in args.streams:
-                row = await level(session, base, streams, args.tokens)
-                print(json.dumps({k: round(v, 1) if isinstance(v, float) else v for k, v in row.items()}))
-    finally:
-        proc.terminate()
-        proc.wait(10)
+async def measure_levels(base: str, args: argparse.Namespace) -> None:
+    connector = aiohttp.TCPConnector(limit=0)
+    async with aiohttp.ClientSession(connector=connector) as session:
+        for streams in args.streams:
+            row = await level(session, base, streams, args.tokens)
+            print(json.dumps({k: round(v, 1) if isinstance(v, float) else v for k, v in row.items()}))
+
+
+def run(args: argparse.Namespace) -> None:
+    cores = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else [0]
+    faults = ("--fault-startup-delay", "0", "--spin-us", str(args.spin_us))
+    with running_sim(overrides=("max_num_seqs=1024",), faults=faults, cpus={cores[0]}) as sim:
+        if len(cores) > 1:
+            os.sched_setaffinity(0, {cores[1]})
+        asyncio.run(measure_levels(sim.base_url, args))
 
 
 def main() -> None:
@@ -136,7 +104,7 @@ def main() -> None:
     parser.add_argument("--streams", type=int, nargs="+", default=[64, 256])
     parser.add_argument("--tokens", type=int, default=400, help="tokens per stream (400 = 2 s at 5 ms)")
     parser.add_argument("--spin-us", type=int, default=300)
-    asyncio.run(main_async(parser.parse_args()))
+    run(parser.parse_args())
 
 
 if __name__ == "__main__":

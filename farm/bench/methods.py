@@ -506,43 +506,68 @@ async def concurrency_prompts(ctx: MeasureContext, level: int, concurrency: Conc
     return [first, *rest]
 
 
-async def measure_concurrency(ctx: MeasureContext, level: int, concurrency: ConcurrencyPlan) -> Measurement:
-    """`level` streams started at once, each repeat with fresh prompts; figures per `CONCURRENCY_METRICS`."""
-    plan = ctx.plan
-    point = point_of(KIND_CONCURRENCY, level)
-    values: dict[str, list[float]] = {metric: [] for metric in CONCURRENCY_METRICS}
-    absent: dict[str, dict[str, str]] = {metric: {} for metric in CONCURRENCY_METRICS}
-    repeats: list[list[RequestSample]] = []
-    prompts: dict[str, str] = {}
-    async with ctx.client(concurrency=level) as client:
-        for repeat in range(plan.repeats):
-            sized = await concurrency_prompts(ctx, level, concurrency)
-            prompts[f"{point}#{repeat}"] = _sha256("\n".join(prompt.sha256 for prompt in sized))
-            requests = [
-                StreamRequest(
-                    prompt=prompt.text,
-                    max_tokens=concurrency.output_tokens,
-                    api=plan.api,
-                    temperature=plan.temperature,
-                    thinking=plan.thinking,
-                )
-                for prompt in sized
-            ]
-            ctx.check()
-            timeout = ctx.timeout_s()
-            samples = list(await asyncio.gather(*(client.stream(request, timeout_s=timeout) for request in requests)))
-            ctx.record(samples)
-            repeats.append(samples)
-            ctx.on_step(f"concurrency {level}: repeat {repeat + 1} of {plan.repeats}")
-            if any(sample.ok for sample in samples):
-                round_figures = metrics.concurrency_figures(samples)
-                for metric, value in round_figures.values.items():
-                    values[metric].append(value)
-                for metric, reason in round_figures.absent.items():
-                    absent[metric][f"repeat {repeat + 1}"] = reason
-    if not any(values.values()):
-        raise _first_failure(point, [sample for group in repeats for sample in group])
-    params = {
+class ConcurrencyRounds:
+    """The repeats of one concurrency level as they come in, and the measurement they make: shared by the
+    in-process path here and the multi-process one (`farm.bench.sharded`)."""
+
+    def __init__(self, level: int) -> None:
+        self.level = level
+        self.point = point_of(KIND_CONCURRENCY, level)
+        self.values: dict[str, list[float]] = {metric: [] for metric in CONCURRENCY_METRICS}
+        self.absent: dict[str, dict[str, str]] = {metric: {} for metric in CONCURRENCY_METRICS}
+        self.repeats: list[list[RequestSample]] = []
+        self.prompts: dict[str, str] = {}
+
+    def add(self, samples: list[RequestSample]) -> None:
+        """One repeat's samples: its figures join the others; what it could not measure is noted with why."""
+        self.repeats.append(samples)
+        if any(sample.ok for sample in samples):
+            round_figures = metrics.concurrency_figures(samples)
+            for metric, value in round_figures.values.items():
+                self.values[metric].append(value)
+            for metric, reason in round_figures.absent.items():
+                self.absent[metric][f"repeat {len(self.repeats)}"] = reason
+
+    def measurement(self, plan: SweepPlan, concurrency: ConcurrencyPlan, params: dict[str, Any]) -> Measurement:
+        """The figures of every metric some repeat measured; a metric some repeats could not measure keeps the
+        others' values and says why in its params; one that no repeat could measure has no figure, only its
+        reason in `absent`. MeasurementError when every request failed."""
+        values, absent, level = self.values, self.absent, self.level
+        if not any(values.values()):
+            raise _first_failure(self.point, [sample for group in self.repeats for sample in group])
+        figures = tuple(
+            make_figure(
+                KIND_CONCURRENCY,
+                level,
+                metric,
+                "tok/s" if metric.endswith("tok_s") else "ms",
+                values[metric],
+                params={**params, "absent_in": absent[metric]} if absent[metric] else params,
+                repeats=plan.repeats,
+                workload=concurrency.workload,
+            )
+            for metric in CONCURRENCY_METRICS
+            if values[metric]
+        )
+        missing = {
+            figure_key(KIND_CONCURRENCY, level, metric): "; ".join(sorted(set(absent[metric].values())))
+            or "no repeat measured it"
+            for metric in CONCURRENCY_METRICS
+            if not values[metric]
+        }
+        outputs = {self.point: _outputs_sha256([sample for group in self.repeats for sample in group])}
+        return Measurement(
+            figures=figures,
+            samples={self.point: self.repeats},
+            prompt_sha256=self.prompts,
+            output_sha256=outputs,
+            absent=missing,
+        )
+
+
+def concurrency_params(plan: SweepPlan, concurrency: ConcurrencyPlan, level: int) -> dict[str, Any]:
+    """Every method parameter of a concurrency level."""
+    return {
         **_common_params(plan, plan.api),
         "concurrency": level,
         "workload": concurrency.workload,
@@ -552,32 +577,40 @@ async def measure_concurrency(ctx: MeasureContext, level: int, concurrency: Conc
         "percentiles": "linear interpolation (numpy's default)",
         "itl": "gaps between successive content chunks",
     }
-    # A metric some repeats could not measure keeps the others' values and says why in its params; one that no
-    # repeat could measure has no figure, only its reason in `absent`.
-    figures = tuple(
-        make_figure(
-            KIND_CONCURRENCY,
-            level,
-            metric,
-            "tok/s" if metric.endswith("tok_s") else "ms",
-            values[metric],
-            params={**params, "absent_in": absent[metric]} if absent[metric] else params,
-            repeats=plan.repeats,
-            workload=concurrency.workload,
+
+
+def concurrency_requests(
+    plan: SweepPlan, concurrency: ConcurrencyPlan, sized: list[SizedPrompt]
+) -> list[StreamRequest]:
+    """One streaming request per sized prompt, as the plan asks."""
+    return [
+        StreamRequest(
+            prompt=prompt.text,
+            max_tokens=concurrency.output_tokens,
+            api=plan.api,
+            temperature=plan.temperature,
+            thinking=plan.thinking,
         )
-        for metric in CONCURRENCY_METRICS
-        if values[metric]
-    )
-    missing = {
-        figure_key(KIND_CONCURRENCY, level, metric): "; ".join(sorted(set(absent[metric].values())))
-        or "no repeat measured it"
-        for metric in CONCURRENCY_METRICS
-        if not values[metric]
-    }
-    outputs = {point: _outputs_sha256([sample for group in repeats for sample in group])}
-    return Measurement(
-        figures=figures, samples={point: repeats}, prompt_sha256=prompts, output_sha256=outputs, absent=missing
-    )
+        for prompt in sized
+    ]
+
+
+async def measure_concurrency(ctx: MeasureContext, level: int, concurrency: ConcurrencyPlan) -> Measurement:
+    """`level` streams started at once, each repeat with fresh prompts; figures per `CONCURRENCY_METRICS`."""
+    plan = ctx.plan
+    rounds = ConcurrencyRounds(level)
+    async with ctx.client(concurrency=level) as client:
+        for repeat in range(plan.repeats):
+            sized = await concurrency_prompts(ctx, level, concurrency)
+            rounds.prompts[f"{rounds.point}#{repeat}"] = _sha256("\n".join(prompt.sha256 for prompt in sized))
+            requests = concurrency_requests(plan, concurrency, sized)
+            ctx.check()
+            timeout = ctx.timeout_s()
+            samples = list(await asyncio.gather(*(client.stream(request, timeout_s=timeout) for request in requests)))
+            ctx.record(samples)
+            rounds.add(samples)
+            ctx.on_step(f"concurrency {level}: repeat {repeat + 1} of {plan.repeats}")
+    return rounds.measurement(plan, concurrency, concurrency_params(plan, concurrency, level))
 
 
 async def engine_version(ctx: MeasureContext) -> str | None:

@@ -16,8 +16,11 @@ from typing import Any
 import aiohttp
 
 from farm.bench import methods
+from farm.bench.load import OpenLoopPlan
 from farm.bench.methods import MeasureContext, Measurement
+from farm.bench.openloop import measure_open_loop
 from farm.bench.records import Figure
+from farm.bench.sharded import ClientPlan, measure_concurrency_sharded
 from farm.errors import MeasurementError
 from farm.recipes.sweep import SweepPlan
 
@@ -72,9 +75,13 @@ def _never_stop() -> bool:
     return False
 
 
-def planned_steps(plan: SweepPlan) -> int:
-    """How many repeats the plan holds in all: the unit of progress."""
+def planned_steps(plan: SweepPlan, open_loop: OpenLoopPlan | None = None) -> int:
+    """How many repeats the plan holds in all: the unit of progress (a rate sweep counts its most points)."""
     points = 0
+    if open_loop is not None:
+        points += len(open_loop.rates_rps)
+        if open_loop.find_max_rate is not None:
+            points += max(1, open_loop.find_max_rate.max_points // plan.repeats)
     if plan.decode is not None:
         points += len(plan.decode.workloads)
     if plan.prefill is not None:
@@ -96,10 +103,16 @@ async def run_sweep(
     on_phase: Callable[[str], None] = _ignore_phase,
     on_progress: Callable[[float, str], None] = _ignore_progress,
     should_stop: Callable[[], bool] = _never_stop,
+    open_loop: OpenLoopPlan | None = None,
+    client: ClientPlan | None = None,
 ) -> SweepOutcome:
-    """Run every measurement of `plan` against the OpenAI-compatible server at `base_url` serving `model`."""
+    """Run every measurement of `plan` against the OpenAI-compatible server at `base_url` serving `model`.
+
+    `open_loop` adds open-loop load at rates (and the rate sweep), after the concurrency levels; `client` with
+    more than one process measures the concurrency levels from that many load-generator processes.
+    """
     deadline_ns = time.monotonic_ns() + int(plan.time_budget_s * 1e9)
-    total_steps = max(planned_steps(plan), 1)
+    total_steps = max(planned_steps(plan, open_loop), 1)
     done_steps = 0
 
     def on_step(message: str) -> None:
@@ -142,7 +155,12 @@ async def run_sweep(
             results.append(await methods.measure_prefix_cache(ctx, cache_prompt, cache_tokens))
         if plan.concurrency is not None:
             for level in plan.concurrency.levels:
-                results.append(await methods.measure_concurrency(ctx, level, plan.concurrency))
+                if client is not None and client.processes > 1:
+                    results.append(await measure_concurrency_sharded(ctx, level, plan.concurrency, client))
+                else:
+                    results.append(await methods.measure_concurrency(ctx, level, plan.concurrency))
+        if open_loop is not None:
+            results.append(await measure_open_loop(ctx, open_loop, plan.repeats))
         metrics_after = await ctx.counters()
 
     samples: dict[str, list[list[dict[str, Any]]]] = {}

@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
-import os
-import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from farm.engines.process import EngineProcess
 from farm.recipes.model import Recipe
+from farm.sim.launch import SIM_ENV_ALLOWLIST, sim_process, sim_serve_argv
 
-SIM_ENV_ALLOWLIST = ("PATH", "HOME", "LANG", "LC_ALL", "PYTHONPATH", "VIRTUAL_ENV", "TMPDIR")
-"""The simulator needs no secrets; it gets only what Python needs to start."""
+__all__ = ["SIM_ENV_ALLOWLIST", "sim_argv", "sim_engine"]
 
 
 def sim_argv(
@@ -24,25 +22,9 @@ def sim_argv(
     faults: Sequence[str] = (),
 ) -> tuple[str, ...]:
     """The simulator's command line for a recipe: it serves the recipe's model under the given profile."""
-    argv = [
-        sys.executable,
-        "-m",
-        "farm",
-        "sim",
-        "serve",
-        "--profile",
-        profile,
-        "--host",
-        host,
-        "--port",
-        str(port),
-        "--model",
-        recipe.model_id,
-    ]
-    for key, value in sorted(overrides.items()):
-        argv += ["--set", f"{key}={value}"]
-    argv += list(faults)
-    return tuple(argv)
+    return sim_serve_argv(
+        profile=profile, host=host, port=port, model=recipe.model_id, overrides=overrides, faults=faults
+    )
 
 
 def sim_engine(
@@ -56,13 +38,11 @@ def sim_engine(
     faults: Sequence[str] = (),
     stop_grace_s: float = 5.0,
 ) -> EngineProcess:
-    env = {k: v for k, v in os.environ.items() if k in SIM_ENV_ALLOWLIST}
-    return EngineProcess(
+    return sim_process(
         sim_argv(recipe, profile=profile, host=host, port=port, overrides=overrides, faults=faults),
-        env=env,
+        host=host,
+        port=port,
+        model=recipe.model_id,
         log_path=log_path,
-        base_url=f"http://{host}:{port}",
-        served_model=recipe.model_id,
-        simulated=True,
         stop_grace_s=stop_grace_s,
     )

@@ -8,7 +8,11 @@ Modules, by job:
     protocol     request parsing and pre-encoded response bytes in vLLM's shapes
     metrics      counters, histograms and the Prometheus text of `/metrics`; schedule lateness
     scheduler    the single task that writes every stream's chunks at their due times
-    faults       the fault plan (slow start, crash, hang, errors)
+    faults       the fault plan (slow start, crash, hang, errors) and arming it on a running engine
     http         a small HTTP/1.1 server on asyncio.Protocol (requests stamped on arrival, no task each)
-    server       the application: endpoints, admission, faults, `build_app` and `run_server`
+    engine       the simulated engine's state and its `max_num_seqs` slots (admission, start, finish)
+    routes       the HTTP endpoints over the engine, and `build_app`
+    server       the process: start-up delay, listening, faults armed, `serve` and `run_server`
+    command      the command line (`farm sim`, `python -m farm.sim`)
+    launch       the one way to start a simulator process and wait until it serves (bench/, tests, worker)
 """

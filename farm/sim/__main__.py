@@ -1,5 +1,5 @@
-"""`python -m farm.sim serve ...`: the simulator's commands without importing the rest of the farm's CLI."""
+"""`python -m farm.sim serve ...`: the simulator's own command line, without the farm's CLI."""
 
-from farm.cli.sim import app
+from farm.sim.command import app
 
-app(prog_name="farm sim")
+app(prog_name="python -m farm.sim")

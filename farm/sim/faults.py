@@ -11,8 +11,15 @@ error_rate       this fraction of completion requests is answered HTTP 500, draw
 
 from __future__ import annotations
 
+import asyncio
+import os
 import random
 from dataclasses import dataclass
+from typing import Protocol
+
+from farm.logs import get_logger
+
+log = get_logger("farm.sim")
 
 CRASH_EXIT_CODE = 1  # what vLLM's API server exits with when its engine core dies
 
@@ -48,3 +55,41 @@ class ErrorDraw:
         if self.rate <= 0.0:
             return False
         return self._rng.random() < self.rate
+
+
+class FaultTarget(Protocol):
+    """What the faults act on: the simulated engine's state (farm.sim.engine.SimState)."""
+
+    @property
+    def faults(self) -> FaultPlan: ...
+
+    def kill_engine(self) -> None: ...
+
+    def hang(self) -> None: ...
+
+
+def _crash(state: FaultTarget, linger_s: float, exit_process: bool) -> None:
+    log.warning("injected crash: engine dead", linger_s=linger_s)
+    state.kill_engine()
+    if exit_process:
+        asyncio.get_running_loop().call_later(linger_s, _exit_hard)
+
+
+def _exit_hard() -> None:
+    log.warning("injected crash: exiting", exit_code=CRASH_EXIT_CODE)
+    os._exit(CRASH_EXIT_CODE)
+
+
+def _hang(state: FaultTarget) -> None:
+    log.warning("injected hang: no more answers")
+    state.hang()
+
+
+def arm_faults(state: FaultTarget, *, exit_process: bool = True) -> None:
+    """Start the crash and hang timers (from now, i.e. from when the socket listens)."""
+    loop = asyncio.get_running_loop()
+    faults = state.faults
+    if faults.crash_after_s is not None:
+        loop.call_later(faults.crash_after_s, _crash, state, faults.crash_linger_s, exit_process)
+    if faults.hang_after_s is not None:
+        loop.call_later(faults.hang_after_s, _hang, state)

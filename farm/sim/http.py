@@ -31,6 +31,7 @@ means the application answers later (a stream, a response due when the last toke
 from __future__ import annotations
 
 import asyncio
+import json
 import selectors
 from collections import deque
 from collections.abc import Callable
@@ -79,6 +80,14 @@ class Response:
     body: bytes = b""
     content_type: str | None = None
     headers: dict[str, str] = field(default_factory=dict)
+
+
+JSON = "application/json"
+
+
+def json_response(obj: Any, status: int = 200) -> Response:
+    """A JSON answer."""
+    return Response(status, json.dumps(obj).encode(), JSON)
 
 
 Application = Callable[[Request, "Connection"], Response | None]

@@ -35,6 +35,8 @@ from farm.sim.metrics import EngineMetrics, LatenessRecorder
 from farm.sim.profile import SimProfile
 
 STALL_BYTES = 4 * 1024 * 1024
+HOLD_STEPS = 8
+"""A late stream sends at most this many steps in one write: the client still sees it progress."""
 DEFAULT_SPIN_US = 300  # margin for the wake-up jitter of an epoll timeout; below it the scheduler yields
 
 
@@ -100,6 +102,8 @@ class Stream:
         "due_ns",
         "emitted",
         "finish_reason",
+        "held",
+        "held_due",
         "on_done",
         "on_first_token",
         "one_stream_rate",
@@ -152,6 +156,8 @@ class Stream:
         self.anchor_index = 0
         self.rate = one_stream_rate
         self.prev_write_ns = 0
+        self.held: list[bytes] = []  # steps written with the next one (the scheduler was behind)
+        self.held_due: list[int] = []
         self.decoding = False
         self.chunked = chunked
 
@@ -242,10 +248,14 @@ class Scheduler:
         return timing.per_stream_rate(stream.one_stream_rate, self.profile.contention, self.decoding)
 
     def _advance(self, stream: Stream, due: int) -> int:
-        """Emit the stream's next step (it is due), schedule the next; returns the chunk's stamp (taken just
-        before its write).
+        """Emit the stream's next step (it is due), schedule the next; returns its stamp, taken just before the
+        write.
 
         The hot path: at 256 streams it runs 51k times a second, so it avoids calls it can do without.
+        A stream whose next step is already due when this one is ready (the scheduler is behind) holds this
+        step's bytes and sends them with the next one: one `send` for several steps, which is how it catches
+        up (at most HOLD_STEPS at a time). Held steps are stamped (written, late by) when they really go out.
+        The first and last steps are never held.
         """
         record = stream.record
         step_tokens = stream.step_tokens
@@ -259,59 +269,85 @@ class Scheduler:
             return perf_counter_ns()
         if first:
             self._start_decoding(stream)
-        # The chunk's time is taken before it is handed to the kernel, never after: a stamp taken after the
-        # write can come later than the client's read of those very bytes (and even than the client's end of
-        # the whole answer) whenever this process is preempted between the write and the clock read, as it is
-        # on a loaded machine. Before the write, the stamp is a true lower bound of when the bytes left.
-        now = perf_counter_ns()
-        if stream.templates is not None and transport is not None:
-            transport.write(self._event_bytes(stream, start, end, first, last))
-        self.lateness.record_ns(now - due)
+        data = (
+            self._event_bytes(stream, start, end, first, last)
+            if stream.templates is not None and transport is not None
+            else None
+        )
         metrics = self.metrics
         stream.emitted = end
         record.chunk_count += 1
         record.completion_tokens = end
-        record.chunk_ns.append(now)
         record.chunk_tokens.append(step_tokens)
-        record.last_chunk_ns = now
         metrics.generation_tokens += step_tokens
         self.kv_tokens += step_tokens
         if stream.step_accepted is not None:
             metrics.observe_draft(stream.step_accepted)
+        next_due = 0
+        if not last:
+            # The next step (timing.plan_steps, one step at a time): a draft of 1 + accepted tokens, or a size.
+            left = stream.completion_tokens - end
+            rng = stream.step_rng
+            profile = self.profile
+            if rng is not None:
+                accepted = timing.draw_accepted(rng, profile.num_speculative_tokens, profile.acceptance_rate)
+                stream.step_accepted = accepted
+                stream.step_tokens = min(left, 1 + accepted)
+            else:
+                stream.step_tokens = min(left, profile.tokens_per_chunk)
+            if profile.contention:
+                rate = self._rate_now(stream)
+                if rate != stream.rate:
+                    # Concurrency changed: continue from this step's due time at the new rate.
+                    stream.anchor_ns = due
+                    stream.anchor_index = end - 1
+                    stream.rate = rate
+            # timing.next_due_ns, inlined: the due time of the next step's last token.
+            next_due = stream.anchor_ns + round(
+                (end + stream.step_tokens - 1 - stream.anchor_index) * timing.NS_PER_S / stream.rate
+            )
+            if data is not None and not first and len(stream.held) < HOLD_STEPS and next_due <= perf_counter_ns():
+                stream.held.append(data)
+                stream.held_due.append(due)
+                stream.due_ns = next_due
+                heapq.heappush(self._heap, (next_due, next(self._seq), stream))
+                return perf_counter_ns()
+        # The time is taken before the bytes are handed to the kernel, never after: a stamp taken after the
+        # write can come later than the client's read of those very bytes (and even than the client's end of
+        # the whole answer) whenever this process is preempted between the write and the clock read, as it is
+        # on a loaded machine. Before the write, the stamp is a true lower bound of when the bytes left.
+        now = perf_counter_ns()
+        if data is not None and transport is not None:
+            if stream.held:
+                stream.held.append(data)
+                transport.write(b"".join(stream.held))
+            else:
+                transport.write(data)
+        if stream.held:
+            for held_due in stream.held_due:
+                self._stamp(stream, record, held_due, now)
+            stream.held.clear()
+            stream.held_due.clear()
+        self._stamp(stream, record, due, now)
         if first:
             record.first_chunk_ns = now
             metrics.ttft.observe((now - record.arrival_ns) / 1e9)
             metrics.prefill_time.observe((now - record.admitted_ns) / 1e9)
-        else:
-            metrics.itl.observe((now - stream.prev_write_ns) / 1e9)
-        stream.prev_write_ns = now
         if last:
             self._finish(stream, now)
             return now
-        # The next step (timing.plan_steps, one step at a time): a draft of 1 + accepted tokens, or a fixed size.
-        left = stream.completion_tokens - end
-        rng = stream.step_rng
-        profile = self.profile
-        if rng is not None:
-            accepted = timing.draw_accepted(rng, profile.num_speculative_tokens, profile.acceptance_rate)
-            stream.step_accepted = accepted
-            stream.step_tokens = min(left, 1 + accepted)
-        else:
-            stream.step_tokens = min(left, profile.tokens_per_chunk)
-        if profile.contention:
-            rate = self._rate_now(stream)
-            if rate != stream.rate:
-                # Concurrency changed: continue from this step's due time at the new rate.
-                stream.anchor_ns = due
-                stream.anchor_index = end - 1
-                stream.rate = rate
-        # timing.next_due_ns, inlined: the due time of the next step's last token.
-        next_due = stream.anchor_ns + round(
-            (end + stream.step_tokens - 1 - stream.anchor_index) * timing.NS_PER_S / stream.rate
-        )
         stream.due_ns = next_due
         heapq.heappush(self._heap, (next_due, next(self._seq), stream))
         return now
+
+    def _stamp(self, stream: Stream, record: RequestRecord, due: int, now: int) -> None:
+        """One step went out at `now`: its lateness, its time in the record, the inter-token gap before it."""
+        self.lateness.record_ns(now - due)
+        record.chunk_ns.append(now)
+        record.last_chunk_ns = now
+        if stream.prev_write_ns:
+            self.metrics.itl.observe((now - stream.prev_write_ns) / 1e9)
+        stream.prev_write_ns = now
 
     @staticmethod
     def _event_bytes(stream: Stream, start: int, end: int, first: bool, last: bool) -> bytes:

@@ -162,3 +162,21 @@ def chunk_schedule(t_first_ns: int, steps: Sequence[Step], rate_tok_s: float) ->
         emitted += step.tokens
         schedule.append(due_ns(t_first_ns, emitted - 1, rate_tok_s))
     return schedule
+
+
+def request_service_s(ttft_s_: float, completion_tokens: int, per_stream_tok_s: float) -> float:
+    """How long one request holds its slot: TTFT, then the remaining tokens at the per-stream rate."""
+    return ttft_s_ + max(completion_tokens - 1, 0) / per_stream_tok_s
+
+
+def saturation_rate_rps(
+    *, slots: int, ttft_s_: float, completion_tokens: int, one_stream_tok_s: float, contention: float
+) -> float:
+    """The request rate at which all `slots` (max_num_seqs) are always busy: slots / service time at full load.
+
+    Requests arriving at a constant rate below it never wait for a slot, so their TTFT is the model's; above
+    it the queue, and every later request's TTFT, grows without bound. It is therefore the highest rate that a
+    TTFT goal above the model's TTFT can be met at, for a long enough run of constant arrivals.
+    """
+    rate = per_stream_rate(one_stream_tok_s, contention, slots)
+    return slots / request_service_s(ttft_s_, completion_tokens, rate)

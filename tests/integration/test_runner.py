@@ -8,13 +8,9 @@ from __future__ import annotations
 
 import asyncio
 import math
-import socket
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 
-import aiohttp
 import pytest
 from buffering_proxy import BufferingProxy
 
@@ -29,6 +25,7 @@ from farm.recipes.sweep import (
     ShortTTFTPlan,
     SweepPlan,
 )
+from farm.sim.launch import running_sim
 
 pytestmark = pytest.mark.slow
 
@@ -47,55 +44,12 @@ FULL_PLAN = SweepPlan(
 )
 
 
-def free_port() -> int:
-    """A TCP port nobody listens on right now."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
-async def wait_ready(base_url: str, process: subprocess.Popen[bytes]) -> None:
-    """Poll /health until the simulator answers (or it exits, or 60 s pass)."""
-    deadline = time.monotonic() + 60
-    async with aiohttp.ClientSession() as session:
-        while time.monotonic() < deadline:
-            if process.poll() is not None:
-                raise RuntimeError(f"the simulator exited with {process.returncode}")
-            try:
-                async with session.get(base_url + "/health") as response:
-                    if response.status == 200:
-                        return
-            except aiohttp.ClientError:
-                pass
-            await asyncio.sleep(0.1)
-    raise RuntimeError("the simulator did not answer within 60 s")
-
-
 @pytest.fixture(scope="module")
 def sim_url() -> Iterator[str]:
     """One simulator with speculative decoding for the module."""
-    yield from _simulator("num_speculative_tokens=3", "acceptance_rate=0.6")
-
-
-def _simulator(*settings: str) -> Iterator[str]:
-    """A simulator on the test profile with `--set` overrides, for as long as the generator lives."""
-    port = free_port()
-    argv = [sys.executable, "-m", "farm", "sim", "serve", "--profile", "test", "--port", str(port)]
-    argv += ["--fault-startup-delay", "0"]
-    for setting in settings:
-        argv += ["--set", setting]
-    process = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    base_url = f"http://127.0.0.1:{port}"
-    try:
-        asyncio.run(wait_ready(base_url, process))
-        yield base_url
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+    faults = ("--fault-startup-delay", "0")
+    with running_sim(model=MODEL, overrides=("num_speculative_tokens=3", "acceptance_rate=0.6"), faults=faults) as sim:
+        yield sim.base_url
 
 
 @pytest.fixture(scope="module")

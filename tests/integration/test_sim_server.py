@@ -21,16 +21,12 @@ from typing import Any
 
 import pytest
 
+from farm.net import free_port
+
 pytestmark = pytest.mark.slow
 
 READY_DEADLINE_S = 20.0
 PROSE = "Write an essay about the sea."
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @dataclass

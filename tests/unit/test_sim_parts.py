@@ -4,11 +4,12 @@ the HTTP connection and application driven through a fake transport (no sockets)
 from __future__ import annotations
 
 import asyncio
+import heapq
 import json
 import random
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
@@ -18,7 +19,7 @@ from farm.sim.http import Connection, Request, Response
 from farm.sim.metrics import EngineMetrics, LatenessRecorder, build_1_2_5_buckets
 from farm.sim.prefix_cache import PrefixCache, block_hashes
 from farm.sim.profile import SimProfileError, load_profile, parse_override, profile_names
-from farm.sim.server import build_app
+from farm.sim.routes import build_app
 
 
 @pytest.mark.parametrize(
@@ -515,3 +516,57 @@ def test_routes_answer_404_and_405_in_fastapis_shape() -> None:
     assert answers[0].endswith(b'{"detail":"Not Found"}')
     assert answers[1].startswith(b"405 ")
     assert b"Allow: POST\r\n" in answers[1]
+
+
+class _CountingTransport:
+    """A transport that keeps every write."""
+
+    def __init__(self) -> None:
+        self.writes: list[bytes] = []
+
+    def write(self, data: bytes) -> None:
+        self.writes.append(data)
+
+    def is_closing(self) -> bool:
+        return False
+
+    def get_write_buffer_size(self) -> int:
+        return 0
+
+    def close(self) -> None:
+        """Nothing to close."""
+
+
+def test_a_late_stream_sends_several_steps_in_one_write() -> None:
+    """A stream whose every step is overdue: the first step goes alone, then up to HOLD_STEPS steps per write;
+    every step is stamped once, the bytes are all there in order, and the lateness counts every step."""
+    from farm.sim.scheduler import HOLD_STEPS, RequestRecord, Scheduler, Stream
+
+    profile = load_profile("test")
+    lateness = LatenessRecorder()
+    scheduler = Scheduler(profile, EngineMetrics(profile.served_model_name, profile.max_model_len, 0), lateness)
+    body = b'{"model":"sim-test","prompt":"hi","max_tokens":20,"stream":true,"ignore_eos":true}'
+    req = protocol.completion_request(protocol.parse_body(body, protocol.CompletionBody), profile)
+    transport = _CountingTransport()
+    record = RequestRecord("r", "completion", True, 0, 2, 0, None, 0.0, 200.0)
+    stream = Stream(
+        record=record,
+        req=req,
+        completion_tokens=20,
+        step_rng=None,
+        finish_reason="length",
+        one_stream_rate=200.0,
+        text_offset=0,
+        transport=cast("asyncio.Transport", transport),  # the scheduler needs only its four methods
+        templates=protocol.ChunkTemplates(req, "cmpl-r", 0),
+    )
+    scheduler.push(0, stream)  # due at the clock's origin: every step is long overdue
+    while len(scheduler):
+        due, _, popped = heapq.heappop(scheduler._heap)
+        scheduler._advance(popped, due)
+    assert record.status == "ok"
+    assert len(record.chunk_ns) == 20
+    assert len(transport.writes) == 1 + -(-19 // (HOLD_STEPS + 1))
+    assert transport.writes[0].count(b"data: ") == 1
+    assert b"".join(transport.writes).count(b'"text":') == 20
+    assert sum(lateness.counts) == 20

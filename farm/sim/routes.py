@@ -1,0 +1,314 @@
+"""The simulator's HTTP routes: vLLM's endpoints over the simulated engine, plus the sim-only truth endpoints.
+
+    GET  /health /version /v1/models /metrics          as vLLM answers them
+    POST /tokenize /detokenize /v1/completions /v1/chat/completions
+    GET  /sim/profile   the profile, its truth values, the fault plan and the schedule lateness
+    GET  /sim/stats     schedule lateness (p50/p99 of write time minus due time) and scheduler counters;
+         DELETE clears the lateness
+    GET  /sim/requests  server-side truth per request (?chunks=1 adds every chunk's time); DELETE clears
+    GET  /sim/gpu       simulated per-card memory, for a worker's simulated GPU probe
+
+Unknown paths answer 404 and known paths with another method 405, in FastAPI's `{"detail": ...}` shape.
+
+Every handler is synchronous and runs inside `data_received` of `farm.sim.http`: a generation request is
+parsed, tokenized, planned and handed to the engine (`farm.sim.engine.admit`) there, its schedule anchored at
+the request's arrival (the moment its body was read), so the truth TTFT holds from that instant however many
+requests arrive together. A non-streaming answer is sent when its last token is due.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import random
+import time
+from collections.abc import Callable
+from time import perf_counter_ns
+from typing import Any
+from urllib.parse import parse_qs
+
+from farm.sim import protocol, timing, tokenizer
+from farm.sim.engine import Pending, SimState, admit
+from farm.sim.faults import FaultPlan
+from farm.sim.http import JSON, Connection, Request, Response, connection_factory, json_response
+from farm.sim.profile import SimProfile
+from farm.sim.scheduler import DEFAULT_SPIN_US
+
+SHUTDOWN_TIMEOUT_S = 1.0  # answers in flight (or hung by a fault) get this long after SIGTERM
+
+Handler = Callable[[SimState, Request, Connection], Response | None]
+
+
+def _json_error(err: protocol.ApiError) -> Response:
+    return json_response(err.body(), err.status)
+
+
+NOT_FOUND = Response(404, b'{"detail":"Not Found"}', JSON)
+
+
+class SimApp:
+    """The application `farm.sim.http` calls: routes each request to its handler over one `SimState`.
+
+    The scheduler task runs between `start()` and `stop()`; `connections` holds the open connections.
+    """
+
+    def __init__(self, state: SimState, clock: Callable[[], int] = perf_counter_ns) -> None:
+        self.state = state
+        self.clock = clock
+        self.connections: set[Connection] = set()
+        self._scheduler_task: asyncio.Task[None] | None = None
+        self.routes: dict[str, dict[str, Handler]] = {
+            "/health": {"GET": health},
+            "/version": {"GET": version},
+            "/v1/models": {"GET": models},
+            "/metrics": {"GET": metrics},
+            "/tokenize": {"POST": tokenize},
+            "/detokenize": {"POST": detokenize},
+            "/v1/completions": {"POST": lambda s, r, c: generate(s, r, c, "completion")},
+            "/v1/chat/completions": {"POST": lambda s, r, c: generate(s, r, c, "chat")},
+            "/sim/profile": {"GET": sim_profile},
+            "/sim/stats": {"GET": sim_stats, "DELETE": sim_stats_clear},
+            "/sim/requests": {"GET": sim_requests, "DELETE": sim_requests_clear},
+            "/sim/gpu": {"GET": sim_gpu},
+        }
+
+    def __call__(self, request: Request, conn: Connection) -> Response | None:
+        if self.state.hung:
+            return None  # never answered: the connection stays busy, as a hung engine's does
+        methods = self.routes.get(request.path)
+        if methods is None:
+            return NOT_FOUND
+        handler = methods.get("GET" if request.method == "HEAD" else request.method)
+        if handler is None:
+            allow = ", ".join(sorted(set(methods) | ({"HEAD"} if "GET" in methods else set())))
+            return Response(405, b'{"detail":"Method Not Allowed"}', JSON, {"Allow": allow})
+        return handler(self.state, request, conn)
+
+    def protocol_factory(self) -> Callable[[], Any]:
+        """What `loop.create_server` takes: a `farm.sim.http.Connection` per client, calling this app."""
+        return connection_factory(self, self.connections, self.clock)
+
+    def start(self) -> None:
+        """Start the scheduler task (in the running loop)."""
+        if self._scheduler_task is None:
+            self._scheduler_task = asyncio.create_task(self.state.scheduler.run(), name="sim-scheduler")
+
+    async def stop(self, timeout_s: float = SHUTDOWN_TIMEOUT_S) -> None:
+        """Let answers in flight finish for up to `timeout_s`, close every connection, stop the scheduler."""
+        deadline = time.monotonic() + timeout_s
+        # Polls the connections' state, which no event marks.
+        while any(c.busy for c in self.connections) and not self.state.hung and time.monotonic() < deadline:  # noqa: ASYNC110
+            await asyncio.sleep(0.01)
+        for conn in list(self.connections):
+            conn.close()
+        task, self._scheduler_task = self._scheduler_task, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+
+def build_app(
+    profile: SimProfile,
+    faults: FaultPlan | None = None,
+    *,
+    spin_us: int = DEFAULT_SPIN_US,
+    clock: Callable[[], int] = perf_counter_ns,
+) -> SimApp:
+    """The simulator's application over a fresh engine state; `serve` listens with it.
+
+    `clock` stamps arrivals: `perf_counter_ns`, or the poll-time clock of `farm.sim.http.new_event_loop`.
+    """
+    return SimApp(SimState(profile, faults or FaultPlan(), spin_us=spin_us), clock)
+
+
+def health(state: SimState, request: Request, conn: Connection) -> Response:
+    return Response(503 if state.engine_dead else 200)
+
+
+def version(state: SimState, request: Request, conn: Connection) -> Response:
+    return json_response({"version": state.profile.version})
+
+
+def models(state: SimState, request: Request, conn: Connection) -> Response:
+    p = state.profile
+    created = protocol.now_s()
+    card = {
+        "id": p.served_model_name,
+        "object": "model",
+        "created": created,
+        "owned_by": "vllm",
+        "root": p.root,
+        "parent": None,
+        "max_model_len": p.max_model_len,
+        "permission": [
+            {
+                "id": f"modelperm-{protocol.new_request_id('chat')[9:]}",
+                "object": "model_permission",
+                "created": created,
+                "allow_create_engine": False,
+                "allow_sampling": True,
+                "allow_logprobs": True,
+                "allow_search_indices": False,
+                "allow_view": True,
+                "allow_fine_tuning": False,
+                "organization": "*",
+                "group": None,
+                "is_blocking": False,
+            }
+        ],
+    }
+    return json_response({"object": "list", "data": [card]})
+
+
+def metrics(state: SimState, request: Request, conn: Connection) -> Response:
+    m = state.metrics
+    m.running = state.running
+    m.waiting = state.waiting
+    m.kv_cache_usage = min(1.0, max(0, state.scheduler.kv_tokens) / state.profile.kv_cache_tokens)
+    return Response(200, m.render().encode(), "text/plain; charset=utf-8")
+
+
+def tokenize(state: SimState, request: Request, conn: Connection) -> Response:
+    try:
+        body: protocol.TokenizeBody = protocol.parse_body(request.body, protocol.TokenizeBody)
+        protocol.check_model(body.model, state.profile)
+        if body.messages is not None:
+            # vLLM: add_special_tokens defaults to false for messages (the template carries BOS).
+            tokens = tokenizer.chat_prompt_tokens(
+                body.messages,
+                add_generation_prompt=body.add_generation_prompt,
+                chat_template_kwargs=body.chat_template_kwargs,
+            )
+            if body.add_special_tokens:
+                tokens.insert(0, tokenizer.BOS)
+        elif body.prompt is not None:
+            add = True if body.add_special_tokens is None else body.add_special_tokens
+            tokens = tokenizer.completion_prompt_tokens(body.prompt, add_bos=state.profile.add_bos and add)
+        else:
+            raise protocol.ApiError(400, "Either prompt or messages must be given.")
+    except protocol.ApiError as err:
+        return _json_error(err)
+    except ValueError as exc:
+        return _json_error(protocol.ApiError(400, str(exc)))
+    ids = state.vocabulary.encode(tokens)
+    return json_response(
+        {"count": len(ids), "max_model_len": state.profile.max_model_len, "tokens": ids, "token_strs": None}
+    )
+
+
+def detokenize(state: SimState, request: Request, conn: Connection) -> Response:
+    try:
+        body: protocol.DetokenizeBody = protocol.parse_body(request.body, protocol.DetokenizeBody)
+        protocol.check_model(body.model, state.profile)
+    except protocol.ApiError as err:
+        return _json_error(err)
+    return json_response({"prompt": state.vocabulary.decode(body.tokens)})
+
+
+def generate(state: SimState, request: Request, conn: Connection, kind: str) -> Response | None:
+    """A completion or chat request: parse, plan and hand it to the scheduler (or queue it for a slot).
+
+    Returns an error response, or None: the answer comes from the scheduler (`_finished`).
+    """
+    profile = state.profile
+    if state.engine_dead:
+        return _json_error(protocol.ApiError(500, "The engine is dead.", "InternalServerError"))
+    try:
+        if kind == "completion":
+            req = protocol.completion_request(protocol.parse_body(request.body, protocol.CompletionBody), profile)
+        else:
+            req = protocol.chat_request(protocol.parse_body(request.body, protocol.ChatBody), profile)
+    except protocol.ApiError as err:
+        return _json_error(err)
+    if state.errors.next_fails():
+        return _json_error(protocol.ApiError(500, "Injected engine error.", "InternalServerError"))
+
+    state.request_counter += 1
+    workload = timing.detect_workload(req.prompt_text, profile.workload_markers)
+    completion_tokens = timing.completion_length(
+        req.max_tokens,
+        ignore_eos=req.ignore_eos,
+        min_tokens=req.min_tokens,
+        eos_after_tokens=profile.eos_after_tokens,
+    )
+    pending = Pending(
+        req=req,
+        conn=conn,
+        arrival_ns=request.arrival_ns,
+        request_id=protocol.new_request_id(req.kind),
+        created=protocol.now_s(),
+        workload=workload,
+        one_stream_rate=profile.decode_tok_s.get(workload or "", profile.default_decode_tok_s),
+        completion_tokens=completion_tokens,
+        finish_reason="length" if completion_tokens == req.max_tokens else "stop",
+        # The same draws as timing.plan_steps(rng=Random(seed * 1_000_003 + n)); none without drafts.
+        step_rng=random.Random(profile.seed * 1_000_003 + state.request_counter)
+        if profile.num_speculative_tokens > 0
+        else None,
+    )
+    admit(state, pending)
+    return None
+
+
+def sim_profile(state: SimState, request: Request, conn: Connection) -> Response:
+    faults = state.faults
+    return json_response(
+        {
+            "profile": state.profile.model_dump(mode="json"),
+            "truth": state.truth(),
+            "faults": {
+                "startup_delay_s": faults.startup_delay_s,
+                "crash_after_s": faults.crash_after_s,
+                "crash_linger_s": faults.crash_linger_s,
+                "hang_after_s": faults.hang_after_s,
+                "error_rate": faults.error_rate,
+                "seed": faults.seed,
+            },
+            "lateness": state.lateness.summary(),
+        }
+    )
+
+
+def sim_stats(state: SimState, request: Request, conn: Connection) -> Response:
+    return json_response(
+        {
+            "lateness": state.lateness.summary(),
+            "requests": state.request_counter,
+            "running": state.running,
+            "waiting": state.waiting,
+            "decoding": state.scheduler.decoding,
+            "aborted": state.scheduler.aborted,
+            "spin_us": state.scheduler.spin_ns // 1000,
+        }
+    )
+
+
+def sim_stats_clear(state: SimState, request: Request, conn: Connection) -> Response:
+    state.lateness.clear()
+    return Response(204)
+
+
+def sim_requests(state: SimState, request: Request, conn: Connection) -> Response:
+    chunks = parse_qs(request.query).get("chunks", ["0"])[-1] not in ("0", "", "false")
+    return json_response({"requests": [r.to_json(chunks=chunks) for r in state.records]})
+
+
+def sim_requests_clear(state: SimState, request: Request, conn: Connection) -> Response:
+    state.records.clear()
+    return Response(204)
+
+
+def sim_gpu(state: SimState, request: Request, conn: Connection) -> Response:
+    p = state.profile
+    cards = [
+        {
+            "index": i,
+            "name": p.gpu_name,
+            "uuid": f"GPU-sim-{i:08x}",
+            "memory_used_mib": p.gpu_memory_used_mib,
+            "memory_total_mib": p.gpu_memory_total_mib,
+        }
+        for i in range(p.gpu_count)
+    ]
+    return json_response(cards)

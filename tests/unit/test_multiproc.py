@@ -1,0 +1,42 @@
+"""The multi-process load generator's pure parts: clock offsets, moving samples between clocks, the flag."""
+
+from __future__ import annotations
+
+import pytest
+
+from farm.bench.multiproc import CLIENT_CPU_LIMIT, CLIENT_LAG_LIMIT_MS, ShardReport, monotonic_offset_ns, shift_sample
+from farm.bench.records import RequestSample
+
+
+def test_offset_to_clock_monotonic_is_stable() -> None:
+    """Two readings of perf_counter_ns - CLOCK_MONOTONIC in one process agree within 50 µs."""
+    assert abs(monotonic_offset_ns() - monotonic_offset_ns()) < 50_000
+
+
+def test_shift_sample_moves_every_stamp() -> None:
+    """started, first, last and every chunk stamp move by the same delta; None stays None."""
+    sample = RequestSample(10, 20, 40, 5, 3, chunk_ns=(20, 30, 40))
+    moved = shift_sample(sample, -7)
+    assert (moved.started_ns, moved.first_token_ns, moved.last_token_ns) == (3, 13, 33)
+    assert moved.chunk_ns == (13, 23, 33)
+    failed = shift_sample(RequestSample(10, None, None, None, None, error="x"), 5)
+    assert failed.first_token_ns is None
+    assert failed.started_ns == 15
+
+
+def report(lag_p99: float, cpu_s: float) -> ShardReport:
+    return ShardReport(0, None, 1, 0, cpu_s, 1.0, 0.0, lag_p99, lag_p99)
+
+
+@pytest.mark.parametrize(
+    ("lag_p99", "cpu_s", "bound"),
+    [
+        (0.5, 0.5, False),
+        (CLIENT_LAG_LIMIT_MS + 0.1, 0.5, True),
+        (0.5, CLIENT_CPU_LIMIT + 0.01, True),
+        (CLIENT_LAG_LIMIT_MS, CLIENT_CPU_LIMIT, False),
+    ],
+)
+def test_a_shard_is_a_bottleneck_by_lag_or_cpu(lag_p99: float, cpu_s: float, bound: bool) -> None:
+    """Loop lag p99 above the limit or CPU busy above the limit flags the shard (the limits themselves pass)."""
+    assert (report(lag_p99, cpu_s).bottleneck() is not None) is bound
