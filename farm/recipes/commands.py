@@ -181,7 +181,7 @@ def read_command(
     if not rest:
         raise RecipeError("empty: the launch command has no tokens", source=source, field=field_name)
 
-    if arguments_only and not _starts_a_server(rest):
+    if arguments_only and not starts_a_server(rest):
         if declared_engine is None:
             raise RecipeError("arguments without an engine to run them", source=source, field=field_name)
         engine = declared_engine
@@ -206,7 +206,8 @@ def read_command(
     )
 
 
-def _starts_a_server(tokens: Sequence[str]) -> bool:
+def starts_a_server(tokens: Sequence[str]) -> bool:
+    """Whether the tokens start with a known engine's server command."""
     try:
         _launcher_of(tokens, "", "")
     except RecipeError:

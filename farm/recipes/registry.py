@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import posixpath
 from collections.abc import Mapping
 from typing import Any
 
@@ -17,6 +18,7 @@ from farm.recipes.commands import (
     model_in_argv,
     read_command,
     split_command,
+    starts_a_server,
     synthesize,
 )
 from farm.recipes.fields import (
@@ -39,6 +41,7 @@ from farm.recipes.fields import (
 )
 from farm.recipes.limits import load_json
 from farm.recipes.model import (
+    ENGINE_LAUNCHERS,
     ContainerLaunch,
     Recipe,
     ServingLimits,
@@ -104,6 +107,8 @@ def parse_registry(text: str, source: str, *, content_sha256: str | None = None)
 
     model_id = data.get("model_id")
     model_source = "model_id"
+    if model_id is None and argv_field == _SYNTHESIZED:
+        model_id, model_source = _repository(data), "huggingface.repository"
     if model_id is None:
         model_id, model_source = model_in_argv(engine.name, argv), "argv"
         if model_id is None and isinstance(instance, str):
@@ -256,8 +261,20 @@ def _registry_command(
         entrypoint = _entrypoint(section.get("entrypoint"), source, f"{field_name}.entrypoint")
         if not arguments and not entrypoint:
             continue
+        tokens = [*entrypoint, *arguments]
+        if entrypoint and not starts_a_server(tokens):
+            launcher = ENGINE_LAUNCHERS[engine]
+            if len(entrypoint) == 1 and posixpath.basename(entrypoint[0]) == launcher[0] and len(launcher) == 2:
+                tokens = [*entrypoint, launcher[1], *arguments]  # `vllm` + arguments without `serve`
+            else:
+                raise RecipeError(
+                    f"the container's entrypoint {' '.join(entrypoint)!r} is not {engine}'s server "
+                    f"({' '.join(launcher)}): the farm cannot judge what it runs",
+                    source=source,
+                    field=f"{field_name}.entrypoint",
+                )
         command = read_command(
-            [*entrypoint, *arguments], source, f"{field_name}.arguments", declared_engine=engine, arguments_only=True
+            tokens, source, f"{field_name}.arguments", declared_engine=engine, arguments_only=not entrypoint
         )
         return _with_environment(command, environment)
 
@@ -273,11 +290,14 @@ def _registry_command(
         detail = f" (observed_command is a note, {raw_observed.strip()[:60]!r})"
     else:
         detail = ""
-    model = data.get("model_instance_id")
-    if not isinstance(model, str) or not model.strip():
+    model = _repository(data)
+    if model is None:
+        instance = data.get("model_instance_id")
+        named = f"; the recipe names its model only by the registry instance id {instance!r}" if instance else ""
         raise RecipeError(
-            f"no launch command{detail}: give argv, {tokenized_field}, {observed_field}, launch.arguments, "
-            "draft_launch.arguments, or a model_instance_id to build one from the engine",
+            f"no launch command{detail}{named}: give argv, {tokenized_field}, {observed_field}, launch.arguments, "
+            "draft_launch.arguments, or a model repository (model_id, huggingface.repository) to build one from "
+            "the engine and engine_flags",
             source=source,
             field="argv",
         )
@@ -288,6 +308,20 @@ def _registry_command(
 
 
 _SYNTHESIZED = "engine+model+engine_flags"
+
+
+def _repository(data: Mapping[str, Any]) -> str | None:
+    """The model repository a recipe names outside its command: the farm's `model_id`, or the registry API's
+    `huggingface.repository` (the model instance's identity, present in the API's expanded records)."""
+    model_id = data.get("model_id")
+    if isinstance(model_id, str) and model_id.strip():
+        return model_id
+    huggingface = data.get("huggingface")
+    if isinstance(huggingface, Mapping):
+        repository = huggingface.get("repository")
+        if isinstance(repository, str) and repository.strip() and huggingface.get("status", "known") == "known":
+            return repository
+    return None
 
 
 def _more_faithful(
