@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import shlex
 from collections.abc import Mapping, Sequence
@@ -219,8 +220,14 @@ def read_hardware_id(value: object, source: str, field: str) -> str:
     if not isinstance(value, str):
         raise RecipeError(f"expected a string, got {value!r}", source=source, field=field)
     if not hardware.is_known(value):
-        known = ", ".join(sorted(hardware.catalogue()))
-        raise RecipeError(f"unknown hardware id {value!r} (the catalogue knows: {known})", source=source, field=field)
+        close = difflib.get_close_matches(value, list(hardware.catalogue()), n=3, cutoff=0.75)
+        hint = f"; close: {', '.join(close)}" if close else ""
+        raise RecipeError(
+            f"unknown hardware id {value!r}: not among the catalogue's {len(hardware.catalogue())} ids "
+            f"(the registry's hardware documents and the farm's own; `farm catalogue` lists them{hint})",
+            source=source,
+            field=field,
+        )
     return value
 
 
