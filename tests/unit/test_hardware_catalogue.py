@@ -57,7 +57,8 @@ def test_every_registry_document_is_in_the_catalogue() -> None:
 
 def test_farm_ids_and_names_survive_the_merge() -> None:
     """The ids the farm had before (h200-141gb, cpu) stay, and NVML names still find their ids."""
-    assert hardware.is_known("h200-141gb") and hardware.is_known("cpu")
+    assert hardware.is_known("h200-141gb")
+    assert hardware.is_known("cpu")
     assert hardware.id_for_nvml_name("NVIDIA H200") == "h200-141gb"
     assert hardware.id_for_nvml_name("NVIDIA RTX PRO 6000 Blackwell Server Edition") == "rtx-pro-6000-blackwell-96gb"
     assert hardware.id_for_nvml_name("NVIDIA GeForce RTX 3080 Ti") == "rtx-3080-ti-12gb"
@@ -206,4 +207,5 @@ def test_catalogue_command_lists_every_id() -> None:
     assert {str(row["id"]) for row in _registry_rows()} <= set(listed)
     assert listed["xdna2-krackan-16gb"]["accelerator_backend"] == "amd-npu"
     table = CliRunner().invoke(app, ["catalogue", "--vendor", "apple"])
-    assert "apple-m5-ultra-256gb" in table.output and "rtx-3090-24gb" not in table.output
+    assert "apple-m5-ultra-256gb" in table.output
+    assert "rtx-3090-24gb" not in table.output
