@@ -18,6 +18,7 @@ from farm.recipes.commands import (
     model_in_argv,
     read_command,
     split_command,
+    split_environment,
     starts_a_server,
     synthesize,
 )
@@ -244,7 +245,11 @@ def _registry_command(
 
     chosen: tuple[str, list[str]] | None = None
     if listed is not None and observed is not None:
-        chosen = _more_faithful(tokenized_field, listed, observed_field, observed, source)
+        # The registry keeps leading VAR=value words in tokenized.environment and drops them from the list.
+        listed_environment, listed_rest = split_environment(listed, source, tokenized_field)
+        observed_environment, observed_rest = split_environment(observed, source, observed_field)
+        environment = {**environment, **listed_environment, **observed_environment}
+        chosen = _more_faithful(tokenized_field, listed_rest, observed_field, observed_rest, source)
     elif listed is not None:
         chosen = (tokenized_field, listed)
     elif observed is not None:
