@@ -119,7 +119,7 @@ def test_valid_json_beats_stripped_json() -> None:
 def test_stripped_json_everywhere_is_refused() -> None:
     """No source keeps the JSON valid: refused, naming the token, rather than launched without its quotes."""
     stripped = ["vllm", "serve", "org/model", "--speculative-config", "{method:dspark}"]
-    with pytest.raises(RecipeError, match="token 4 .* not valid JSON") as caught:
+    with pytest.raises(RecipeError, match=r"token 4 .* not valid JSON") as caught:
         parse_registry(_recipe(metadata=_localmaxxing(" ".join(stripped), stripped)), "r.json")
     assert caught.value.field == "metadata.localmaxxing.tokenized.arguments"
 
@@ -211,7 +211,7 @@ def test_commands_refused(argv: list[str], phrase: str) -> None:
 def test_container_entrypoint_must_be_the_engine() -> None:
     """A container whose entrypoint is some script runs something the farm cannot judge: refused."""
     launch = {"kind": "docker", "image": "x/y:1", "entrypoint": "/serve.sh", "arguments": ["--model", "a/b"]}
-    with pytest.raises(RecipeError, match="entrypoint '/serve.sh' is not vllm's server") as caught:
+    with pytest.raises(RecipeError, match=r"entrypoint '/serve\.sh' is not vllm's server") as caught:
         parse_registry(_recipe(launch=launch), "r.json")
     assert caught.value.field == "launch.entrypoint"
 
