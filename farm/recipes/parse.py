@@ -28,6 +28,7 @@ __all__ = [
     "load_recipe",
     "parallel_sizes",
     "parse_localmaxxing_page",
+    "parse_recipe_bytes",
     "parse_registry",
     "split_token_list",
 ]
@@ -38,7 +39,11 @@ def load_recipe(path: Path, *, max_bytes: int | None = None) -> Recipe:
     `localmaxxing · ...` section headers is a LocalMaxxing run page. A file over `max_bytes`
     (default: Settings.max_input_bytes, 1 MB) is refused unread."""
     source = str(path)
-    data = read_limited(path, RecipeError, limit=max_bytes)
+    return parse_recipe_bytes(read_limited(path, RecipeError, limit=max_bytes), source)
+
+
+def parse_recipe_bytes(data: bytes, source: str) -> Recipe:
+    """A recipe document's bytes, parsed by content (see load_recipe)."""
     text = decode_text(data, RecipeError, source, "a recipe")
     digest = hashlib.sha256(data).hexdigest()
     if text.lstrip().startswith(("{", "[")):

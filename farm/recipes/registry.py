@@ -284,7 +284,7 @@ def _registry_command(
         return _with_environment(command, environment)
 
     kind = launch.get("kind")
-    if kind in _NO_COMMAND_KINDS:
+    if isinstance(kind, str) and kind in _NO_COMMAND_KINDS:
         where = _command_file(launch)
         raise RecipeError(
             f"a {kind} launch without arguments: its command lives in {where}, which the recipe does not carry",
