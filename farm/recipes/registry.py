@@ -11,6 +11,7 @@ from pydantic import ValidationError
 
 from farm.errors import RecipeError
 from farm.recipes.commands import (
+    NOT_SERVERS,
     Command,
     check_environment,
     is_placeholder,
@@ -254,7 +255,12 @@ def _registry_command(
         chosen = (tokenized_field, listed)
     elif observed is not None:
         chosen = (observed_field, observed)
-    if chosen is not None:
+    deferred: RecipeError | None = None
+    if chosen is not None and _benchmark_tool(chosen[1]) is not None:
+        # The run was measured with a benchmark tool (llama-bench), not a server: the registry's launch or
+        # draft launch says how to serve the same model; without one, the tool's refusal stands.
+        deferred = _not_a_server(chosen, source)
+    elif chosen is not None:
         command = read_command(chosen[1], source, chosen[0], declared_engine=engine)
         return _with_environment(command, environment)
 
@@ -283,6 +289,8 @@ def _registry_command(
         )
         return _with_environment(command, environment)
 
+    if deferred is not None:
+        raise deferred
     kind = launch.get("kind")
     if isinstance(kind, str) and kind in _NO_COMMAND_KINDS:
         where = _command_file(launch)
@@ -313,6 +321,25 @@ def _registry_command(
 
 
 _SYNTHESIZED = "engine+model+engine_flags"
+
+
+def _benchmark_tool(tokens: list[str]) -> str | None:
+    """The tool's name when a command runs a benchmark tool rather than a server (after any VAR=value words)."""
+    for token in tokens:
+        if "=" in token and not token.startswith("-") and token.split("=", 1)[0].isidentifier():
+            continue
+        name = posixpath.basename(token)
+        return name if name in NOT_SERVERS else None
+    return None
+
+
+def _not_a_server(chosen: tuple[str, list[str]], source: str) -> RecipeError:
+    field_name, tokens = chosen
+    try:
+        read_command(tokens, source, field_name, declared_engine=None)
+    except RecipeError as exc:
+        return exc
+    return RecipeError("runs a benchmark tool, not a server", source=source, field=field_name)
 
 
 def _repository(data: Mapping[str, Any]) -> str | None:

@@ -229,3 +229,15 @@ def test_recipe_check_goes_on_past_bad_files(tmp_path: Path) -> None:
     assert result.output.count("FAIL") == 2
     assert f"ok     {good}" in result.output
     assert "1 of 3 accepted" in result.output
+
+
+def test_benchmark_tool_falls_back_to_the_draft_launch() -> None:
+    """A run measured with llama-bench, whose registry record drafts a llama-server launch: the draft is the
+    command; without a draft, the benchmark tool is refused."""
+    recipe = load_recipe(REGISTRY / "deepseek-v4-flash-0731-iq2-xss-rtx-3090-24gb-llama-cpp-tp1.json")
+    assert recipe.argv[0] == "llama-server"
+    assert recipe.provenance.command_source == "draft_launch.arguments"
+    assert recipe.model_id == "AtomicChat/DeepSeek-V4-Flash-0731-GGUF:IQ2_XSS"
+    assert recipe.serving.max_context_tokens == 2048
+    with pytest.raises(RecipeError, match="benchmark tool, not a server"):
+        parse_registry(_recipe(engine={"name": "llama.cpp"}, argv=["llama-bench", "-m", "/m.gguf"]), "r.json")
