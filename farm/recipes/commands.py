@@ -104,11 +104,86 @@ def is_placeholder(command: str) -> bool:
 
 
 def split_command(text: str, source: str, field_name: str) -> list[str]:
-    """A command line split as a POSIX shell would (quotes kept together)."""
+    """A command line split as a POSIX shell would, except that a JSON value written without shell quotes
+    (`--speculative-config {"method":"mtp"}`, as people paste commands) is kept as the JSON it means: a shell
+    would strip its double quotes, which is how the registry's token lists lost theirs."""
+    protected, values = _protect_json(text)
     try:
-        return shlex.split(text)
+        tokens = shlex.split(protected)
     except ValueError as exc:
         raise RecipeError(f"the command line does not parse: {exc}", source=source, field=field_name) from exc
+    for index, value in enumerate(values):
+        marker = _JSON_MARKER.format(index)
+        tokens = [token.replace(marker, value) for token in tokens]
+    return tokens
+
+
+_JSON_MARKER = "\x00json{}\x00"
+
+
+def _protect_json(text: str) -> tuple[str, list[str]]:
+    """The text with each unquoted, valid JSON object or array that holds double quotes replaced by a marker,
+    and those JSON texts in order."""
+    out: list[str] = []
+    values: list[str] = []
+    quote: str | None = None
+    index = 0
+    while index < len(text):
+        char = text[index]
+        if quote is not None:
+            if char == "\\" and quote == '"' and index + 1 < len(text):
+                out.append(text[index : index + 2])
+                index += 2
+                continue
+            if char == quote:
+                quote = None
+        elif char == "\\" and index + 1 < len(text):
+            out.append(text[index : index + 2])
+            index += 2
+            continue
+        elif char in "'\"":
+            quote = char
+        elif char in "{[" and (index == 0 or text[index - 1] in " \t=\n"):
+            end = _json_end(text, index)
+            if end is not None and '"' in text[index:end]:
+                values.append(text[index:end])
+                out.append(_JSON_MARKER.format(len(values) - 1))
+                index = end
+                continue
+        out.append(char)
+        index += 1
+    return "".join(out), values
+
+
+def _json_end(text: str, start: int) -> int | None:
+    """The end of the balanced JSON value starting at `start`, if it parses as JSON and ends a word."""
+    depth = 0
+    in_string = escaped = False
+    for index in range(start, min(len(text), start + MAX_TOKEN_CHARS)):
+        char = text[index]
+        if in_string:
+            if escaped:
+                escaped = False
+            elif char == "\\":
+                escaped = True
+            elif char == '"':
+                in_string = False
+        elif char == '"':
+            in_string = True
+        elif char in "{[":
+            depth += 1
+        elif char in "}]":
+            depth -= 1
+            if depth == 0:
+                end = index + 1
+                if end < len(text) and not text[end].isspace():
+                    return None
+                try:
+                    json.loads(text[start:end])
+                except (ValueError, RecursionError):
+                    return None
+                return end
+    return None
 
 
 def split_environment(tokens: Sequence[str], source: str, field_name: str) -> tuple[dict[str, str], list[str]]:

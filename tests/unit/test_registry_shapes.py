@@ -241,3 +241,16 @@ def test_benchmark_tool_falls_back_to_the_draft_launch() -> None:
     assert recipe.serving.max_context_tokens == 2048
     with pytest.raises(RecipeError, match="benchmark tool, not a server"):
         parse_registry(_recipe(engine={"name": "llama.cpp"}, argv=["llama-bench", "-m", "/m.gguf"]), "r.json")
+
+
+def test_unquoted_json_in_an_observed_command_stays_json() -> None:
+    """`--speculative-config {"method":"mtp"}` pasted without shell quotes means that JSON; a shell split
+    would strip its quotes (how the registry's token lists lost them), so the farm keeps it whole. The real
+    record: python -m vllm...api_server, a stripped token list, and an observed command with the JSON."""
+    recipe = load_recipe(REGISTRY / "deepseek-v4-flash-fp8-dgx-spark-gb10-128gb-vllm-tp1-nzqc7c66.json")
+    assert recipe.argv[:3] == ("vllm", "serve", "0xSero/DeepSeek-V4-Flash-180B")
+    assert json.loads(recipe.argv[-1]) == {"method": "deepseek_mtp", "num_speculative_tokens": 2}
+    assert recipe.provenance.command_source == "metadata.localmaxxing.observed_command"
+    assert recipe.provenance.source_command[:3] == ("python", "-m", "vllm.entrypoints.openai.api_server")
+    quoted = parse_registry(_recipe(metadata=_localmaxxing('vllm serve m --x \'{"a": ["b c"]}\' --y {a:b}')), "r.json")
+    assert quoted.argv[3:5] == ("--x", '{"a": ["b c"]}')
