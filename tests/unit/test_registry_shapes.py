@@ -252,5 +252,5 @@ def test_unquoted_json_in_an_observed_command_stays_json() -> None:
     assert json.loads(recipe.argv[-1]) == {"method": "deepseek_mtp", "num_speculative_tokens": 2}
     assert recipe.provenance.command_source == "metadata.localmaxxing.observed_command"
     assert recipe.provenance.source_command[:3] == ("python", "-m", "vllm.entrypoints.openai.api_server")
-    quoted = parse_registry(_recipe(metadata=_localmaxxing('vllm serve m --x \'{"a": ["b c"]}\' --y {a:b}')), "r.json")
+    quoted = parse_registry(_recipe(metadata=_localmaxxing('vllm serve m --x \'{"a": ["b c"]}\' --y 1')), "r.json")
     assert quoted.argv[3:5] == ("--x", '{"a": ["b c"]}')
