@@ -26,6 +26,9 @@ class Settings(BaseSettings):
     poll_interval_s: float = Field(1.0, gt=0, description="embedded mode: how often an idle worker polls")
     log_format: str = Field("auto", description="'json', 'console' or 'auto' (console on a terminal)")
     log_level: str = Field("info")
+    max_input_bytes: int = Field(
+        1_000_000, gt=0, description="the largest recipe or sweep spec file read (1 MB; the seed recipe is 40 KB)"
+    )
 
     @property
     def resolved_database_url(self) -> str:

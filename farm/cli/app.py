@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from farm.cli import bench, db, demo, jobs, recipe, results, sim, worker, workers
+from farm.cli import bench, catalogue, db, demo, jobs, recipe, results, sim, worker, workers
 
 app = typer.Typer(
     help="bench farm: benchmark sweeps of LLM inference servers, with every figure's provenance.",
@@ -21,6 +21,7 @@ app.command()(jobs.results)
 app.command()(jobs.leaderboard)
 app.command()(worker.worker)
 app.command()(workers.workers)
+app.command()(catalogue.catalogue)
 app.command()(demo.demo)
 app.command()(bench.bench)
 app.command()(results.aggregate)

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import re
+from collections import Counter
 from pathlib import Path
 
 import typer
 from rich.table import Table
 
 from farm.cli.common import console, err_console, farm_errors, print_json
+from farm.engines.policy import check_recipe_for_submit
 from farm.errors import InputError
 from farm.recipes.parse import load_recipe
 
@@ -39,16 +42,68 @@ def show(
 
 
 @app.command("check")
-def check(files: list[Path] = typer.Argument(..., help="recipe documents")) -> None:
-    """Validate many recipes; exit non-zero if any is bad. Nothing is stored."""
-    bad = 0
+def check(
+    files: list[Path] = typer.Argument(..., help="recipe documents"),
+    summary: bool = typer.Option(False, "--summary", help="end with counts by engine and the reasons for refusals"),
+) -> None:
+    """Validate many recipes; go on past a bad one and exit non-zero if any is bad. Nothing is stored.
+
+    Each file is parsed (the command read from the recipe's most faithful source) and then put to the
+    argument policy every farm applies at submit; a recipe that parses but that policy refuses is listed as
+    POLICY, apart from one that does not parse (FAIL)."""
+    outcomes: list[tuple[str, str, str]] = []
     for file in files:
-        try:
-            recipe = load_recipe(file)
-        except InputError as exc:
-            bad += 1
-            err_console.print(f"FAIL {exc}", markup=False, highlight=False, soft_wrap=True)
-            continue
-        console.print(f"ok   {file}: {recipe.id} ({recipe.hardware_class})", markup=False, highlight=False)
-    if bad:
+        outcome = _check_one(file)
+        outcomes.append(outcome)
+        status, _engine, detail = outcome
+        line = f"{status:<6} {file}: {detail}"
+        (console if status == "ok" else err_console).print(line, markup=False, highlight=False, soft_wrap=True)
+    if summary:
+        _print_summary(outcomes)
+    if any(status != "ok" for status, _, _ in outcomes):
         raise typer.Exit(2)
+
+
+def _check_one(file: Path) -> tuple[str, str, str]:
+    """('ok' | 'FAIL' | 'POLICY', engine, what to print) for one file; never raises."""
+    try:
+        recipe = load_recipe(file)
+    except InputError as exc:
+        return "FAIL", "-", exc.detail if exc.field is None else f"field {exc.field!r}: {exc.detail}"
+    except Exception as exc:
+        return "FAIL", "-", f"internal error ({type(exc).__name__}): {exc}"
+    source = recipe.provenance.command_source or "?"
+    described = f"{recipe.id} ({recipe.hardware_class}, {recipe.engine.name}, command from {source})"
+    try:
+        check_recipe_for_submit(recipe)
+    except InputError as exc:
+        return "POLICY", recipe.engine.name, f"{described} parses, but the submit policy refuses it: {exc.detail}"
+    except Exception as exc:
+        return "POLICY", recipe.engine.name, f"{described}: policy check failed ({type(exc).__name__}): {exc}"
+    return "ok", recipe.engine.name, described
+
+
+def _print_summary(outcomes: list[tuple[str, str, str]]) -> None:
+    by_engine: dict[str, Counter[str]] = {}
+    reasons: Counter[str] = Counter()
+    for status, engine, detail in outcomes:
+        by_engine.setdefault(engine, Counter())[status] += 1
+        if status != "ok":
+            reasons[_reason(detail)] += 1
+    table = Table("engine", "ok", "policy", "fail")
+    for engine, counts in sorted(by_engine.items()):
+        table.add_row(engine, str(counts["ok"]), str(counts["POLICY"]), str(counts["FAIL"]))
+    console.print(table)
+    total = len(outcomes)
+    accepted = sum(1 for status, _, _ in outcomes if status == "ok")
+    parsed = sum(1 for status, _, _ in outcomes if status != "FAIL")
+    console.print(f"{accepted} of {total} accepted; {parsed} of {total} parse", highlight=False)
+    for reason, count in reasons.most_common():
+        console.print(f"{count:>4}  {reason}", markup=False, highlight=False)
+
+
+def _reason(detail: str) -> str:
+    """A refusal without its particulars (ids, values), so alike refusals count together."""
+    text = re.sub(r"'[^'\s]*'|\([^)]*\)", "…", detail)
+    text = re.sub(r"\d+", "N", text)
+    return text[:110]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import shlex
 from collections.abc import Mapping, Sequence
@@ -11,9 +12,9 @@ from pydantic import ValidationError
 
 from farm import hardware
 from farm.errors import RecipeError
+from farm.recipes.commands import canonical_engine
 from farm.recipes.model import (
-    ENGINE_SUBCOMMANDS,
-    KNOWN_ENGINES,
+    ENGINE_LAUNCHERS,
     Engine,
     Recipe,
 )
@@ -21,10 +22,33 @@ from farm.recipes.model import (
 # vLLM's parallelism flags: devices used = tensor × pipeline × data parallel (decode-context parallel reuses
 # the tensor-parallel devices, so it does not count).
 PARALLEL_FLAGS: dict[str, tuple[str, ...]] = {
-    "tensor": ("--tensor-parallel-size", "-tp"),
-    "pipeline": ("--pipeline-parallel-size", "-pp"),
-    "data": ("--data-parallel-size", "-dp"),
+    "tensor": ("--tensor-parallel-size", "--tensor_parallel_size", "-tp"),
+    "pipeline": ("--pipeline-parallel-size", "--pipeline_parallel_size", "-pp"),
+    "data": ("--data-parallel-size", "--data_parallel_size", "-dp"),
 }
+
+SGLANG_PARALLEL_FLAGS: dict[str, tuple[str, ...]] = {
+    "tensor": ("--tp-size", "--tp", "--tensor-parallel-size"),
+    "pipeline": ("--pp-size", "--pipeline-parallel-size"),
+    "data": ("--dp-size", "--dp", "--data-parallel-size"),
+}
+"""SGLang's spellings of the same sizes (python -m sglang.launch_server --help)."""
+
+DEVICE_COUNTING_ENGINES: dict[str, dict[str, tuple[str, ...]]] = {
+    "vllm": PARALLEL_FLAGS,
+    "sglang": SGLANG_PARALLEL_FLAGS,
+}
+"""Engines whose argv says how many devices they use. The others (llama.cpp, MLX, ...) use every device they are
+given, so their recipe's hardware_count stands on its own."""
+
+CONTEXT_FLAGS: dict[str, tuple[str, ...]] = {
+    "vllm": ("--max-model-len", "--max_model_len"),
+    "sglang": ("--context-length", "--context_length"),
+    "llama.cpp": ("-c", "--ctx-size", "--ctx_size"),
+    "mlx": ("--max-kv-size",),
+    "hipfire": ("--max-seq-len",),
+}
+"""The option that sets the context length, in every spelling each engine accepts."""
 
 
 def sha256_text(text: str) -> str:
@@ -59,17 +83,17 @@ def cross_check(argv: list[str], argv_field: str, observed: list[str], observed_
 
 
 def check_launch(argv: Sequence[str], engine: str, source: str, field: str) -> None:
+    """A canonical argv: the engine's launcher first, no empty token."""
     if not argv:
         raise RecipeError("empty: the launch command has no tokens", source=source, field=field)
     if any(not token for token in argv):
         raise RecipeError(f"token {list(argv).index('')} is empty", source=source, field=field)
-    if argv[0] != engine:
-        raise RecipeError(f"executable {argv[0]!r} is not the engine {engine!r}", source=source, field=field)
-    subcommand = ENGINE_SUBCOMMANDS.get(engine)
-    if subcommand is not None and (len(argv) < 2 or argv[1] != subcommand):
-        got = repr(argv[1]) if len(argv) > 1 else "nothing"
+    launcher = ENGINE_LAUNCHERS[engine]
+    if tuple(argv[: len(launcher)]) != launcher:
         raise RecipeError(
-            f"expected '{engine} {subcommand} ...', got {got} after {engine!r}", source=source, field=field
+            f"expected {' '.join(launcher)!r} first, got {' '.join(argv[: len(launcher)])!r}",
+            source=source,
+            field=field,
         )
 
 
@@ -82,24 +106,43 @@ def model_from_argv(argv: Sequence[str], source: str, field: str) -> str:
     raise RecipeError("names no model (no positional model and no --model)", source=source, field=field)
 
 
-def parallel_sizes(argv: Sequence[str], *, source: str = "<argv>", field: str = "argv") -> dict[str, int]:
+def parallel_sizes(
+    argv: Sequence[str], *, source: str = "<argv>", field: str = "argv", engine: str = "vllm"
+) -> dict[str, int]:
     """The tensor, pipeline and data parallel sizes an argv asks for (1 where a flag is absent)."""
     sizes = {}
-    for kind, names in PARALLEL_FLAGS.items():
+    for kind, names in DEVICE_COUNTING_ENGINES.get(engine, PARALLEL_FLAGS).items():
         value = flag_value(argv, names)
         if value is None:
             sizes[kind] = 1
-        elif value.isdigit() and int(value) >= 1:
+        elif value.isdigit() and len(value) <= 6 and int(value) >= 1:
             sizes[kind] = int(value)
         else:
             raise RecipeError(f"{names[0]} expects a positive integer, got {value!r}", source=source, field=field)
     return sizes
 
 
-def max_model_len(argv: Sequence[str]) -> int | None:
-    """The context length the argv sets (`--max-model-len`), when it is a plain integer."""
-    value = flag_value(argv, ("--max-model-len",))
-    return int(value) if value is not None and value.isdigit() else None
+_SIZE_SUFFIXES = {"k": 1_000, "m": 1_000_000, "g": 1_000_000_000, "K": 1024, "M": 1024**2, "G": 1024**3}
+
+
+def context_tokens(value: str) -> int | None:
+    """A context length as engines accept it: `262144`, or vLLM's `128k` (×1000) and `128K` (×1024)."""
+    text = value.strip().replace("_", "")
+    if text[-1:] in _SIZE_SUFFIXES and text[:-1].isdigit() and len(text) <= 12:
+        return int(text[:-1]) * _SIZE_SUFFIXES[text[-1]]
+    if text.isdigit() and len(text) <= 12:
+        return int(text)
+    return None
+
+
+def max_model_len(argv: Sequence[str], engine: str = "vllm") -> int | None:
+    """The context length the argv sets (`--max-model-len 262144`, `--max_model_len=128k`, llama.cpp's `-c`,
+    SGLang's `--context-length`), when it is a number; None when the argv leaves it to the model."""
+    value = flag_value(argv, CONTEXT_FLAGS.get(engine, CONTEXT_FLAGS["vllm"]))
+    if value is None:
+        return None
+    tokens = context_tokens(value)
+    return tokens if tokens else None
 
 
 def describe_parallel(sizes: Mapping[str, int]) -> str:
@@ -177,8 +220,14 @@ def read_hardware_id(value: object, source: str, field: str) -> str:
     if not isinstance(value, str):
         raise RecipeError(f"expected a string, got {value!r}", source=source, field=field)
     if not hardware.is_known(value):
-        known = ", ".join(sorted(hardware.catalogue()))
-        raise RecipeError(f"unknown hardware id {value!r} (the catalogue knows: {known})", source=source, field=field)
+        close = difflib.get_close_matches(value, list(hardware.catalogue()), n=3, cutoff=0.75)
+        hint = f"; close: {', '.join(close)}" if close else ""
+        raise RecipeError(
+            f"unknown hardware id {value!r}: not among the catalogue's {len(hardware.catalogue())} ids "
+            f"(the registry's hardware documents and the farm's own; `farm catalogue` lists them{hint})",
+            source=source,
+            field=field,
+        )
     return value
 
 
@@ -189,15 +238,11 @@ def read_hardware_count(value: object, source: str) -> int:
 
 
 def read_engine(value: object, source: str) -> Engine:
+    """The engine, its name made canonical (`vLLM` is vllm, `llama-cpp` is llama.cpp)."""
     if value is None:
         raise RecipeError("missing: every recipe names its engine", source=source, field="engine")
     fields = mapping(value, source, "engine")
-    name = fields.get("name")
-    if not isinstance(name, str) or not name:
-        raise RecipeError(f"expected a non-empty string, got {name!r}", source=source, field="engine.name")
-    if name not in KNOWN_ENGINES:
-        known = ", ".join(sorted(KNOWN_ENGINES))
-        raise RecipeError(f"unknown engine {name!r} (known: {known})", source=source, field="engine.name")
+    name = canonical_engine(fields.get("name"), source, "engine.name")
     version = fields.get("version")
     if version is not None and not isinstance(version, str):
         raise RecipeError(f"expected a string, got {version!r}", source=source, field="engine.version")

@@ -4,11 +4,43 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
-KNOWN_ENGINES: frozenset[str] = frozenset({"vllm"})
-"""Engine names a recipe may ask for. A recipe's argv starts with its engine's executable (the same name)."""
+ENGINE_LAUNCHERS: dict[str, tuple[str, ...]] = {
+    "vllm": ("vllm", "serve"),
+    "sglang": ("python", "-m", "sglang.launch_server"),
+    "llama.cpp": ("llama-server",),
+    "ollama": ("ollama", "serve"),
+    "mlx": ("mlx_lm.server",),
+    "lmstudio": ("lms", "server", "start"),
+    "tabbyapi": ("python", "main.py"),
+    "hipfire": ("hipfire", "serve"),
+}
+"""Each engine's canonical name and the tokens its server command starts with in `Recipe.argv` (the executable
+and its one subcommand or module). Other spellings of the same command (`python -m
+vllm.entrypoints.openai.api_server`, `python3 -m sglang.launch_server`, `/opt/llama.cpp/build/bin/llama-server`)
+are rewritten to these by farm.recipes.commands."""
 
-ENGINE_SUBCOMMANDS: dict[str, str] = {"vllm": "serve"}
+KNOWN_ENGINES: frozenset[str] = frozenset(ENGINE_LAUNCHERS)
+"""Canonical engine names a recipe may ask for (aliases such as `llama-cpp` or `vLLM`: farm.recipes.commands)."""
+
+ENGINE_SUBCOMMANDS: dict[str, str] = {
+    name: launcher[1] for name, launcher in ENGINE_LAUNCHERS.items() if len(launcher) == 2
+}
 """The subcommand that starts an engine's server (`vllm serve`); others (`vllm bench`) serve nothing."""
+
+POSITIONAL_MODEL_ENGINES: frozenset[str] = frozenset({"vllm", "hipfire"})
+"""Engines whose canonical argv names the model as the first argument after the launcher."""
+
+COMMAND_SOURCES = (
+    "argv",
+    "metadata.localmaxxing.tokenized.arguments",
+    "metadata.localmaxxing.observed_command",
+    "launch.arguments",
+    "draft_launch.arguments",
+    "engine+model+engine_flags",
+    "localmaxxing.tokenized.arguments",
+    "localmaxxing.observed_command",
+)
+"""Where a recipe's command can come from (RecipeProvenance.command_source), in the order they are tried."""
 
 SOURCE_FORMATS = ("local-ai-registry/v1", "localmaxxing-page")
 """The recipe documents the farm reads (farm.recipes.parse)."""
@@ -35,6 +67,10 @@ class RecipeProvenance(_Frozen):
     run_id: str | None = None
     run_url: str | None = None
     argv_fidelity: str | None = None
+    command_source: str | None = Field(None, description="the field the argv was read from (COMMAND_SOURCES)")
+    source_command: tuple[str, ...] = Field((), description="the command's tokens as that field gave them")
+    launch_kind: str | None = Field(None, description="the registry's launch.kind: reference, docker, ...")
+    model_source: str | None = Field(None, description="where model_id came from: argv, model_id, model_instance_id")
     content_sha256: str = Field(description="sha256 of the source document's bytes")
 
 
@@ -86,6 +122,12 @@ class Recipe(_Frozen):
     hardware_count: int = Field(ge=1)
     engine: Engine
     argv: tuple[str, ...] = Field(description="the launch command as tokens, e.g. ('vllm', 'serve', MODEL, ...)")
+    environment: dict[str, str] = Field(
+        default_factory=dict,
+        description="variables the command set for the engine process (leading VAR=value words, "
+        "tokenized.environment); never part of argv. A container's own variables are in container.environment",
+    )
+    model_instance_id: str | None = Field(None, description="the registry's model_instance_id, when it gives one")
     container: ContainerLaunch | None = None
     serving: ServingLimits = ServingLimits()
     provenance: RecipeProvenance
@@ -101,10 +143,14 @@ class Recipe(_Frozen):
     def engine_args(self) -> tuple[str, ...]:
         """The argv after the executable, subcommand and model (the flags the engine is launched with)."""
         args = list(self.argv)
-        if args and args[0] == "vllm":
-            args = args[1:]
-        if args and args[0] == "serve":
-            args = args[1:]
-        if args and not args[0].startswith("-"):
+        launcher = ENGINE_LAUNCHERS.get(self.engine.name, ())
+        if tuple(args[: len(launcher)]) == launcher:
+            args = args[len(launcher) :]
+        if self.engine.name in POSITIONAL_MODEL_ENGINES and args and not args[0].startswith("-"):
             args = args[1:]
         return tuple(args)
+
+    @property
+    def launcher(self) -> tuple[str, ...]:
+        """The executable and subcommand (or module) tokens that start argv."""
+        return ENGINE_LAUNCHERS.get(self.engine.name, self.argv[:1])

@@ -2,21 +2,22 @@
 
 from __future__ import annotations
 
+import re
+
 from farm import hardware
 from farm.errors import RecipeError
+from farm.recipes.commands import ENGINE_ALIASES, is_placeholder, json_damage, model_in_argv, read_command
 from farm.recipes.fields import (
     build,
     check_launch,
     cross_check,
     max_model_len,
-    model_from_argv,
     observed_tokens,
     parallel_sizes,
     read_recipe_id,
     sha256_text,
 )
 from farm.recipes.model import (
-    KNOWN_ENGINES,
     Engine,
     Recipe,
 )
@@ -35,6 +36,21 @@ _PAGE_FIELDS = frozenset({"captured at"})
 # --- the LocalMaxxing run page --------------------------------------------------------------------
 
 
+PAGE_REQUIRED = (
+    "localmaxxing.hardware_label",
+    "localmaxxing.run_id",
+    "localmaxxing.tokenized.fidelity",
+    "provenance.captured_at",
+)
+"""Sections every LocalMaxxing run page has. A page cut part-way loses the last of them (or cuts its value)."""
+
+_RUN_ID = re.compile(r"^c[a-z0-9]{20,31}$")
+"""LocalMaxxing run ids are cuids: `c` and 24 lowercase letters or digits (cmsb828qn0061qd01l1fsm6pa)."""
+_CAPTURED_AT = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})$")
+_ID_SUFFIX = re.compile(r"-(?P<engine>[a-z0-9.]+(?:-cpp)?)-tp(?P<tp>\d+)$")
+_FIDELITIES = frozenset({"faithful", "reconstructed", "partial", "lossy"})
+
+
 def parse_localmaxxing_page(text: str, source: str, *, content_sha256: str | None = None) -> Recipe:
     """Parse a LocalMaxxing run page saved as text.
 
@@ -42,49 +58,86 @@ def parse_localmaxxing_page(text: str, source: str, *, content_sha256: str | Non
     `localmaxxing · tokenized · arguments` (a comma-and-space separated token list), `provenance` /
     `captured at`, ... The hardware id comes from the hardware label through the catalogue; the device count
     from the argv's parallel sizes; the engine from the argv's executable.
+
+    A page must be whole: the sections in PAGE_REQUIRED are present, the capture time is a full timestamp, the
+    run id a whole run id, and the sections agree with each other (the observed command with the token list,
+    the id's `-<engine>-tp<N>` ending with the command), so a page cut part-way is refused, not read as a
+    shorter recipe.
     """
+    if "\0" in text:
+        raise RecipeError("binary text (NUL character): a page is UTF-8 text", source=source)
     recipe_id, sections = _page_sections(text, source)
+    for required in PAGE_REQUIRED:
+        if not sections.get(required):
+            raise RecipeError(
+                "missing: a whole LocalMaxxing page has this section (is the page cut short?)",
+                source=source,
+                field=required,
+            )
     label_field = "localmaxxing.hardware_label"
-    label = sections.get(label_field)
-    if not label:
-        raise RecipeError("missing: the page names no hardware", source=source, field=label_field)
+    label = sections[label_field]
     hardware_id = hardware.id_for_label(label)
     if hardware_id is None:
         raise RecipeError(f"no hardware in the catalogue matches {label!r}", source=source, field=label_field)
+    run_id = sections["localmaxxing.run_id"]
+    if not _RUN_ID.match(run_id):
+        raise RecipeError(f"not a LocalMaxxing run id: {run_id!r}", source=source, field="localmaxxing.run_id")
+    captured_at = sections["provenance.captured_at"]
+    if not _CAPTURED_AT.match(captured_at):
+        raise RecipeError(
+            f"not a whole timestamp (YYYY-MM-DDTHH:MM:SSZ): {captured_at!r}",
+            source=source,
+            field="provenance.captured_at",
+        )
+    fidelity = sections["localmaxxing.tokenized.fidelity"]
+    if fidelity not in _FIDELITIES:
+        raise RecipeError(
+            f"unknown fidelity {fidelity!r} (known: {', '.join(sorted(_FIDELITIES))})",
+            source=source,
+            field="localmaxxing.tokenized.fidelity",
+        )
 
     argv_field = "localmaxxing.tokenized.arguments"
     observed_field = "localmaxxing.observed_command"
-    observed = observed_tokens(sections.get(observed_field), source, observed_field)
+    raw_observed = sections.get(observed_field)
+    observed = None
+    if raw_observed is not None and not is_placeholder(raw_observed):
+        observed = observed_tokens(raw_observed, source, observed_field)
     listed = sections.get(argv_field)
     if listed:
         if observed is not None and ", ".join(observed) == listed:
             # The list's separator also occurs inside tokens; the observed command settles where tokens end.
-            argv = observed
+            tokens = observed
         else:
-            argv = split_token_list(listed)
+            tokens = split_token_list(listed)
             if observed is not None:
-                cross_check(argv, argv_field, observed, observed_field, source)
+                cross_check(tokens, argv_field, observed, observed_field, source)
     elif observed is not None:
-        argv_field, argv = observed_field, observed
+        argv_field, tokens = observed_field, observed
     else:
         raise RecipeError(
             f"missing: the page has neither tokenized arguments nor an observed command ({observed_field})",
             source=source,
             field=argv_field,
         )
-    if not argv:
+    if not tokens:
         raise RecipeError("empty: the launch command has no tokens", source=source, field=argv_field)
-    if argv[0] not in KNOWN_ENGINES:
+    command = read_command(tokens, source, argv_field, declared_engine=None)
+    engine = Engine(name=command.engine)
+    argv = list(command.argv)
+    check_launch(argv, engine.name, source, argv_field)
+    damaged = json_damage(argv)
+    if damaged:
         raise RecipeError(
-            f"executable {argv[0]!r} is not a known engine (known: {', '.join(sorted(KNOWN_ENGINES))})",
+            f"token {damaged[0]} ({argv[damaged[0]][:80]!r}) looks like JSON but is not valid JSON",
             source=source,
             field=argv_field,
         )
-    engine = Engine(name=argv[0])
-    check_launch(argv, engine.name, source, argv_field)
-    model_id = model_from_argv(argv, source, argv_field)
-    sizes = parallel_sizes(argv, source=source, field=argv_field)
-    captured_at = sections.get("provenance.captured_at")
+    model_id = model_in_argv(engine.name, argv)
+    if model_id is None:
+        raise RecipeError("names no model", source=source, field=argv_field)
+    sizes = parallel_sizes(argv, source=source, field=argv_field, engine=engine.name)
+    _check_id_agrees(recipe_id, engine.name, sizes["tensor"], source)
     return build(
         source,
         id=recipe_id,
@@ -93,20 +146,38 @@ def parse_localmaxxing_page(text: str, source: str, *, content_sha256: str | Non
         hardware_count=sizes["tensor"] * sizes["pipeline"] * sizes["data"],
         engine=engine,
         argv=tuple(argv),
+        environment=command.environment,
         serving={
             "tensor_parallel": sizes["tensor"],
-            "max_context_tokens": max_model_len(argv),
+            "max_context_tokens": max_model_len(argv, engine.name),
         },
         notes=sections.get("localmaxxing.notes"),
         provenance={
             "source_format": PAGE_FORMAT,
             "captured_at": captured_at,
             "sources": [{"kind": PAGE_FORMAT, "captured_at": captured_at}],
-            "run_id": sections.get("localmaxxing.run_id"),
-            "argv_fidelity": sections.get("localmaxxing.tokenized.fidelity"),
+            "run_id": run_id,
+            "argv_fidelity": fidelity,
+            "command_source": argv_field,
+            "source_command": tuple(tokens),
+            "model_source": "argv",
             "content_sha256": content_sha256 or sha256_text(text),
         },
     )
+
+
+def _check_id_agrees(recipe_id: str, engine: str, tensor: int, source: str) -> None:
+    """An id ending `-<engine>-tp<N>` (as LocalMaxxing names runs) must match the command's engine and TP."""
+    match = _ID_SUFFIX.search(recipe_id)
+    if match is None:
+        return
+    named = ENGINE_ALIASES.get(match["engine"])
+    if named is not None and named != engine:
+        raise RecipeError(f"says {match['engine']!r}, but the command runs {engine}", source=source, field="id")
+    if named is not None and int(match["tp"]) != tensor:
+        raise RecipeError(
+            f"says tensor parallel {match['tp']}, but the command has {tensor}", source=source, field="id"
+        )
 
 
 def _page_sections(text: str, source: str) -> tuple[str, dict[str, str]]:

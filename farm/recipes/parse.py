@@ -13,6 +13,7 @@ from pathlib import Path
 
 from farm.errors import RecipeError
 from farm.recipes.fields import parallel_sizes
+from farm.recipes.limits import decode_text, read_limited
 from farm.recipes.model import (
     KNOWN_ENGINES,
     Recipe,
@@ -27,20 +28,23 @@ __all__ = [
     "load_recipe",
     "parallel_sizes",
     "parse_localmaxxing_page",
+    "parse_recipe_bytes",
     "parse_registry",
     "split_token_list",
 ]
 
 
-def load_recipe(path: Path) -> Recipe:
+def load_recipe(path: Path, *, max_bytes: int | None = None) -> Recipe:
     """Read a recipe file and parse it by its content: JSON is a registry recipe, text with
-    `localmaxxing · ...` section headers is a LocalMaxxing run page."""
+    `localmaxxing · ...` section headers is a LocalMaxxing run page. A file over `max_bytes`
+    (default: Settings.max_input_bytes, 1 MB) is refused unread."""
     source = str(path)
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise RecipeError(f"cannot read the file: {exc.strerror or exc}", source=source) from exc
-    text = _decode(data, source)
+    return parse_recipe_bytes(read_limited(path, RecipeError, limit=max_bytes), source)
+
+
+def parse_recipe_bytes(data: bytes, source: str) -> Recipe:
+    """A recipe document's bytes, parsed by content (see load_recipe)."""
+    text = decode_text(data, RecipeError, source, "a recipe")
     digest = hashlib.sha256(data).hexdigest()
     if text.lstrip().startswith(("{", "[")):
         return parse_registry(text, source, content_sha256=digest)
@@ -51,18 +55,3 @@ def load_recipe(path: Path) -> Recipe:
         f"(no '{PAGE_PREFIX.strip()}' section headers)",
         source=source,
     )
-
-
-def _decode(data: bytes, source: str) -> str:
-    if not data.strip():
-        raise RecipeError("empty file: a recipe needs content", source=source)
-    nul = data.find(b"\0")
-    if nul >= 0:
-        raise RecipeError(f"binary file (NUL byte at offset {nul}): a recipe is UTF-8 text", source=source)
-    try:
-        return data.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        raise RecipeError(
-            f"binary file (not UTF-8: byte 0x{data[exc.start]:02x} at offset {exc.start}): a recipe is UTF-8 text",
-            source=source,
-        ) from exc

@@ -3,13 +3,28 @@
 from __future__ import annotations
 
 import json
+import posixpath
 from collections.abc import Mapping
 from typing import Any
 
 from pydantic import ValidationError
 
 from farm.errors import RecipeError
+from farm.recipes.commands import (
+    NOT_SERVERS,
+    Command,
+    check_environment,
+    is_placeholder,
+    json_damage,
+    model_in_argv,
+    read_command,
+    split_command,
+    split_environment,
+    starts_a_server,
+    synthesize,
+)
 from farm.recipes.fields import (
+    DEVICE_COUNTING_ENGINES,
     build,
     check_launch,
     cross_check,
@@ -18,10 +33,7 @@ from farm.recipes.fields import (
     from_validation,
     mapping,
     max_model_len,
-    model_from_argv,
-    observed_tokens,
     parallel_sizes,
-    pop_flag,
     read_engine,
     read_hardware_count,
     read_hardware_id,
@@ -29,7 +41,9 @@ from farm.recipes.fields import (
     sha256_text,
     string_list,
 )
+from farm.recipes.limits import load_json
 from farm.recipes.model import (
+    ENGINE_LAUNCHERS,
     ContainerLaunch,
     Recipe,
     ServingLimits,
@@ -48,10 +62,15 @@ def parse_registry(text: str, source: str, *, content_sha256: str | None = None)
     """Parse a local-ai-registry/v1 recipe (the API's `{"data": ...}` envelope or the bare record).
 
     A minimal recipe carries only schema_version, id, hardware_id, hardware_count, engine {name, version?}
-    and a launch command: a top-level `argv` list, metadata.localmaxxing.tokenized.arguments,
-    metadata.localmaxxing.observed_command, or draft_launch.arguments (tried in that order). An optional
-    top-level `model_id` names the model when the argv's model is a local path.
+    and a launch command. The command is taken, in this order, from: a top-level `argv` list (the farm's own
+    shape); metadata.localmaxxing.observed_command when it is a real command and tokenized.arguments (the one
+    that keeps JSON values valid where the two differ only there; otherwise they must agree);
+    launch.arguments (with launch.entrypoint); draft_launch.arguments (with draft_launch.entrypoint); and for
+    a reference launch, the engine and model with metadata.localmaxxing.engine_flags. An optional top-level
+    `model_id` names the model when the argv's model is a local path.
     """
+    if "\0" in text:
+        raise RecipeError("binary text (NUL character): a recipe is UTF-8 text", source=source)
     doc = _load_json(text, source)
     envelope = doc.get("data")
     data = envelope if "schema_version" not in doc and isinstance(envelope, dict) else doc
@@ -69,57 +88,84 @@ def parse_registry(text: str, source: str, *, content_sha256: str | None = None)
     localmaxxing = mapping(dig(data, _REGISTRY_LM), source, _REGISTRY_LM)
     tokenized = mapping(localmaxxing.get("tokenized"), source, f"{_REGISTRY_LM}.tokenized")
     draft_launch = mapping(data.get("draft_launch"), source, "draft_launch")
+    launch = mapping(data.get("launch"), source, "launch")
+    instance = data.get("model_instance_id")
+    if instance is not None and (not isinstance(instance, str) or not instance.strip()):
+        raise RecipeError(f"expected a non-empty string, got {instance!r}", source=source, field="model_instance_id")
 
-    observed_field = f"{_REGISTRY_LM}.observed_command"
-    observed = observed_tokens(localmaxxing.get("observed_command"), source, observed_field)
-    argv_field, argv = _registry_argv(data, tokenized, draft_launch, observed, source)
-    if observed is not None and argv_field in ("argv", f"{_REGISTRY_LM}.tokenized.arguments"):
-        cross_check(argv, argv_field, observed, observed_field, source)
+    command = _registry_command(data, engine.name, localmaxxing, tokenized, launch, draft_launch, source)
+    argv_field = command.source_field
+    argv = list(command.argv)
     check_launch(argv, engine.name, source, argv_field)
+    damaged = json_damage(argv)
+    if damaged:
+        index = damaged[0]
+        raise RecipeError(
+            f"token {index} ({argv[index][:80]!r}) looks like JSON but is not valid JSON: its quotes were lost, "
+            "and no other source of the command keeps them",
+            source=source,
+            field=argv_field,
+        )
 
     model_id = data.get("model_id")
+    model_source = "model_id"
+    if model_id is None and argv_field == _SYNTHESIZED:
+        model_id, model_source = _repository(data), "huggingface.repository"
     if model_id is None:
-        model_id = model_from_argv(argv, source, argv_field)
+        model_id, model_source = model_in_argv(engine.name, argv), "argv"
+        if model_id is None and isinstance(instance, str):
+            model_id, model_source = instance, "model_instance_id"
+        if model_id is None:
+            raise RecipeError(
+                "names no model (no model in the command, no model_instance_id)", source=source, field=argv_field
+            )
     elif not isinstance(model_id, str) or not model_id.strip():
         raise RecipeError(f"expected a non-empty string, got {model_id!r}", source=source, field="model_id")
 
-    sizes = parallel_sizes(argv, source=source, field=argv_field)
-    devices = sizes["tensor"] * sizes["pipeline"] * sizes["data"]
-    if devices != hardware_count:
-        raise RecipeError(
-            f"is {hardware_count}, but the launch command runs on {devices} device(s) "
-            f"({describe_parallel(sizes)} in {argv_field})",
-            source=source,
-            field="hardware_count",
-        )
     serving = _serving(data.get("serving"), source)
-    if serving.tensor_parallel is not None and serving.tensor_parallel != sizes["tensor"]:
-        raise RecipeError(
-            f"is {serving.tensor_parallel}, but {argv_field} has --tensor-parallel-size {sizes['tensor']}",
-            source=source,
-            field="serving.tensor_parallel",
-        )
+    if engine.name in DEVICE_COUNTING_ENGINES:
+        sizes = parallel_sizes(argv, source=source, field=argv_field, engine=engine.name)
+        devices = sizes["tensor"] * sizes["pipeline"] * sizes["data"]
+        if devices != hardware_count:
+            raise RecipeError(
+                f"is {hardware_count}, but the launch command runs on {devices} device(s) "
+                f"({describe_parallel(sizes)} in {argv_field})",
+                source=source,
+                field="hardware_count",
+            )
+        if serving.tensor_parallel is not None and serving.tensor_parallel != sizes["tensor"]:
+            raise RecipeError(
+                f"is {serving.tensor_parallel}, but {argv_field} has --tensor-parallel-size {sizes['tensor']}",
+                source=source,
+                field="serving.tensor_parallel",
+            )
 
-    context = max_model_len(argv)
+    context = max_model_len(argv, engine.name)
     if serving.max_context_tokens is None and context is not None:
         serving = serving.model_copy(update={"max_context_tokens": context})
 
     container = None
-    if draft_launch.get("kind") == "docker":
-        container = _container(draft_launch, source)
+    if argv_field == "launch.arguments" or (launch.get("kind") == "docker" and draft_launch.get("kind") != "docker"):
+        if launch.get("kind") == "docker" and launch.get("image"):
+            container = _container(launch, source, "launch")
+    elif draft_launch.get("kind") == "docker":
+        container = _container(draft_launch, source, "draft_launch")
 
     provenance = mapping(data.get("provenance"), source, "provenance")
-    launch = mapping(data.get("launch"), source, "launch")
     run_id = launch.get("run_id") or localmaxxing.get("run_id")
     notes = data.get("notes") if data.get("notes") is not None else localmaxxing.get("notes")
+    if notes is not None and not isinstance(notes, str):
+        notes = None
     return build(
         source,
         id=recipe_id,
         model_id=model_id,
+        model_instance_id=instance,
         hardware_id=hardware_id,
         hardware_count=hardware_count,
         engine=engine,
         argv=tuple(argv),
+        environment=command.environment,
         container=container,
         serving=serving,
         notes=notes,
@@ -127,9 +173,13 @@ def parse_registry(text: str, source: str, *, content_sha256: str | None = None)
             "source_format": REGISTRY_SCHEMA,
             "captured_at": provenance.get("captured_at"),
             "sources": _sources(provenance.get("sources"), source),
-            "run_id": run_id,
-            "run_url": launch.get("url"),
-            "argv_fidelity": tokenized.get("fidelity"),
+            "run_id": run_id if isinstance(run_id, str) else None,
+            "run_url": launch.get("url") if isinstance(launch.get("url"), str) else None,
+            "argv_fidelity": tokenized.get("fidelity") if isinstance(tokenized.get("fidelity"), str) else None,
+            "command_source": argv_field,
+            "source_command": command.source_tokens,
+            "launch_kind": launch.get("kind") if isinstance(launch.get("kind"), str) else None,
+            "model_source": model_source,
             "content_sha256": content_sha256 or sha256_text(text),
         },
     )
@@ -137,7 +187,7 @@ def parse_registry(text: str, source: str, *, content_sha256: str | None = None)
 
 def _load_json(text: str, source: str) -> dict[str, Any]:
     try:
-        doc = json.loads(text)
+        doc = load_json(text, RecipeError, source)
     except json.JSONDecodeError as exc:
         where = f"line {exc.lineno}, column {exc.colno}"
         # json reports an unterminated string only when the input runs out inside it.
@@ -156,38 +206,204 @@ def _load_json(text: str, source: str) -> dict[str, Any]:
     return doc
 
 
-def _registry_argv(
+_NO_COMMAND_KINDS = frozenset({"docker-compose", "controller", "script"})
+"""Launch kinds whose command lives in a file the recipe names (compose file, script) when it gives no arguments."""
+
+
+def _registry_command(
     data: Mapping[str, Any],
+    engine: str,
+    localmaxxing: Mapping[str, Any],
     tokenized: Mapping[str, Any],
+    launch: Mapping[str, Any],
     draft_launch: Mapping[str, Any],
-    observed: list[str] | None,
     source: str,
-) -> tuple[str, list[str]]:
-    """The argv and the field it came from, in order of fidelity."""
+) -> Command:
+    """The launch command, from the most faithful source the document has (see parse_registry)."""
     if "argv" in data:
-        return "argv", string_list(data["argv"], source, "argv")
-    if "arguments" in tokenized:
-        field = f"{_REGISTRY_LM}.tokenized.arguments"
-        return field, string_list(tokenized["arguments"], source, field)
-    if observed is not None:
-        return f"{_REGISTRY_LM}.observed_command", observed
-    if "arguments" in draft_launch:
-        # A draft launch holds the server's arguments after the executable; the model travels as --model.
-        field = "draft_launch.arguments"
-        arguments = string_list(draft_launch["arguments"], source, field, allow_empty=True)
-        model, rest = pop_flag(arguments, "--model")
-        if model is None:
-            raise RecipeError("names no model (no --model argument)", source=source, field=field)
-        return field, ["vllm", "serve", model, *rest]
-    raise RecipeError(
-        f"no launch command: give argv, {_REGISTRY_LM}.tokenized.arguments, {_REGISTRY_LM}.observed_command "
-        "or draft_launch.arguments",
-        source=source,
-        field="argv",
+        tokens = string_list(data["argv"], source, "argv")
+        return read_command(tokens, source, "argv", declared_engine=engine)
+
+    observed_field = f"{_REGISTRY_LM}.observed_command"
+    tokenized_field = f"{_REGISTRY_LM}.tokenized.arguments"
+    raw_observed = localmaxxing.get("observed_command")
+    observed: list[str] | None = None
+    if raw_observed is not None:
+        if not isinstance(raw_observed, str):
+            raise RecipeError(
+                f"expected a command line (a string), got {raw_observed!r}", source=source, field=observed_field
+            )
+        if not is_placeholder(raw_observed):
+            observed = split_command(raw_observed, source, observed_field) or None
+    listed = None
+    if tokenized.get("arguments") is not None:
+        listed = string_list(tokenized["arguments"], source, tokenized_field)
+    environment = check_environment(
+        mapping(tokenized.get("environment"), source, f"{_REGISTRY_LM}.tokenized.environment"),
+        source,
+        f"{_REGISTRY_LM}.tokenized.environment",
+    )
+
+    chosen: tuple[str, list[str]] | None = None
+    if listed is not None and observed is not None:
+        # The registry keeps leading VAR=value words in tokenized.environment and drops them from the list.
+        listed_environment, listed_rest = split_environment(listed, source, tokenized_field)
+        observed_environment, observed_rest = split_environment(observed, source, observed_field)
+        environment = {**environment, **listed_environment, **observed_environment}
+        chosen = _more_faithful(tokenized_field, listed_rest, observed_field, observed_rest, source)
+    elif listed is not None:
+        chosen = (tokenized_field, listed)
+    elif observed is not None:
+        chosen = (observed_field, observed)
+    deferred: RecipeError | None = None
+    if chosen is not None and _benchmark_tool(chosen[1]) is not None:
+        # The run was measured with a benchmark tool (llama-bench), not a server: the registry's launch or
+        # draft launch says how to serve the same model; without one, the tool's refusal stands.
+        deferred = _not_a_server(chosen, source)
+    elif chosen is not None:
+        command = read_command(chosen[1], source, chosen[0], declared_engine=engine)
+        return _with_environment(command, environment)
+
+    for field_name, section in (("launch", launch), ("draft_launch", draft_launch)):
+        arguments = section.get("arguments")
+        if arguments is None:
+            continue
+        arguments = string_list(arguments, source, f"{field_name}.arguments", allow_empty=True)
+        entrypoint = _entrypoint(section.get("entrypoint"), source, f"{field_name}.entrypoint")
+        if not arguments and not entrypoint:
+            continue
+        tokens = [*entrypoint, *arguments]
+        if entrypoint and not starts_a_server(tokens):
+            launcher = ENGINE_LAUNCHERS[engine]
+            if len(entrypoint) == 1 and posixpath.basename(entrypoint[0]) == launcher[0] and len(launcher) == 2:
+                tokens = [*entrypoint, launcher[1], *arguments]  # `vllm` + arguments without `serve`
+            else:
+                raise RecipeError(
+                    f"the container's entrypoint {' '.join(entrypoint)!r} is not {engine}'s server "
+                    f"({' '.join(launcher)}): the farm cannot judge what it runs",
+                    source=source,
+                    field=f"{field_name}.entrypoint",
+                )
+        command = read_command(
+            tokens, source, f"{field_name}.arguments", declared_engine=engine, arguments_only=not entrypoint
+        )
+        return _with_environment(command, environment)
+
+    if deferred is not None:
+        raise deferred
+    kind = launch.get("kind")
+    if isinstance(kind, str) and kind in _NO_COMMAND_KINDS:
+        where = _command_file(launch)
+        raise RecipeError(
+            f"a {kind} launch without arguments: its command lives in {where}, which the recipe does not carry",
+            source=source,
+            field="launch.arguments",
+        )
+    if raw_observed is not None and observed is None and isinstance(raw_observed, str) and raw_observed.strip():
+        detail = f" (observed_command is a note, {raw_observed.strip()[:60]!r})"
+    else:
+        detail = ""
+    model = _repository(data)
+    if model is None:
+        instance = data.get("model_instance_id")
+        named = f"; the recipe names its model only by the registry instance id {instance!r}" if instance else ""
+        raise RecipeError(
+            f"no launch command{detail}{named}: give argv, {tokenized_field}, {observed_field}, launch.arguments, "
+            "draft_launch.arguments, or a model repository (model_id, huggingface.repository) to build one from "
+            "the engine and engine_flags",
+            source=source,
+            field="argv",
+        )
+    flags_field = f"{_REGISTRY_LM}.engine_flags"
+    flags = mapping(localmaxxing.get("engine_flags"), source, flags_field)
+    argv = synthesize(engine, model, flags, source, flags_field)
+    return Command(engine=engine, argv=argv, environment=environment, source_field=_SYNTHESIZED, source_tokens=())
+
+
+_SYNTHESIZED = "engine+model+engine_flags"
+
+
+def _benchmark_tool(tokens: list[str]) -> str | None:
+    """The tool's name when a command runs a benchmark tool rather than a server (after any VAR=value words)."""
+    for token in tokens:
+        if "=" in token and not token.startswith("-") and token.split("=", 1)[0].isidentifier():
+            continue
+        name = posixpath.basename(token)
+        return name if name in NOT_SERVERS else None
+    return None
+
+
+def _not_a_server(chosen: tuple[str, list[str]], source: str) -> RecipeError:
+    field_name, tokens = chosen
+    try:
+        read_command(tokens, source, field_name, declared_engine=None)
+    except RecipeError as exc:
+        return exc
+    return RecipeError("runs a benchmark tool, not a server", source=source, field=field_name)
+
+
+def _repository(data: Mapping[str, Any]) -> str | None:
+    """The model repository a recipe names outside its command: the farm's `model_id`, or the registry API's
+    `huggingface.repository` (the model instance's identity, present in the API's expanded records)."""
+    model_id = data.get("model_id")
+    if isinstance(model_id, str) and model_id.strip():
+        return model_id
+    huggingface = data.get("huggingface")
+    if isinstance(huggingface, Mapping):
+        repository = huggingface.get("repository")
+        if isinstance(repository, str) and repository.strip() and huggingface.get("status", "known") == "known":
+            return repository
+    return None
+
+
+def _more_faithful(
+    listed_field: str, listed: list[str], observed_field: str, observed: list[str], source: str
+) -> tuple[str, list[str]]:
+    """Of two copies of one command, the one that keeps JSON values valid where they differ only there;
+    otherwise they must agree."""
+    if listed == observed:
+        return listed_field, listed
+    if len(listed) == len(observed):
+        differing = {index for index, (a, b) in enumerate(zip(listed, observed, strict=True)) if a != b}
+        listed_damage, observed_damage = set(json_damage(listed)), set(json_damage(observed))
+        if differing <= listed_damage and not differing & observed_damage:
+            return observed_field, observed
+        if differing <= observed_damage and not differing & listed_damage:
+            return listed_field, listed
+    cross_check(listed, listed_field, observed, observed_field, source)
+    return listed_field, listed
+
+
+def _with_environment(command: Command, environment: Mapping[str, str]) -> Command:
+    if not environment:
+        return command
+    merged = {**environment, **command.environment}
+    return Command(
+        engine=command.engine,
+        argv=command.argv,
+        environment=merged,
+        source_field=command.source_field,
+        source_tokens=command.source_tokens,
     )
 
 
-def _container(draft_launch: Mapping[str, Any], source: str) -> ContainerLaunch:
+def _entrypoint(value: object, source: str, field_name: str) -> list[str]:
+    if value is None:
+        return []
+    if isinstance(value, str):
+        return split_command(value, source, field_name)
+    return string_list(value, source, field_name)
+
+
+def _command_file(launch: Mapping[str, Any]) -> str:
+    for key in ("compose", "script"):
+        section = launch.get(key)
+        if isinstance(section, Mapping) and isinstance(section.get("file"), str):
+            return repr(section["file"])
+    return "a file"
+
+
+def _container(draft_launch: Mapping[str, Any], source: str, prefix: str) -> ContainerLaunch:
     keys = (
         "image",
         "arguments",
@@ -209,7 +425,7 @@ def _container(draft_launch: Mapping[str, Any], source: str) -> ContainerLaunch:
     try:
         return ContainerLaunch.model_validate(fields)
     except ValidationError as exc:
-        raise from_validation(exc, source, "draft_launch") from exc
+        raise from_validation(exc, source, prefix) from exc
 
 
 def _serving(value: object, source: str) -> ServingLimits:

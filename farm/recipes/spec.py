@@ -19,11 +19,21 @@ from pydantic import BaseModel, ValidationError
 from pydantic_core import ErrorDetails
 
 from farm.errors import SweepSpecError
+from farm.recipes.fields import max_model_len
+from farm.recipes.limits import check_depth, check_strings, decode_text, read_limited
 from farm.recipes.model import Recipe
 from farm.recipes.parse import load_recipe
 from farm.recipes.sweep import SweepPlan, SweepSpec
 
-__all__ = ["LoadedSweep", "load_sweep", "plan_hash"]
+__all__ = [
+    "LoadedSweep",
+    "check_fits_context",
+    "load_sweep",
+    "parse_spec_text",
+    "plan_hash",
+    "recipe_context",
+    "validate_spec",
+]
 
 
 @dataclass(frozen=True)
@@ -41,21 +51,10 @@ def load_sweep(path: Path, recipe_override: Path | None = None) -> LoadedSweep:
     """Read and validate a sweep spec and its recipe (the spec's `recipe` path is relative to the spec file;
     `recipe_override` replaces it)."""
     source = str(path)
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise SweepSpecError(f"cannot read the file: {exc.strerror or exc}", source=source) from exc
-    try:
-        document = tomllib.loads(data.decode("utf-8"))
-    except UnicodeDecodeError as exc:
-        raise SweepSpecError(f"not UTF-8 text (byte offset {exc.start})", source=source) from exc
-    except tomllib.TOMLDecodeError as exc:
-        raise SweepSpecError(f"not valid TOML: {exc}", source=source) from exc
+    data = read_limited(path, SweepSpecError)
+    document = parse_spec_text(decode_text(data, SweepSpecError, source, "a sweep spec"), source)
 
-    try:
-        spec = SweepSpec.model_validate(document)
-    except ValidationError as exc:
-        raise _spec_error(exc, source) from exc
+    spec = validate_spec(document, source)
     if not spec.plan.measures_anything:
         raise SweepSpecError(
             "measures nothing: add at least one of [plan.decode], [plan.prefill], [plan.short_ttft], "
@@ -65,10 +64,10 @@ def load_sweep(path: Path, recipe_override: Path | None = None) -> LoadedSweep:
         )
 
     recipe_path = recipe_override if recipe_override is not None else Path(os.path.normpath(path.parent / spec.recipe))
-    if not recipe_path.is_file():
+    if "\0" in str(recipe_path) or not recipe_path.is_file():
         raise SweepSpecError(f"no recipe file at {recipe_path}", source=source, field="recipe")
     recipe = load_recipe(recipe_path)
-    _check_fits_context(spec.plan, recipe, source)
+    check_fits_context(spec.plan, recipe, source)
     return LoadedSweep(
         spec=spec,
         recipe=recipe,
@@ -78,24 +77,72 @@ def load_sweep(path: Path, recipe_override: Path | None = None) -> LoadedSweep:
     )
 
 
+def parse_spec_text(text: str, source: str) -> dict[str, Any]:
+    """TOML text into a document, within the limits (depth, integer digits, valid Unicode without NUL)."""
+    check_depth(text, SweepSpecError, source)
+    try:
+        document = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise SweepSpecError(f"not valid TOML: {exc}", source=source) from exc
+    except (ValueError, RecursionError) as exc:  # tomllib's int() on a 5,000-digit integer, or deep nesting
+        raise SweepSpecError(f"not a spec the farm can read: {exc}", source=source) from exc
+    check_strings(document, SweepSpecError, source)
+    return document
+
+
+def validate_spec(document: dict[str, Any], source: str) -> SweepSpec:
+    """A parsed spec document into a SweepSpec; every error names the field and the limit."""
+    try:
+        return SweepSpec.model_validate(document)
+    except ValidationError as exc:
+        raise _spec_error(exc, source) from exc
+
+
 def plan_hash(plan: SweepPlan) -> str:
     """sha256 of the plan as canonical JSON (sorted keys, no spaces): equal plans hash equal."""
     canonical = json.dumps(plan.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
 
 
-def _check_fits_context(plan: SweepPlan, recipe: Recipe, source: str) -> None:
-    """A prefill prompt longer than the engine's context is refused by the server; refuse it here instead."""
-    limit = recipe.serving.max_context_tokens
-    if limit is None or plan.prefill is None:
+def recipe_context(recipe: Recipe) -> int | None:
+    """The context the recipe's server will have: the smallest of serving.max_context_tokens and the
+    argv's own setting in any spelling (`--max-model-len`, `--max_model_len=128k`, `-c`, `--context-length`)."""
+    limits = [recipe.serving.max_context_tokens, max_model_len(recipe.argv, recipe.engine.name)]
+    known = [limit for limit in limits if limit is not None and limit > 0]
+    return min(known) if known else None
+
+
+def check_fits_context(plan: SweepPlan, recipe: Recipe, source: str) -> None:
+    """Every request the plan sends must fit the recipe's context; the server would refuse it, so refuse it
+    here, naming the field and the limit."""
+    limit = recipe_context(recipe)
+    if limit is None:
         return
-    for index, tokens in enumerate(plan.prefill.prompt_tokens):
-        if tokens + plan.prefill.output_tokens > limit:
+    needs: list[tuple[str, int, str]] = []
+    if plan.prefill is not None:
+        for index, tokens in enumerate(plan.prefill.prompt_tokens):
+            needs.append(
+                (
+                    f"plan.prefill.prompt_tokens[{index}]",
+                    tokens + plan.prefill.output_tokens,
+                    f"{tokens} prompt tokens + {plan.prefill.output_tokens} output tokens",
+                )
+            )
+    if plan.short_ttft is not None:
+        tokens = plan.short_ttft.prompt_tokens
+        needs.append(("plan.short_ttft.prompt_tokens", tokens + 1, f"{tokens} prompt tokens + 1 output token"))
+    if plan.concurrency is not None:
+        tokens, output = plan.concurrency.prompt_tokens, plan.concurrency.output_tokens
+        needs.append(
+            ("plan.concurrency.prompt_tokens", tokens + output, f"{tokens} prompt tokens + {output} output tokens")
+        )
+    if plan.decode is not None:
+        output = plan.decode.long_output_tokens
+        needs.append(("plan.decode.long_output_tokens", output, f"{output} output tokens"))
+    for field, total, what in needs:
+        if total > limit:
             raise SweepSpecError(
-                f"{tokens} prompt tokens + {plan.prefill.output_tokens} output tokens exceed the recipe's "
-                f"context of {limit} tokens ({recipe.id})",
-                source=source,
-                field=f"plan.prefill.prompt_tokens[{index}]",
+                f"{what} exceed the recipe's context of {limit} tokens ({recipe.id})", source=source, field=field
             )
 
 

@@ -16,16 +16,39 @@ WORKLOADS: tuple[Workload, ...] = ("code", "prose", "math")
 """The prompts the farm ships (farm.bench.prompts). The seed measured all three."""
 
 
+MAX_CONCURRENCY = 1024
+"""Streams at once. The seed's sweep stops at 64; 1024 is past any single server's batch."""
+MAX_LEVELS = 32
+"""Concurrency levels in one sweep."""
+MAX_PROMPT_TOKENS = 2_097_152
+"""One prompt: 2M tokens, beyond the longest context any recipe in the registry serves (1M)."""
+MAX_OUTPUT_TOKENS = 131_072
+"""One request's output tokens; the seed's long decode point is 896."""
+MAX_PREFILL_PROMPTS = 32
+"""Prefill prompt lengths in one sweep."""
+MAX_REPEATS = 100
+"""Repeats of each measurement (the seed: 3)."""
+MAX_WARMUP_REQUESTS = 100
+"""Warm-up requests before measuring (the seed: 1)."""
+MAX_TIME_BUDGET_S = 7 * 24 * 3600.0
+"""A whole sweep: one week."""
+MAX_REQUEST_TIMEOUT_S = 24 * 3600.0
+"""One request: a day (a 1M-token prefill on slow hardware takes minutes)."""
+MAX_TEMPERATURE = 2.0
+"""The largest temperature OpenAI-compatible servers accept."""
+
+
 class _Spec(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    # allow_inf_nan=False: `inf` and `nan` are refused where they are read, never stored (JSON has no inf).
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
 
 class DecodePlan(_Spec):
     """Two-point decode: one prefix-warmed prompt at two output lengths; the difference cancels prefill."""
 
     workloads: tuple[Workload, ...] = Field(WORKLOADS, min_length=1)
-    short_output_tokens: int = Field(64, ge=1, description="the seed's short point")
-    long_output_tokens: int = Field(896, ge=2, description="the seed's long point")
+    short_output_tokens: int = Field(64, ge=1, le=MAX_OUTPUT_TOKENS, description="the seed's short point")
+    long_output_tokens: int = Field(896, ge=2, le=MAX_OUTPUT_TOKENS, description="the seed's long point")
 
     @field_validator("workloads")
     @classmethod
@@ -47,21 +70,25 @@ class DecodePlan(_Spec):
 class PrefillPlan(_Spec):
     """TTFT on long prompts of exact token counts, each with a unique prefix so no cache is hit."""
 
-    prompt_tokens: tuple[int, ...] = Field((107_016,), min_length=1, description="the seed's 107,016 tokens")
-    output_tokens: int = Field(1, ge=1, description="one token is enough to time the first one")
+    prompt_tokens: tuple[int, ...] = Field(
+        (107_016,), min_length=1, max_length=MAX_PREFILL_PROMPTS, description="the seed's 107,016 tokens"
+    )
+    output_tokens: int = Field(1, ge=1, le=MAX_OUTPUT_TOKENS, description="one token is enough to time the first one")
 
     @field_validator("prompt_tokens")
     @classmethod
     def _positive_prompt_tokens(cls, prompt_tokens: tuple[int, ...]) -> tuple[int, ...]:
         if any(tokens < 1 for tokens in prompt_tokens):
             raise ValueError("every prompt length must be at least 1 token")
+        if any(tokens > MAX_PROMPT_TOKENS for tokens in prompt_tokens):
+            raise ValueError(f"every prompt length must be at most {MAX_PROMPT_TOKENS:,} tokens")
         return prompt_tokens
 
 
 class ShortTTFTPlan(_Spec):
     """TTFT on a short prompt."""
 
-    prompt_tokens: int = Field(32, ge=1)
+    prompt_tokens: int = Field(32, ge=1, le=MAX_PROMPT_TOKENS)
 
 
 class PrefixCachePlan(_Spec):
@@ -73,9 +100,9 @@ class PrefixCachePlan(_Spec):
 class ConcurrencyPlan(_Spec):
     """N streams at once: aggregate and per-stream tok/s; TTFT, ITL, TPOT and E2E percentiles."""
 
-    levels: tuple[int, ...] = Field((1, 2, 4, 8, 16, 32, 64), min_length=1)
-    prompt_tokens: int = Field(512, ge=1)
-    output_tokens: int = Field(256, ge=2)
+    levels: tuple[int, ...] = Field((1, 2, 4, 8, 16, 32, 64), min_length=1, max_length=MAX_LEVELS)
+    prompt_tokens: int = Field(512, ge=1, le=MAX_PROMPT_TOKENS)
+    output_tokens: int = Field(256, ge=2, le=MAX_OUTPUT_TOKENS)
     workload: Workload = "code"
 
     @field_validator("levels")
@@ -83,6 +110,8 @@ class ConcurrencyPlan(_Spec):
     def _positive_distinct_levels(cls, levels: tuple[int, ...]) -> tuple[int, ...]:
         if any(level < 1 for level in levels):
             raise ValueError("every concurrency level must be at least 1")
+        if any(level > MAX_CONCURRENCY for level in levels):
+            raise ValueError(f"every concurrency level must be at most {MAX_CONCURRENCY}")
         if len(set(levels)) != len(levels):
             raise ValueError("each concurrency level may appear once")
         return levels
@@ -95,12 +124,16 @@ class SweepPlan(_Spec):
     seed's whole method (decode, prefill, short TTFT and prefix-cache repeat) for code that wants it.
     """
 
-    repeats: int = Field(3, ge=1, le=100, description="the seed's 'mean of 3 runs'")
-    warmup_requests: int = Field(1, ge=0, description="requests sent and discarded before measuring")
-    temperature: float = Field(0.0, ge=0.0, description="greedy, as the seed")
+    repeats: int = Field(3, ge=1, le=MAX_REPEATS, description="the seed's 'mean of 3 runs'")
+    warmup_requests: int = Field(
+        1, ge=0, le=MAX_WARMUP_REQUESTS, description="requests sent and discarded before measuring"
+    )
+    temperature: float = Field(0.0, ge=0.0, le=MAX_TEMPERATURE, description="greedy, as the seed")
     thinking: bool = Field(False, description="the seed ran with thinking off")
-    time_budget_s: float = Field(3600.0, gt=0, description="the whole sweep, warm-up included")
-    request_timeout_s: float = Field(600.0, gt=0, description="one request; a 107k prefill takes 10 s on the seed")
+    time_budget_s: float = Field(3600.0, gt=0, le=MAX_TIME_BUDGET_S, description="the whole sweep, warm-up included")
+    request_timeout_s: float = Field(
+        600.0, gt=0, le=MAX_REQUEST_TIMEOUT_S, description="one request; a 107k prefill takes 10 s on the seed"
+    )
     api: Literal["chat", "completions"] = Field(
         "chat", description="decode and concurrency requests: chat (thinking off through the template) or raw"
     )
@@ -148,8 +181,10 @@ class SweepPlan(_Spec):
 class SweepSpec(_Spec):
     """A sweep spec file: a name, the recipe it measures, and the plan."""
 
-    name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
-    recipe: str = Field(min_length=1, description="path to the recipe document, relative to the spec file")
-    description: str | None = None
+    name: str = Field(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+    recipe: str = Field(
+        min_length=1, max_length=4096, description="path to the recipe document, relative to the spec file"
+    )
+    description: str | None = Field(None, max_length=4096)
     max_attempts: int = Field(3, ge=1, le=20, description="claims before the job fails for good")
     plan: SweepPlan = SweepPlan()

@@ -1,0 +1,461 @@
+"""Launch commands as recipes write them, read into one canonical form per engine.
+
+A recipe may spell its engine `vLLM` or `llama-cpp`, start its command with `VAR=value` words, run vLLM as
+`python -m vllm.entrypoints.openai.api_server --model M`, give a container's arguments with or without the
+`serve` subcommand, or lose the quotes of a JSON value in a badly tokenized copy. This module turns each of
+those into `(engine, argv, environment)` where argv starts with the engine's canonical launcher
+(farm.recipes.model.ENGINE_LAUNCHERS), carries exactly one subcommand, keeps JSON values whole, and holds no
+environment words. Every refusal is a RecipeError naming the file and the field.
+"""
+
+from __future__ import annotations
+
+import json
+import posixpath
+import re
+import shlex
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from farm.errors import RecipeError
+from farm.recipes.model import ENGINE_LAUNCHERS, KNOWN_ENGINES, POSITIONAL_MODEL_ENGINES
+
+ENGINE_ALIASES: dict[str, str] = {
+    "vllm": "vllm",
+    "vllm-openai": "vllm",
+    "sglang": "sglang",
+    "llama.cpp": "llama.cpp",
+    "llama-cpp": "llama.cpp",
+    "llama_cpp": "llama.cpp",
+    "llamacpp": "llama.cpp",
+    "llama-server": "llama.cpp",
+    "ollama": "ollama",
+    "mlx": "mlx",
+    "mlx-lm": "mlx",
+    "mlx_lm": "mlx",
+    "lmstudio": "lmstudio",
+    "lm-studio": "lmstudio",
+    "lm studio": "lmstudio",
+    "lms": "lmstudio",
+    "tabbyapi": "tabbyapi",
+    "tabby-api": "tabbyapi",
+    "hipfire": "hipfire",
+}
+"""Engine names as recipes spell them (compared lowercased, trimmed), to the farm's canonical name."""
+
+MODEL_FLAGS: dict[str, tuple[str, ...]] = {
+    "vllm": ("--model",),
+    "sglang": ("--model-path", "--model"),
+    "llama.cpp": ("-m", "--model", "-hf", "--hf-repo"),
+    "mlx": ("--model",),
+    "tabbyapi": ("--model-name",),
+}
+"""Flags that name the model an engine serves (the first is what the engine's docs use)."""
+
+NOT_SERVERS: dict[str, str] = {
+    "llama-bench": "llama.cpp's benchmark tool",
+    "llama-cli": "llama.cpp's interactive client",
+    "llama-batched-bench": "llama.cpp's benchmark tool",
+    "llama-perplexity": "llama.cpp's perplexity tool",
+}
+"""Executables recipes name that do not start a server, with what they are."""
+
+_ENV_WORD = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_PYTHON = re.compile(r"^python(\d+(\.\d+)?)?$")
+_PYTHON_MODULES = {
+    "vllm.entrypoints.openai.api_server": "vllm",
+    "sglang.launch_server": "sglang",
+    "mlx_lm.server": "mlx",
+}
+
+MAX_ARGV_TOKENS = 1024
+"""More tokens than any real server command; a longer list is pasted prose, not a command."""
+MAX_TOKEN_CHARS = 65_536
+"""One argument; JSON configs run to a few kilobytes."""
+
+
+@dataclass(frozen=True)
+class Command:
+    """A launch command read from one field: the engine it starts, its canonical argv and its environment."""
+
+    engine: str
+    argv: tuple[str, ...]
+    environment: dict[str, str] = field(default_factory=dict)
+    source_field: str = ""
+    source_tokens: tuple[str, ...] = ()
+
+
+def canonical_engine(name: object, source: str, field_name: str) -> str:
+    """The canonical engine name for a recipe's spelling of it (case-insensitive, with known aliases)."""
+    if not isinstance(name, str) or not name.strip():
+        raise RecipeError(f"expected a non-empty string, got {name!r}", source=source, field=field_name)
+    canonical = ENGINE_ALIASES.get(name.strip().lower())
+    if canonical is None or canonical not in KNOWN_ENGINES:
+        known = ", ".join(sorted(KNOWN_ENGINES))
+        raise RecipeError(f"unknown engine {name!r} (known: {known})", source=source, field=field_name)
+    return canonical
+
+
+def is_placeholder(command: str) -> bool:
+    """A recorded 'command' that is not one: empty, or a note such as `# Remote endpoint: http://...`."""
+    stripped = command.strip()
+    return not stripped or stripped.startswith("#")
+
+
+def split_command(text: str, source: str, field_name: str) -> list[str]:
+    """A command line split as a POSIX shell would, except that a JSON value written without shell quotes
+    (`--speculative-config {"method":"mtp"}`, as people paste commands) is kept as the JSON it means: a shell
+    would strip its double quotes, which is how the registry's token lists lost theirs."""
+    protected, values = _protect_json(text)
+    try:
+        tokens = shlex.split(protected)
+    except ValueError as exc:
+        raise RecipeError(f"the command line does not parse: {exc}", source=source, field=field_name) from exc
+    for index, value in enumerate(values):
+        marker = _JSON_MARKER.format(index)
+        tokens = [token.replace(marker, value) for token in tokens]
+    return tokens
+
+
+_JSON_MARKER = "\x00json{}\x00"
+
+
+def _protect_json(text: str) -> tuple[str, list[str]]:
+    """The text with each unquoted, valid JSON object or array that holds double quotes replaced by a marker,
+    and those JSON texts in order."""
+    out: list[str] = []
+    values: list[str] = []
+    quote: str | None = None
+    index = 0
+    while index < len(text):
+        char = text[index]
+        if quote is not None:
+            if char == "\\" and quote == '"' and index + 1 < len(text):
+                out.append(text[index : index + 2])
+                index += 2
+                continue
+            if char == quote:
+                quote = None
+        elif char == "\\" and index + 1 < len(text):
+            out.append(text[index : index + 2])
+            index += 2
+            continue
+        elif char in "'\"":
+            quote = char
+        elif char in "{[" and (index == 0 or text[index - 1] in " \t=\n"):
+            end = _json_end(text, index)
+            if end is not None and '"' in text[index:end]:
+                values.append(text[index:end])
+                out.append(_JSON_MARKER.format(len(values) - 1))
+                index = end
+                continue
+        out.append(char)
+        index += 1
+    return "".join(out), values
+
+
+def _json_end(text: str, start: int) -> int | None:
+    """The end of the balanced JSON value starting at `start`, if it parses as JSON and ends a word."""
+    depth = 0
+    in_string = escaped = False
+    for index in range(start, min(len(text), start + MAX_TOKEN_CHARS)):
+        char = text[index]
+        if in_string:
+            if escaped:
+                escaped = False
+            elif char == "\\":
+                escaped = True
+            elif char == '"':
+                in_string = False
+        elif char == '"':
+            in_string = True
+        elif char in "{[":
+            depth += 1
+        elif char in "}]":
+            depth -= 1
+            if depth == 0:
+                end = index + 1
+                if end < len(text) and not text[end].isspace():
+                    return None
+                try:
+                    json.loads(text[start:end])
+                except (ValueError, RecursionError):
+                    return None
+                return end
+    return None
+
+
+def split_environment(tokens: Sequence[str], source: str, field_name: str) -> tuple[dict[str, str], list[str]]:
+    """Leading `VAR=value` words (and an `env` prefix) as an environment, and the command after them."""
+    environment: dict[str, str] = {}
+    rest = list(tokens)
+    if rest and rest[0] == "env":
+        rest = rest[1:]
+    while rest and _ENV_WORD.match(rest[0]):
+        name, _, value = rest.pop(0).partition("=")
+        environment[name] = value
+    check_environment(environment, source, field_name)
+    return environment, rest
+
+
+def check_environment(environment: Mapping[str, object], source: str, field_name: str) -> dict[str, str]:
+    """Variable names that a shell accepts and values that are plain strings."""
+    checked: dict[str, str] = {}
+    for name, value in environment.items():
+        if not isinstance(name, str) or not _ENV_NAME.match(name):
+            raise RecipeError(f"{name!r} is not a variable name", source=source, field=field_name)
+        if not isinstance(value, str):
+            raise RecipeError(f"{name} must be a string, got {value!r}", source=source, field=f"{field_name}.{name}")
+        checked[name] = value
+    return checked
+
+
+def json_damage(tokens: Sequence[str]) -> list[int]:
+    """Indexes of tokens that look like JSON (start with `{` or `[`, alone or after `--opt=`) but do not parse:
+    what a copy that lost its quotes leaves (`{method:dspark}`)."""
+    damaged = []
+    for index, token in enumerate(tokens):
+        value = token
+        if token.startswith("-") and "=" in token:
+            value = token.partition("=")[2]
+        value = value.strip()
+        if not value.startswith(("{", "[")):
+            continue
+        try:
+            json.loads(value)
+        except (ValueError, RecursionError):
+            damaged.append(index)
+    return damaged
+
+
+def read_command(
+    tokens: Sequence[str],
+    source: str,
+    field_name: str,
+    *,
+    declared_engine: str | None,
+    arguments_only: bool = False,
+) -> Command:
+    """Read a full command (`[VAR=v ...] executable [subcommand] args`) or, with `arguments_only`, the arguments a
+    container entrypoint or draft launch gives (with or without a leading subcommand) into a Command."""
+    if len(tokens) > MAX_ARGV_TOKENS:
+        raise RecipeError(
+            f"{len(tokens)} tokens, more than {MAX_ARGV_TOKENS}: not a launch command", source=source, field=field_name
+        )
+    for index, token in enumerate(tokens):
+        if len(token) > MAX_TOKEN_CHARS:
+            raise RecipeError(
+                f"token {index} is {len(token)} characters, more than {MAX_TOKEN_CHARS}",
+                source=source,
+                field=field_name,
+            )
+        if not token:
+            raise RecipeError(f"token {index} is empty", source=source, field=field_name)
+    environment, rest = split_environment(tokens, source, field_name)
+    if not rest:
+        raise RecipeError("empty: the launch command has no tokens", source=source, field=field_name)
+
+    if arguments_only and not starts_a_server(rest):
+        if declared_engine is None:
+            raise RecipeError("arguments without an engine to run them", source=source, field=field_name)
+        engine = declared_engine
+        launcher = ENGINE_LAUNCHERS[engine]
+        if len(launcher) > 1 and rest[0] == launcher[-1]:
+            rest = rest[1:]  # `serve` given in the arguments already: one subcommand, not two
+        args = rest
+    else:
+        engine, consumed = _launcher_of(rest, source, field_name)
+        args = rest[consumed:]
+    if declared_engine is not None and engine != declared_engine:
+        raise RecipeError(
+            f"executable {rest[0]!r} is {engine}, not the engine {declared_engine!r}", source=source, field=field_name
+        )
+    argv = _canonical(engine, args, source, field_name)
+    return Command(
+        engine=engine,
+        argv=tuple(argv),
+        environment=environment,
+        source_field=field_name,
+        source_tokens=tuple(tokens),
+    )
+
+
+def starts_a_server(tokens: Sequence[str]) -> bool:
+    """Whether the tokens start with a known engine's server command."""
+    try:
+        _launcher_of(tokens, "", "")
+    except RecipeError:
+        return False
+    return True
+
+
+def _launcher_of(tokens: Sequence[str], source: str, field_name: str) -> tuple[str, int]:
+    """The engine a command starts and how many tokens its launcher takes (`vllm serve`: 2)."""
+    executable = tokens[0]
+    base = posixpath.basename(executable)
+    second = tokens[1] if len(tokens) > 1 else None
+    if base in NOT_SERVERS:
+        raise RecipeError(
+            f"{base!r} is {NOT_SERVERS[base]}, not a server the farm can benchmark", source=source, field=field_name
+        )
+    if _PYTHON.match(base):
+        if second == "-m" and len(tokens) > 2 and tokens[2] in _PYTHON_MODULES:
+            return _PYTHON_MODULES[tokens[2]], 3
+        if second is not None and posixpath.basename(second) == "main.py":
+            return "tabbyapi", 2
+        module = tokens[2] if second == "-m" and len(tokens) > 2 else second
+        raise RecipeError(f"python runs {module!r}, which is no engine's server", source=source, field=field_name)
+    if base == "vllm":
+        if second == "serve":
+            return "vllm", 2
+        raise RecipeError(
+            f"expected 'vllm serve ...', got {second!r} after 'vllm'" if second else "expected 'vllm serve ...'",
+            source=source,
+            field=field_name,
+        )
+    if base == "llama-server":
+        return "llama.cpp", 1
+    if base == "mlx_lm.server":
+        return "mlx", 1
+    if base == "mlx_lm" and second == "server":
+        return "mlx", 2
+    if base == "ollama" and second == "serve":
+        return "ollama", 2
+    if base == "lms" and second == "server":
+        return "lmstudio", 3 if len(tokens) > 2 and tokens[2] == "start" else 2
+    if base == "hipfire" and second == "serve":
+        return "hipfire", 2
+    known = ", ".join(" ".join(launcher) for launcher in ENGINE_LAUNCHERS.values())
+    raise RecipeError(
+        f"executable {executable!r} is not a known engine's server (known: {known})", source=source, field=field_name
+    )
+
+
+def _canonical(engine: str, args: Sequence[str], source: str, field_name: str) -> list[str]:
+    """The engine's launcher, then (for positional-model engines) the one model, then the other arguments."""
+    launcher = list(ENGINE_LAUNCHERS[engine])
+    args = list(args)
+    if engine not in POSITIONAL_MODEL_ENGINES:
+        return [*launcher, *args]
+    positional: str | None = None
+    if args and not args[0].startswith("-"):
+        positional = args.pop(0)
+        if engine == "vllm" and args and not args[0].startswith("-"):
+            raise RecipeError(
+                f"two arguments before the first option ({positional!r}, {args[0]!r}): vLLM takes one model",
+                source=source,
+                field=field_name,
+            )
+    flags = MODEL_FLAGS.get(engine, ())
+    flagged, rest = _pop_all(args, flags)
+    if len(set(flagged)) > 1:
+        raise RecipeError(
+            f"names the model more than once, differently ({', '.join(map(repr, flagged))})",
+            source=source,
+            field=field_name,
+        )
+    if positional is not None and flagged and flagged[0] != positional:
+        raise RecipeError(
+            f"the positional model {positional!r} and {flags[0]} {flagged[0]!r} disagree",
+            source=source,
+            field=field_name,
+        )
+    model = positional if positional is not None else (flagged[0] if flagged else None)
+    if model is None:
+        raise RecipeError("names no model (no positional model and no --model)", source=source, field=field_name)
+    return [*launcher, model, *rest]
+
+
+def _pop_all(args: Sequence[str], names: Sequence[str]) -> tuple[list[str], list[str]]:
+    """Every value of the flags `names` (`--flag v` or `--flag=v`), and the arguments without them."""
+    values: list[str] = []
+    rest: list[str] = []
+    index = 0
+    while index < len(args):
+        token = args[index]
+        name, equals, value = token.partition("=")
+        if name in names and equals:
+            values.append(value)
+        elif token in names and index + 1 < len(args):
+            values.append(args[index + 1])
+            index += 1
+        else:
+            rest.append(token)
+        index += 1
+    return values, rest
+
+
+def model_in_argv(engine: str, argv: Sequence[str]) -> str | None:
+    """The model an argv names (positional for vLLM and hipfire, a model flag for the others), if any."""
+    launcher = ENGINE_LAUNCHERS[engine]
+    args = list(argv[len(launcher) :])
+    if engine in POSITIONAL_MODEL_ENGINES:
+        return args[0] if args and not args[0].startswith("-") else None
+    values, _ = _pop_all(args, MODEL_FLAGS.get(engine, ()))
+    return values[-1] if values else None
+
+
+ENGINE_FLAG_OPTIONS: dict[str, dict[str, tuple[str, ...]]] = {
+    "vllm": {
+        "tensorParallel": ("--tensor-parallel-size",),
+        "kvCacheDtype": ("--kv-cache-dtype",),
+        "attentionBackend": ("--attention-backend",),
+    },
+    "sglang": {
+        "tensorParallel": ("--tp-size",),
+        "kvCacheDtype": ("--kv-cache-dtype",),
+        "attentionBackend": ("--attention-backend",),
+    },
+    "llama.cpp": {
+        "gpuLayers": ("--n-gpu-layers",),
+        "kvCacheDtype": ("--cache-type-k", "--cache-type-v"),
+        "flashAttn": ("--flash-attn",),
+    },
+}
+"""How the registry's `metadata.localmaxxing.engine_flags` keys become each engine's options."""
+
+_FLAGS_WITHOUT_OPTION = frozenset({"tensorParallel"})
+"""engine_flags keys that need no option where an engine has none for them (one device: nothing to split)."""
+
+
+def synthesize(
+    engine: str, model: str, engine_flags: Mapping[str, object], source: str, field_name: str
+) -> tuple[str, ...]:
+    """`engine + model + engine_flags`: the command a recipe means when it gives nothing else."""
+    launcher = list(ENGINE_LAUNCHERS[engine])
+    options = ENGINE_FLAG_OPTIONS.get(engine, {})
+    args: list[str] = []
+    for key, value in engine_flags.items():
+        if value is None or value is False:
+            continue
+        if key in ("specDecoding", "mtpEnabled"):
+            raise RecipeError(
+                f"{key} is on, but the recipe does not say which draft: the command cannot be rebuilt",
+                source=source,
+                field=f"{field_name}.{key}",
+            )
+        if key == "tensorParallel" and value == 1:
+            continue
+        names = options.get(key)
+        if names is None:
+            if key in _FLAGS_WITHOUT_OPTION:
+                raise RecipeError(
+                    f"{key}={value!r}, but {engine} has no such option", source=source, field=f"{field_name}.{key}"
+                )
+            raise RecipeError(
+                f"{key}={value!r} has no {engine} option the farm knows", source=source, field=f"{field_name}.{key}"
+            )
+        if isinstance(value, bool):
+            rendered = "on"
+        elif isinstance(value, int | str) and str(value).strip():
+            rendered = str(value)
+        else:
+            raise RecipeError(f"expected a number or a name, got {value!r}", source=source, field=f"{field_name}.{key}")
+        for name in names:
+            args += [name, rendered]
+    if engine in POSITIONAL_MODEL_ENGINES:
+        return (*launcher, model, *args)
+    flags = MODEL_FLAGS.get(engine)
+    model_args = [flags[0], model] if flags else []
+    return (*launcher, *model_args, *args)

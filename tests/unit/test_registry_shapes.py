@@ -1,0 +1,256 @@
+"""Every shape of command the registry writes is read into one canonical argv, and real registry recipes
+(tests/fixtures/registry) are accepted or refused as expected, each refusal naming its field."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from farm.cli.app import app
+from farm.errors import RecipeError
+from farm.recipes.parse import load_recipe, parse_registry
+
+REGISTRY = Path(__file__).resolve().parents[1] / "fixtures" / "registry"
+EXPECTED: dict[str, str | None] = json.loads((REGISTRY / "expected.json").read_text())
+SPEC = '{"method":"dspark","num_speculative_tokens":5}'
+
+
+def _recipe(**changes: Any) -> str:
+    """A registry recipe on one H200 with the given fields; `None` drops a field."""
+    document: dict[str, Any] = {
+        "schema_version": "local-ai-registry/v1",
+        "id": "shape-test",
+        "hardware_id": "h200-141gb",
+        "hardware_count": 1,
+        "engine": {"name": "vllm"},
+        "model_instance_id": "org-model--fp8",
+    }
+    document.update(changes)
+    return json.dumps({key: value for key, value in document.items() if value is not None})
+
+
+def _localmaxxing(observed: str | None = None, arguments: list[str] | None = None, **extra: Any) -> dict[str, Any]:
+    section: dict[str, Any] = {"observed_command": observed, **extra}
+    if arguments is not None:
+        section["tokenized"] = {"arguments": arguments, "fidelity": "faithful"}
+    return {"localmaxxing": section}
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_real_registry_recipe(name: str) -> None:
+    """Each real recipe is accepted, or refused naming the field the expectation lists."""
+    path = REGISTRY / name
+    field = EXPECTED[name]
+    if field is None:
+        recipe = load_recipe(path)
+        assert recipe.argv[: len(recipe.launcher)] == recipe.launcher
+        assert "=" not in recipe.argv[0]
+        return
+    with pytest.raises(RecipeError) as caught:
+        load_recipe(path)
+    assert caught.value.field == field
+    assert str(caught.value).startswith(f"{path}: field {field!r}: ")
+
+
+def test_every_registry_fixture_has_an_expectation() -> None:
+    """No real recipe goes untested."""
+    assert {path.name for path in REGISTRY.glob("*.json") if path.name != "expected.json"} == set(EXPECTED)
+
+
+@pytest.mark.parametrize(
+    ("spelling", "engine"),
+    [("vLLM", "vllm"), (" VLLM ", "vllm"), ("llama-cpp", "llama.cpp"), ("LM-Studio", "lmstudio"), ("MLX", "mlx")],
+)
+def test_engine_names_ignore_case_and_know_aliases(spelling: str, engine: str) -> None:
+    """Engine names are matched without regard to case, with the registry's aliases."""
+    commands = {
+        "vllm": ["vllm", "serve", "org/model"],
+        "llama.cpp": ["llama-server", "-m", "/models/m.gguf"],
+        "lmstudio": ["lms", "server", "start"],
+        "mlx": ["mlx_lm.server", "--model", "mlx-community/m"],
+    }
+    recipe = parse_registry(_recipe(engine={"name": spelling}, argv=commands[engine]), "r.json")
+    assert recipe.engine.name == engine
+
+
+def test_python_module_vllm_is_vllm_serve() -> None:
+    """`python -m vllm.entrypoints.openai.api_server --model M` is `vllm serve M`."""
+    argv = ["python3", "-m", "vllm.entrypoints.openai.api_server", "--model", "org/model", "--max-model-len", "4096"]
+    recipe = parse_registry(_recipe(argv=argv), "r.json")
+    assert recipe.argv == ("vllm", "serve", "org/model", "--max-model-len", "4096")
+    assert recipe.provenance.source_command == tuple(argv)
+    assert recipe.engine_args == ("--max-model-len", "4096")
+
+
+def test_sglang_launch_server() -> None:
+    """SGLang's `python -m sglang.launch_server` is read with its --model-path and --tp-size."""
+    argv = ["python", "-m", "sglang.launch_server", "--model-path", "org/model", "--tp-size", "2"]
+    recipe = parse_registry(_recipe(engine={"name": "sglang"}, hardware_count=2, argv=argv), "r.json")
+    assert recipe.argv == tuple(argv)
+    assert recipe.model_id == "org/model"
+    with pytest.raises(RecipeError, match="runs on 2 device"):
+        parse_registry(_recipe(engine={"name": "sglang"}, argv=argv), "r.json")
+
+
+def test_leading_environment_words_go_to_the_environment() -> None:
+    """`VAR=value vllm serve ...` puts VAR in recipe.environment, never in the argv."""
+    observed = "VLLM_USE_V1=1 HF_HUB_OFFLINE=1 vllm serve org/model"
+    recipe = parse_registry(_recipe(metadata=_localmaxxing(observed)), "r.json")
+    assert recipe.argv == ("vllm", "serve", "org/model")
+    assert recipe.environment == {"VLLM_USE_V1": "1", "HF_HUB_OFFLINE": "1"}
+    assert recipe.provenance.command_source == "metadata.localmaxxing.observed_command"
+
+
+def test_valid_json_beats_stripped_json() -> None:
+    """Where the token list lost a JSON value's quotes and the observed command kept them, the observed
+    command is used, and provenance says so."""
+    observed = f"vllm serve org/model --speculative-config '{SPEC}'"
+    stripped = ["vllm", "serve", "org/model", "--speculative-config", "{method:dspark,num_speculative_tokens:5}"]
+    recipe = parse_registry(_recipe(metadata=_localmaxxing(observed, stripped)), "r.json")
+    assert recipe.argv[-1] == SPEC
+    assert json.loads(recipe.argv[-1])["num_speculative_tokens"] == 5
+    assert recipe.provenance.command_source == "metadata.localmaxxing.observed_command"
+
+
+def test_stripped_json_everywhere_is_refused() -> None:
+    """No source keeps the JSON valid: refused, naming the token, rather than launched without its quotes."""
+    stripped = ["vllm", "serve", "org/model", "--speculative-config", "{method:dspark}"]
+    with pytest.raises(RecipeError, match=r"token 4 .* not valid JSON") as caught:
+        parse_registry(_recipe(metadata=_localmaxxing(" ".join(stripped), stripped)), "r.json")
+    assert caught.value.field == "metadata.localmaxxing.tokenized.arguments"
+
+
+def test_draft_launch_with_serve_gets_one_serve() -> None:
+    """Draft arguments that already start with `serve` (entrypoint `vllm`) give one `serve`, not two."""
+    draft = {
+        "kind": "docker",
+        "image": "vllm/vllm-openai@sha256:" + "0" * 64,
+        "entrypoint": "vllm",
+        "arguments": ["serve", "--model", "org/model", "--max-model-len", "8192"],
+    }
+    recipe = parse_registry(_recipe(draft_launch=draft), "r.json")
+    assert recipe.argv == ("vllm", "serve", "org/model", "--max-model-len", "8192")
+    assert recipe.argv.count("serve") == 1
+    assert recipe.provenance.command_source == "draft_launch.arguments"
+
+
+def test_placeholder_observed_command_falls_through_to_draft_launch() -> None:
+    """`# Remote endpoint: ...` is a note, not a command: the draft launch is used."""
+    draft = {"kind": "docker", "image": "vllm/vllm-openai:v0.11.0", "arguments": ["--model", "org/model"]}
+    metadata = _localmaxxing("# Remote endpoint: http://127.0.0.1:8000  servedModel: model")
+    recipe = parse_registry(_recipe(metadata=metadata, draft_launch=draft), "r.json")
+    assert recipe.argv == ("vllm", "serve", "org/model")
+    assert recipe.container is not None
+
+
+def test_docker_launch_arguments() -> None:
+    """A docker launch's arguments (no executable) run the declared engine in the launch's image."""
+    launch = {
+        "kind": "docker",
+        "image": "lmsysorg/sglang@sha256:" + "1" * 64,
+        "arguments": ["--model-path", "org/model", "--tp", "2"],
+        "environment": {"NCCL_P2P_DISABLE": "1"},
+    }
+    recipe = parse_registry(_recipe(engine={"name": "sglang"}, hardware_count=2, launch=launch), "r.json")
+    assert recipe.argv == ("python", "-m", "sglang.launch_server", "--model-path", "org/model", "--tp", "2")
+    assert recipe.container is not None
+    assert recipe.container.environment == {"NCCL_P2P_DISABLE": "1"}
+    assert recipe.environment == {}
+
+
+def test_engine_model_and_flags() -> None:
+    """Nothing but engine, model repository and engine_flags: the command is built from them."""
+    flags = {"gpuLayers": 99, "flashAttn": True, "kvCacheDtype": "q8_0", "tensorParallel": None, "specDecoding": False}
+    document = _recipe(
+        engine={"name": "llama-cpp"},
+        huggingface={"repository": "unsloth/Model-GGUF", "status": "known"},
+        metadata=_localmaxxing("", engine_flags=flags),
+        launch={"kind": "reference"},
+    )
+    recipe = parse_registry(document, "r.json")
+    assert recipe.argv == (
+        "llama-server", "-m", "unsloth/Model-GGUF", "--n-gpu-layers", "99", "--flash-attn", "on",
+        "--cache-type-k", "q8_0", "--cache-type-v", "q8_0",
+    )  # fmt: skip
+    assert recipe.provenance.command_source == "engine+model+engine_flags"
+    assert recipe.provenance.model_source == "huggingface.repository"
+
+
+def test_instance_id_alone_is_no_command() -> None:
+    """A registry instance id is not a repository an engine can load: no command, said plainly."""
+    with pytest.raises(RecipeError, match="only by the registry instance id 'org-model--fp8'") as caught:
+        parse_registry(_recipe(metadata=_localmaxxing("# Remote endpoint: http://x:1")), "r.json")
+    assert caught.value.field == "argv"
+
+
+@pytest.mark.parametrize(
+    ("argv", "phrase"),
+    [
+        (
+            ["vllm", "serve", "evil/model", "--model", "good/model"],
+            "positional model 'evil/model' and --model 'good/model' disagree",
+        ),
+        (["vllm", "serve", "--model", "a/b", "--model=c/d"], "more than once"),
+        (["vllm", "serve", "serve", "a/b"], "two arguments before the first option"),
+        (["llama-bench", "-m", "/m.gguf"], "benchmark tool, not a server"),
+        (["python", "-m", "evil.module"], "no engine's server"),
+        (["vllm", "serve", "a/b", "--x", ""], "token 4 is empty"),
+    ],
+)
+def test_commands_refused(argv: list[str], phrase: str) -> None:
+    """Commands that do not mean one server with one model are refused, naming the argv."""
+    with pytest.raises(RecipeError, match=phrase) as caught:
+        parse_registry(_recipe(argv=argv), "r.json")
+    assert caught.value.field == "argv"
+
+
+def test_container_entrypoint_must_be_the_engine() -> None:
+    """A container whose entrypoint is some script runs something the farm cannot judge: refused."""
+    launch = {"kind": "docker", "image": "x/y:1", "entrypoint": "/serve.sh", "arguments": ["--model", "a/b"]}
+    with pytest.raises(RecipeError, match=r"entrypoint '/serve\.sh' is not vllm's server") as caught:
+        parse_registry(_recipe(launch=launch), "r.json")
+    assert caught.value.field == "launch.entrypoint"
+
+
+def test_recipe_check_goes_on_past_bad_files(tmp_path: Path) -> None:
+    """`farm recipe check A B C`: a bad B does not stop C; the exit status is non-zero; no traceback."""
+    good = REGISTRY / "deepseek-v4-flash-0731-fp8-e4m3-rtx-pro-6000-blackwell-96gb-vllm-tp2.json"
+    bad = tmp_path / "deep.json"
+    bad.write_text("[" * 100_000)
+    result = CliRunner().invoke(
+        app, ["recipe", "check", "--summary", str(bad), str(tmp_path / "missing.json"), str(good)]
+    )
+    assert result.exit_code == 2
+    assert "Traceback" not in result.output
+    assert result.output.count("FAIL") == 2
+    assert f"ok     {good}" in result.output
+    assert "1 of 3 accepted" in result.output
+
+
+def test_benchmark_tool_falls_back_to_the_draft_launch() -> None:
+    """A run measured with llama-bench, whose registry record drafts a llama-server launch: the draft is the
+    command; without a draft, the benchmark tool is refused."""
+    recipe = load_recipe(REGISTRY / "deepseek-v4-flash-0731-iq2-xss-rtx-3090-24gb-llama-cpp-tp1.json")
+    assert recipe.argv[0] == "llama-server"
+    assert recipe.provenance.command_source == "draft_launch.arguments"
+    assert recipe.model_id == "AtomicChat/DeepSeek-V4-Flash-0731-GGUF:IQ2_XSS"
+    assert recipe.serving.max_context_tokens == 2048
+    with pytest.raises(RecipeError, match="benchmark tool, not a server"):
+        parse_registry(_recipe(engine={"name": "llama.cpp"}, argv=["llama-bench", "-m", "/m.gguf"]), "r.json")
+
+
+def test_unquoted_json_in_an_observed_command_stays_json() -> None:
+    """`--speculative-config {"method":"mtp"}` pasted without shell quotes means that JSON; a shell split
+    would strip its quotes (how the registry's token lists lost them), so the farm keeps it whole. The real
+    record: python -m vllm...api_server, a stripped token list, and an observed command with the JSON."""
+    recipe = load_recipe(REGISTRY / "deepseek-v4-flash-fp8-dgx-spark-gb10-128gb-vllm-tp1-nzqc7c66.json")
+    assert recipe.argv[:3] == ("vllm", "serve", "0xSero/DeepSeek-V4-Flash-180B")
+    assert json.loads(recipe.argv[-1]) == {"method": "deepseek_mtp", "num_speculative_tokens": 2}
+    assert recipe.provenance.command_source == "metadata.localmaxxing.observed_command"
+    assert recipe.provenance.source_command[:3] == ("python", "-m", "vllm.entrypoints.openai.api_server")
+    quoted = parse_registry(_recipe(metadata=_localmaxxing('vllm serve m --x \'{"a": ["b c"]}\' --y 1')), "r.json")
+    assert quoted.argv[3:5] == ("--x", '{"a": ["b c"]}')
