@@ -72,8 +72,6 @@ def judge(command: CanonicalCommand, judgement: Judgement) -> None:
         trusted |= _judge_option(option, judgement, repositories)
     if trusted:
         for where, repo in repositories:
-            if _is_path_like(repo):
-                continue
             if repo not in judgement.trusted_models:
                 listed = ", ".join(sorted(judgement.trusted_models)) or "no repository"
                 raise refuse(
@@ -172,10 +170,6 @@ def _check_word(what: str, value: str) -> None:
         raise refuse(what, "expected a plain name (letters, digits and ._-+:/@,=)")
     if QUALIFIED_NAME.match(value):
         raise refuse(what, f"{value!r} is a qualified Python name: the engine would import it as code")
-
-
-def _is_path_like(value: str) -> bool:
-    return value.startswith(("/", "~", ".")) or ".." in value.split("/") or not REPO_ID.match(value)
 
 
 def _check_repo_or_path(what: str, value: str, judgement: Judgement) -> None:
