@@ -46,6 +46,8 @@ def ensure_llama_server(installer: Path = LLAMACPP_INSTALLER) -> tuple[Path, Pat
     if len(lines) < 2:
         raise FarmError(f"{installer} printed no binary and model paths: {done.stdout[-500:]!r}")
     return Path(lines[-2]), Path(lines[-1])
+
+
 DEMO_DEADLINE_S = 600.0
 """Far above the demo's minute or two on a 2-core machine; a demo that hangs must still end."""
 

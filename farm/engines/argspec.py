@@ -301,8 +301,12 @@ def parse_command(
             dotted.setdefault(parent.name, []).append((sub, value, token))
             continue
         option = spec.lookup(name)
-        enabled = not (option is not None and option.kind == ValueKind.BOOL and name.startswith("--no-")
-                       and not option.name.startswith("--no-"))
+        enabled = not (
+            option is not None
+            and option.kind == ValueKind.BOOL
+            and name.startswith("--no-")
+            and not option.name.startswith("--no-")
+        )
         if option is None and name.startswith("--no-"):
             negated = spec.lookup("--" + name.removeprefix("--no-"))
             if negated is not None and negated.kind == ValueKind.BOOL:
@@ -464,8 +468,11 @@ def spec_from_argparse_dump(
                 )
             )
         return ArgSpec(
-            engine=engine, version=str(data.get("vllm_version") or data.get("version")), source=source,
-            options=tuple(options), **settings,
+            engine=engine,
+            version=str(data.get("vllm_version") or data.get("version")),
+            source=source,
+            options=tuple(options),
+            **settings,
         )
     except (KeyError, TypeError) as exc:
         raise ArgumentPolicyError(f"not an argument list: {exc!r}", source=source) from exc

@@ -54,12 +54,16 @@ _SECRET = re.compile(r"(TOKEN|KEY|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH)", re.I
 _REFUSED_PARTS: tuple[tuple[re.Pattern[str], str], ...] = (
     (_SECRET, "a secret: tokens come from the worker's own environment, never from a recipe"),
     (re.compile(r"PLUGIN|LOGGING_CONFIG|INSECURE_SERIALIZATION|RUNTIME_LORA|CUSTOM_OP|EXTENSION"), "loads code"),
-    (re.compile(r"(^|_)(HOST|HOST_IP|IP|ADDR|ADDRESS|PORT|URL|URI|ENDPOINT|SERVER|ORIGINS|PROXY)(_|$)"),
-     "sets where the engine listens or connects"),
+    (
+        re.compile(r"(^|_)(HOST|HOST_IP|IP|ADDR|ADDRESS|PORT|URL|URI|ENDPOINT|SERVER|ORIGINS|PROXY)(_|$)"),
+        "sets where the engine listens or connects",
+    ),
     (re.compile(r"(^|_)(DIR|PATH|ROOT|HOME|CACHE|FILE|PREFIX)(_|$)"), "names a path on the worker"),
     (re.compile(r"USE_MODELSCOPE|USAGE_STATS|TRACE|OTEL|OTLP"), "sends data or downloads beyond the farm's checks"),
-    (re.compile(r"^CUDA_VISIBLE_DEVICES$|^NVIDIA_VISIBLE_DEVICES$|^HIP_VISIBLE_DEVICES$|^ROCR_VISIBLE_DEVICES$"),
-     "the worker assigns the devices"),
+    (
+        re.compile(r"^CUDA_VISIBLE_DEVICES$|^NVIDIA_VISIBLE_DEVICES$|^HIP_VISIBLE_DEVICES$|^ROCR_VISIBLE_DEVICES$"),
+        "the worker assigns the devices",
+    ),
     (re.compile(r"^HF_HUB_OFFLINE$|^TRANSFORMERS_OFFLINE$"), "the worker's profile decides whether downloads happen"),
 )
 _REFUSED_PREFIXES = {

@@ -74,8 +74,18 @@ KINDS: Mapping[str, ValueKind] = {
 }
 
 REPEATABLE = frozenset(
-    {"--lora", "--lora-scaled", "--control-vector", "--control-vector-scaled", "--override-kv", "--override-tensor",
-     "--reverse-prompt", "--spec-replace", "--dry-sequence-breaker", "--override-tensor-draft"}
+    {
+        "--lora",
+        "--lora-scaled",
+        "--control-vector",
+        "--control-vector-scaled",
+        "--override-kv",
+        "--override-tensor",
+        "--reverse-prompt",
+        "--spec-replace",
+        "--dry-sequence-breaker",
+        "--override-tensor-draft",
+    }
 )
 """Options llama.cpp collects into a list; every other one keeps only its last value, so a repeat is refused."""
 
@@ -185,7 +195,10 @@ def llamacpp_process_argv(
 _LLAMA_PATTERNS: tuple[tuple[FailureClass, re.Pattern[str]], ...] = (
     (FailureClass.PORT_IN_USE, re.compile(r"couldn't bind HTTP server socket|[Aa]ddress already in use")),
     (FailureClass.OUT_OF_MEMORY, re.compile(r"failed to allocate|out of memory|ggml_backend_cpu_buffer_type_alloc")),
-    (FailureClass.BAD_ARGUMENT, re.compile(r"error: (invalid argument|unknown argument)|error while handling argument")),
+    (
+        FailureClass.BAD_ARGUMENT,
+        re.compile(r"error: (invalid argument|unknown argument)|error while handling argument"),
+    ),
     (FailureClass.ENGINE_START_FAILED, re.compile(r"failed to load model|error loading model")),
 )
 
@@ -206,7 +219,7 @@ class LlamaServerProcess(EngineProcess):
         """llama-server has no `/version`: its `/props` carries `build_info` (`b<number>-<commit>`)."""
         body = self._http_json("GET", "/props", None, 5.0)
         if isinstance(body, dict) and body.get("build_info"):
-            return f"llama.cpp {body['build_info']}"
+            return str(body["build_info"])
         return None
 
     def classify(self, *, started: bool) -> FailureClass:

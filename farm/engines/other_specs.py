@@ -19,7 +19,7 @@ def _o(name: str, kind: ValueKind, *aliases: str, nargs: str | int | None = None
 
 
 _TLS = "the worker speaks plain HTTP on loopback"
-_SECRET = "secrets never go in argv (they would be stored and logged)"
+_NO_SECRETS = "secrets never go in argv (they would be stored and logged)"
 
 SGLANG = ArgSpec(
     engine="sglang",
@@ -108,7 +108,7 @@ SGLANG = ArgSpec(
         _o("--nccl-port", K.PORT),
         _o("--enable-custom-logit-processor", K.CODE, reason="runs logit processors sent with requests"),
         _o("--custom-weight-loader", K.CODE, nargs="*", reason="imports weight loaders by name"),
-        _o("--api-key", K.REFUSED, reason=_SECRET),
+        _o("--api-key", K.REFUSED, reason=_NO_SECRETS),
         _o("--ssl-keyfile", K.REFUSED, reason=_TLS),
         _o("--ssl-certfile", K.REFUSED, reason=_TLS),
         _o("--otlp-traces-endpoint", K.REFUSED, reason="sends traces outside; no outbound telemetry"),

@@ -283,7 +283,12 @@ def vllm_engine(
 
     command = recipe_command(recipe, policy, resolve_links=True)
     argv = vllm_process_argv(
-        recipe, executable=executable, host=host, port=port, extra_args=extra_args, model_path=model_path,
+        recipe,
+        executable=executable,
+        host=host,
+        port=port,
+        extra_args=extra_args,
+        model_path=model_path,
         command=command,
     )
     env = vllm_env(os.environ if base_env is None else base_env, env_allowlist, gpus, extra_env)

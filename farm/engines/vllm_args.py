@@ -113,9 +113,7 @@ def _spec(data: Mapping[str, Any], source: str) -> ArgSpec:
     if CHOICES:
         from dataclasses import replace
 
-        options = tuple(
-            replace(o, choices=CHOICES[o.name]) if o.name in CHOICES else o for o in spec.options
-        )
+        options = tuple(replace(o, choices=CHOICES[o.name]) if o.name in CHOICES else o for o in spec.options)
         spec = replace(spec, options=options)
     return spec
 

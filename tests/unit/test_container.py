@@ -112,7 +112,8 @@ def test_recipe_environment_goes_to_the_container_only(home: Path, tmp_path: Pat
     own environment holds only the worker's docker settings and its own extra variables, never the recipe's."""
     container = launch(environment={"VLLM_USE_V1": "1", "NCCL_DEBUG": "INFO"})
     argv = docker_run_argv(container, gpus=[0], host_port=1, name="n", model_cache=None, extra_env={})
-    assert "VLLM_USE_V1=1" in argv and "NCCL_DEBUG=INFO" in argv
+    assert "VLLM_USE_V1=1" in argv
+    assert "NCCL_DEBUG=INFO" in argv
     engine = ContainerEngine(
         container,
         name="n",
@@ -123,8 +124,13 @@ def test_recipe_environment_goes_to_the_container_only(home: Path, tmp_path: Pat
         extra_env={"HF_TOKEN": "hf_host_secret"},
         base_env={"PATH": "/bin", "DOCKER_HOST": "unix:///run/docker.sock", "LD_AUDIT": "/x.so", "OTHER": "1"},
     )
-    assert engine.environment == {"PATH": "/bin", "DOCKER_HOST": "unix:///run/docker.sock", "HF_TOKEN": "hf_host_secret"}
-    assert "HF_TOKEN" in engine.argv and not any("hf_host_secret" in token for token in engine.argv)
+    assert engine.environment == {
+        "PATH": "/bin",
+        "DOCKER_HOST": "unix:///run/docker.sock",
+        "HF_TOKEN": "hf_host_secret",
+    }
+    assert "HF_TOKEN" in engine.argv
+    assert not any("hf_host_secret" in token for token in engine.argv)
 
 
 @pytest.mark.parametrize(

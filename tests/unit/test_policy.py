@@ -60,9 +60,14 @@ def test_the_seed_recipe_passes_and_renders_the_same_values() -> None:
         (("-tp", "1"), ("--tensor-parallel-size", "1")),
         (("--tensor_parallel_size=1",), ("--tensor-parallel-size", "1")),
         (("-O3",), ("--optimization-level", "3")),
-        (("--kernel-config.moe_backend=flashinfer_cutlass",), ("--kernel-config", '{"moe_backend":"flashinfer_cutlass"}')),
-        (("--compilation-config", '{"custom_ops": ["all", "-rms_norm"]}'),
-         ("--compilation-config", '{"custom_ops":["all","-rms_norm"]}')),
+        (
+            ("--kernel-config.moe_backend=flashinfer_cutlass",),
+            ("--kernel-config", '{"moe_backend":"flashinfer_cutlass"}'),
+        ),
+        (
+            ("--compilation-config", '{"custom_ops": ["all", "-rms_norm"]}'),
+            ("--compilation-config", '{"custom_ops":["all","-rms_norm"]}'),
+        ),
         (("--served-model-name", "a", "b"), ("--served-model-name", "a", "b")),
         (("--no-enable-prefix-caching",), ("--no-enable-prefix-caching",)),
         (("--model", MODEL, "--dtype", "float32"), ("--dtype", "float32")),

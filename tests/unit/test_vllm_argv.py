@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from farm.domain import FailureClass
+from farm.engines.policy import canonical_command
 from farm.engines.vllm import (
     CPU_MODULE_ARGS,
     GPU_EXECUTABLE,
@@ -16,7 +17,6 @@ from farm.engines.vllm import (
     vllm_process_argv,
     wait_gpus_free,
 )
-from farm.engines.policy import canonical_command
 from farm.errors import ArgumentPolicyError, EngineError
 from farm.provenance import scrub_environment
 from farm.recipes.model import Engine, Recipe, RecipeProvenance
