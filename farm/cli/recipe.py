@@ -8,6 +8,7 @@ import typer
 from rich.table import Table
 
 from farm.cli.common import console, err_console, farm_errors, print_json
+from farm.engines.policy import check_recipe_for_submit
 from farm.errors import InputError
 from farm.recipes.parse import load_recipe
 
@@ -40,14 +41,17 @@ def show(
 
 @app.command("check")
 def check(files: list[Path] = typer.Argument(..., help="recipe documents")) -> None:
-    """Validate many recipes; exit non-zero if any is bad. Nothing is stored."""
+    """Validate many recipes, and judge each one's command as `farm submit` would; exit non-zero if any is bad.
+    Nothing is stored."""
     bad = 0
     for file in files:
         try:
             recipe = load_recipe(file)
+            check_recipe_for_submit(recipe)
         except InputError as exc:
             bad += 1
-            err_console.print(f"FAIL {exc}", markup=False, highlight=False, soft_wrap=True)
+            where = "" if exc.source else f"{file}: "
+            err_console.print(f"FAIL {where}{exc}", markup=False, highlight=False, soft_wrap=True)
             continue
         console.print(f"ok   {file}: {recipe.id} ({recipe.hardware_class})", markup=False, highlight=False)
     if bad:

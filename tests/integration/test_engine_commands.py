@@ -1,0 +1,189 @@
+"""Every refused command of the audit, through the CLI (`farm submit`, `farm recipe check`) and at the worker, and
+a benign control recipe whose canonical command reaches a fake engine executable that records its argv."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from farm.cli.app import app
+from farm.engines.policy import recipe_command
+from farm.errors import ArgumentPolicyError
+from farm.hardware.probe import DeclaredProbe, HardwareReport
+from farm.recipes.model import Engine, Recipe, RecipeProvenance
+from farm.settings import Settings
+from farm.store import Store
+from farm.worker.engines import default_engine_factory, engine_policy
+from farm.worker.profile import load_profile
+
+ROOT = Path(__file__).resolve().parents[2]
+RECORDER = ROOT / "tests" / "fixtures" / "fake_engines" / "record_argv.py"
+MODEL = "farm/tiny-llama"
+
+runner = CliRunner()
+
+REFUSED: list[tuple[list[str], str]] = [
+    (["vllm", "serve", "evil/model", "--model", MODEL, "--trust-remote-code"], "disagree"),
+    (["vllm", "serve", MODEL, "--tokenizer", "evil/tok", "--trust-remote-code"], "trust list"),
+    (["vllm", "serve", MODEL, "--hf-config-path", "evil/cfg", "--trust-remote-code"], "trust list"),
+    (
+        ["vllm", "serve", MODEL, "--trust-remote-code", "--speculative-config", '{"method":"eagle","model":"evil/d"}'],
+        "trust list",
+    ),
+    (["vllm", "serve", MODEL, "--distributed-executor-backend", "pkg.Class"], "not one of"),
+    (["vllm", "serve", MODEL, "--kv-transfer-config", '{"kv_connector_module_path":"evil.m"}'], "names code"),
+    (["vllm", "serve", MODEL, "--compilation-config", '{"inductor_passes":{"x":"evil.p"}}'], "names code"),
+    (["vllm", "serve", MODEL, "--log-config-file", "/models/log.json"], "factory"),
+    (["vllm", "serve", MODEL, "--kv-events-config", '{"endpoint":"tcp://*:5557"}'], "not loopback"),
+    (["vllm", "serve", MODEL, "-dpa", "0.0.0.0"], "not loopback"),
+    (["vllm", "serve", MODEL, "--master-addr", "0.0.0.0"], "not loopback"),
+    (["vllm", "serve", MODEL, "--otlp-traces-endpoint", "http://collector:4317"], "telemetry"),
+    (["vllm", "serve", MODEL, "--chat-template", "/etc/passwd"], "outside this host's model and cache roots"),
+    (["vllm", "serve", MODEL, "--download-dir", "/"], "outside this host's model and cache roots"),
+    (["vllm", "serve", MODEL, "--lora-modules", "a=/root/.ssh"], "outside this host's model and cache roots"),
+    (["vllm", "serve", MODEL, "--mm-encoder-fp8-scale-save-path", "/tmp/s"], "outside this host's"),
+    (["vllm", "serve", "../../etc"], "relative path"),
+    (["vllm", "serve", MODEL, "--tensor_parallel_size", "2"], "the job has 1"),
+    (["vllm", "serve", MODEL, "-tp", "1", "--tensor-parallel-size", "1"], "given twice"),
+    (["vllm", "serve", MODEL, "--trust-remote"], "abbreviations are refused"),
+]
+
+
+def farm(*args: str) -> tuple[int, str, str]:
+    result = runner.invoke(app, list(args))
+    return result.exit_code, result.stdout, result.stderr
+
+
+def write_recipe(directory: Path, argv: list[str], *, engine: str = "vllm") -> Path:
+    recipe = {
+        "schema_version": "local-ai-registry/v1",
+        "id": "audit",
+        "model_id": MODEL,
+        "hardware_id": "cpu",
+        "hardware_count": 1,
+        "engine": {"name": engine},
+        "argv": argv,
+    }
+    path = directory / "recipe.json"
+    path.write_text(json.dumps(recipe))
+    return path
+
+
+def make_recipe(argv: list[str]) -> Recipe:
+    return Recipe(
+        id="audit",
+        model_id=MODEL,
+        hardware_id="cpu",
+        hardware_count=1,
+        engine=Engine(name="vllm"),
+        argv=tuple(argv),
+        provenance=RecipeProvenance(source_format="local-ai-registry/v1", content_sha256="0" * 64),
+    )
+
+
+@pytest.mark.parametrize(("argv", "why"), REFUSED)
+def test_submit_and_recipe_check_refuse(tmp_path: Path, argv: list[str], why: str) -> None:
+    """`farm submit` refuses with exit 2, the field and the reason, and stores nothing; `farm recipe check`
+    refuses the same recipe the same way."""
+    recipe = write_recipe(tmp_path, argv)
+    spec = tmp_path / "spec.toml"
+    spec.write_text('name = "audit"\nrecipe = "recipe.json"\n[plan]\n[plan.short_ttft]\nprompt_tokens = 64\n')
+    code, _, err = farm("submit", str(spec))
+    assert code == 2, err
+    assert "argv" in err
+    assert why in " ".join(err.split())
+    assert "Traceback" not in err
+    store = Store.open(Settings().resolved_database_url, auto_upgrade=True)
+    assert store.list_jobs() == []
+    code, _, err = farm("recipe", "check", str(recipe))
+    assert code == 2
+    assert why in " ".join(err.split())
+
+
+@pytest.fixture
+def recording_profile(tmp_path: Path) -> Path:
+    """A CPU vLLM profile whose executable is the argv recorder."""
+    profile = tmp_path / "rec.toml"
+    profile.write_text(
+        "\n".join(
+            [
+                'name = "rec"',
+                "[hardware]",
+                'hardware_id = "cpu"',
+                "count = 1",
+                "[engine]",
+                'kind = "vllm"',
+                "[engine.vllm]",
+                f'executable = ["{sys.executable}", "{RECORDER}"]',
+                "gpu_free_deadline_s = 0.0",
+                f'extra_env = {{ FARM_FAKE_ARGV_OUT = "{tmp_path / "argv.json"}" }}',
+            ]
+        )
+        + "\n"
+    )
+    return profile
+
+
+def probe() -> DeclaredProbe:
+    return DeclaredProbe(HardwareReport(hardware_id="cpu", count=1, declared=True))
+
+
+@pytest.mark.timeout(60)
+def test_a_benign_recipe_reaches_the_engine_as_its_canonical_command(tmp_path: Path, recording_profile: Path) -> None:
+    """The control recipe, written with aliases, underscores and `=`, starts the engine; the engine receives the
+    canonical argv (the one the worker reports for provenance), never the recipe's own spelling."""
+    profile = load_profile(recording_profile)
+    recipe = make_recipe(["vllm", "serve", MODEL, "--max_model_len=1024", "-tp", "1", "--host", "0.0.0.0"])
+    engine = default_engine_factory(recipe, profile, 47123, tmp_path / "engine.log", probe())
+    try:
+        engine.start()
+        engine.wait_ready(30)
+    finally:
+        engine.stop()
+    received = json.loads((tmp_path / "argv.json").read_text())
+    assert tuple(received) == engine.argv[1:]  # the recorder's sys.argv starts at its script
+    assert received[1:] == [
+        MODEL,
+        "--max-model-len",
+        "1024",
+        "--tensor-parallel-size",
+        "1",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        "47123",
+    ]
+    judged = recipe_command(recipe, engine_policy(profile)).without("--host", "--port").render_options()
+    assert tuple(received[2:-4]) == judged
+
+
+@pytest.mark.parametrize(("argv", "why"), REFUSED)
+def test_the_worker_refuses_before_the_engine_starts(
+    tmp_path: Path, recording_profile: Path, argv: list[str], why: str
+) -> None:
+    """At the worker, the same commands are refused while building the engine: the recorder never runs."""
+    profile = load_profile(recording_profile)
+    with pytest.raises(ArgumentPolicyError, match=why.split("'")[0][:20]):
+        default_engine_factory(make_recipe(argv), profile, 47124, tmp_path / "engine.log", probe())
+    assert not (tmp_path / "argv.json").exists()
+
+
+def test_an_engine_no_worker_runs_is_refused_at_submit_with_the_list(tmp_path: Path) -> None:
+    """A valid recipe for an engine the farm cannot launch is refused at submit, naming what the workers run."""
+    recipe = Recipe(
+        id="mlx",
+        model_id="mlx-community/Qwen3-4B-4bit",
+        hardware_id="cpu",
+        hardware_count=1,
+        engine=Engine(name="mlx"),
+        argv=("mlx_lm.server", "--model", "mlx-community/Qwen3-4B-4bit", "--port", "8080"),
+        provenance=RecipeProvenance(source_format="local-ai-registry/v1", content_sha256="0" * 64),
+    )
+    from farm.engines.policy import check_recipe_for_submit
+
+    with pytest.raises(ArgumentPolicyError, match=r"no worker of this farm runs mlx \(the farm's workers run: vllm"):
+        check_recipe_for_submit(recipe)
