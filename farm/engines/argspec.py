@@ -327,6 +327,8 @@ def parse_command(
                 f"not an option of {spec.engine} {spec.version} (list: {spec.source}); a host running a newer "
                 f"{spec.engine} can allow it in its profile",
             )
+        if option.kind == ValueKind.REFUSED:
+            raise refuse(token, option.reason or f"the farm never allows {option.name}")
         values: list[str] = []
         if not option.takes_value:
             if eq:

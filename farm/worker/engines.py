@@ -17,6 +17,7 @@ from farm.engines.judge import DEFAULT_PATH_ROOTS
 from farm.engines.llamacpp import llamacpp_engine
 from farm.engines.policy import EnginePolicy, recipe_command
 from farm.engines.registry import canonical_engine_name
+from farm.engines.sglang import sglang_engine
 from farm.engines.sim import sim_engine
 from farm.engines.vllm import DEFAULT_ENV_ALLOWLIST, vllm_engine, vllm_env
 from farm.engines.vllm_args import load_vllm_spec
@@ -77,7 +78,13 @@ def engine_policy(profile: WorkerProfile) -> EnginePolicy:
 def _host_roots(profile: WorkerProfile) -> tuple[str, ...]:
     """The default roots plus the directories of the models this host maps and its container cache."""
     roots = list(DEFAULT_PATH_ROOTS)
-    for path in (*profile.engine.vllm.model_paths.values(), *profile.engine.llamacpp.model_paths.values()):
+    engine = profile.engine
+    mapped = (
+        *engine.vllm.model_paths.values(),
+        *engine.llamacpp.model_paths.values(),
+        *engine.sglang.model_paths.values(),
+    )
+    for path in mapped:
         expanded = os.path.expanduser(path)
         roots.append(expanded if os.path.isdir(expanded) else os.path.dirname(expanded))
     if profile.engine.container.model_cache:
@@ -109,13 +116,14 @@ def default_engine_factory(
         )
     gpus = assigned_gpus(profile, probe, recipe.hardware_count)
     policy = engine_policy(profile)
-    if engine.kind == "llama.cpp":
-        section = engine.llamacpp
+    if engine.kind in ("llama.cpp", "sglang"):
+        section = engine.llamacpp if engine.kind == "llama.cpp" else engine.sglang
         command = recipe_command(recipe, policy, resolve_links=True)
         model_path = section.model_paths.get(recipe.model_id)
         env = vllm_env(os.environ, section.env_allowlist, gpus, section.extra_env)
-        env = {**(getattr(recipe, "environment", None) or {}), **env}
-        return llamacpp_engine(
+        env = {**(getattr(recipe, "environment", None) or {}), **env}  # the host's settings win
+        make = llamacpp_engine if engine.kind == "llama.cpp" else sglang_engine
+        return make(
             command,
             executable=_expand(section.executable),
             host=engine.host,

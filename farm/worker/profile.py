@@ -79,19 +79,28 @@ class ContainerSection(_Section):
     )
 
 
-class LlamaCppSection(_Section):
-    """How this host runs llama.cpp's `llama-server`. The executable is the host's, never a job's."""
+class ProcessEngineSection(_Section):
+    """How this host runs one engine as a process (llama.cpp, SGLang). The executable is the host's, never a
+    job's: it replaces the recipe's own executable and subcommand."""
 
-    executable: tuple[str, ...] = Field(
-        ("llama-server",), min_length=1, description="replaces the recipe's `llama-server`; `~` is expanded"
-    )
+    executable: tuple[str, ...] = Field(min_length=1, description="the host's executable; `~` is expanded")
     extra_args: tuple[str, ...] = Field((), description="host-specific options appended (e.g. --threads 2)")
     env_allowlist: tuple[str, ...] = Field(
         ("PATH", "HOME", "LANG", "LC_ALL", "TMPDIR"), description="names passed from the worker's environment"
     )
     extra_env: dict[str, str] = Field(default_factory=dict, description="set for every engine on this host")
     model_paths: dict[str, str] = Field(
-        default_factory=dict, description="model id -> local GGUF file; served under the id (--alias)"
+        default_factory=dict, description="model id -> local file or directory; served under the id"
+    )
+
+
+class LlamaCppSection(ProcessEngineSection):
+    executable: tuple[str, ...] = Field(("llama-server",), min_length=1, description="`~` is expanded")
+
+
+class SglangSection(ProcessEngineSection):
+    executable: tuple[str, ...] = Field(
+        ("python3", "-m", "sglang.launch_server"), min_length=1, description="`~` is expanded"
     )
 
 
@@ -111,10 +120,10 @@ class PolicySection(_Section):
 
 
 class EngineSection(_Section):
-    kind: Literal["sim", "vllm", "vllm-container", "llama.cpp"] = Field(
+    kind: Literal["sim", "vllm", "vllm-container", "llama.cpp", "sglang"] = Field(
         "sim",
         description="sim: the simulator; vllm: a process; vllm-container: the recipe's image via docker; "
-        "llama.cpp: llama-server as a process",
+        "llama.cpp: llama-server as a process; sglang: sglang.launch_server as a process",
     )
     engines: tuple[str, ...] | None = Field(
         None, description="the engines this host runs (canonical names); unset: the one its kind launches"
@@ -127,15 +136,20 @@ class EngineSection(_Section):
     vllm: VllmSection = VllmSection()
     container: ContainerSection = ContainerSection()
     llamacpp: LlamaCppSection = LlamaCppSection()
+    sglang: SglangSection = SglangSection()
     policy: PolicySection = PolicySection()
 
     def runs(self) -> tuple[str, ...]:
         """The engines this host has (a simulator plays any recipe's engine)."""
         if self.engines is not None:
             return self.engines
-        return {"sim": ("vllm",), "vllm": ("vllm",), "vllm-container": ("vllm",), "llama.cpp": ("llama.cpp",)}[
-            self.kind
-        ]
+        return {
+            "sim": ("vllm",),
+            "vllm": ("vllm",),
+            "vllm-container": ("vllm",),
+            "llama.cpp": ("llama.cpp",),
+            "sglang": ("sglang",),
+        }[self.kind]
 
 
 class WorkerProfile(_Section):
