@@ -27,38 +27,38 @@ def test_llamacpp_spec_comes_from_the_servers_help() -> None:
     assert spec.option("--model").kind == "path"
 
 
-@pytest.mark.parametrize(
-    ("engine", "argv", "rendered"),
-    [
-        (
-            "llama.cpp",
-            "llama-server -m /models/a.gguf -c 2048 -fa --jinja",
-            ("--model", "/models/a.gguf", "--ctx-size", "2048", "--flash-attn", "--jinja"),
-        ),
-        (
-            "llama.cpp",
-            "llama-server -hf unsloth/Qwen3-8B-GGUF:Q4_K_M -np 4",
-            ("--hf-repo", "unsloth/Qwen3-8B-GGUF:Q4_K_M", "--parallel", "4"),
-        ),
-        (
-            "sglang",
-            "python3 -m sglang.launch_server --model Qwen/Qwen3-8B --tensor-parallel-size 2 --mem-fraction-static 0.8",
-            ("--tp-size", "2", "--mem-fraction-static", "0.8"),
-        ),
-        ("ollama", "ollama run qwen3:8b --verbose", ("--verbose",)),
-        (
-            "lmstudio",
-            "lms load qwen/qwen3-8b --context-length 8192 --gpu max",
-            ("--context-length", "8192", "--gpu", "max"),
-        ),
-        (
-            "tabbyapi",
-            "python main.py --model-name turboderp/Qwen3-8B-exl2 --max-seq-len 8192",
-            ("--model-name", "turboderp/Qwen3-8B-exl2", "--max-seq-len", "8192"),
-        ),
-        ("mlx", "mlx_lm.server --model mlx-community/Qwen3-4B-4bit --max-tokens 512", ("--max-tokens", "512")),
-    ],
-)
+CANONICAL = [
+    (
+        "llama.cpp",
+        "llama-server -m /models/a.gguf -c 2048 -fa --jinja",
+        ("--model", "/models/a.gguf", "--ctx-size", "2048", "--flash-attn", "--jinja"),
+    ),
+    (
+        "llama.cpp",
+        "llama-server -hf unsloth/Qwen3-8B-GGUF:Q4_K_M -np 4",
+        ("--hf-repo", "unsloth/Qwen3-8B-GGUF:Q4_K_M", "--parallel", "4"),
+    ),
+    (
+        "sglang",
+        "python3 -m sglang.launch_server --model Qwen/Qwen3-8B --tensor-parallel-size 2 --mem-fraction-static 0.8",
+        ("--tp-size", "2", "--mem-fraction-static", "0.8"),
+    ),
+    ("ollama", "ollama run qwen3:8b --verbose", ("--verbose",)),
+    (
+        "lmstudio",
+        "lms load qwen/qwen3-8b --context-length 8192 --gpu max",
+        ("--context-length", "8192", "--gpu", "max"),
+    ),
+    (
+        "tabbyapi",
+        "python main.py --model-name turboderp/Qwen3-8B-exl2 --max-seq-len 8192",
+        ("--model-name", "turboderp/Qwen3-8B-exl2", "--max-seq-len", "8192"),
+    ),
+    ("mlx", "mlx_lm.server --model mlx-community/Qwen3-4B-4bit --max-tokens 512", ("--max-tokens", "512")),
+]
+
+
+@pytest.mark.parametrize(("engine", "argv", "rendered"), CANONICAL)
 def test_each_engine_parses_to_its_canonical_form(engine: str, argv: str, rendered: tuple[str, ...]) -> None:
     """Every engine's recipe command parses with its own spec and renders in canonical spellings."""
     devices = 2 if "tensor-parallel" in argv else 1
