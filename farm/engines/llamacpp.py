@@ -102,7 +102,126 @@ METRICS: Mapping[str, str] = {
 """The farm's counters (named as vLLM's) and the llama-server `/metrics` counters that count the same thing
 (tools/server/server.cpp, with `--metrics`)."""
 
-_NUMBER_PLACEHOLDER = re.compile(r"^(N|P|SCALE|SEED|N0,N1.*|<0\.\.\.100>|<0\|1>|START|END|SIMILARITY|\w*_?N)$")
+
+BENCH_TO_SERVER: Mapping[str, str] = {
+    "-m": "--model",
+    "--model": "--model",
+    "-ngl": "--n-gpu-layers",
+    "--n-gpu-layers": "--n-gpu-layers",
+    "-ncmoe": "--n-cpu-moe",
+    "--n-cpu-moe": "--n-cpu-moe",
+    "-sm": "--split-mode",
+    "--split-mode": "--split-mode",
+    "-mg": "--main-gpu",
+    "--main-gpu": "--main-gpu",
+    "-ts": "--tensor-split",
+    "--tensor-split": "--tensor-split",
+    "-ctk": "--cache-type-k",
+    "--cache-type-k": "--cache-type-k",
+    "-ctv": "--cache-type-v",
+    "--cache-type-v": "--cache-type-v",
+    "-t": "--threads",
+    "--threads": "--threads",
+    "-b": "--batch-size",
+    "--batch-size": "--batch-size",
+    "-ub": "--ubatch-size",
+    "--ubatch-size": "--ubatch-size",
+    "-ot": "--override-tensor",
+    "--override-tensor": "--override-tensor",
+    "-dev": "--device",
+    "--device": "--device",
+}
+"""llama-bench options that configure the model and its placement, as llama-server spells them
+(tools/llama-bench/llama-bench.cpp and common/arg.cpp)."""
+
+BENCH_SWITCHES: Mapping[str, tuple[str, str | None, str | None]] = {
+    "-fa": ("--flash-attn", "--flash-attn", None),
+    "--flash-attn": ("--flash-attn", "--flash-attn", None),
+    "-nkvo": ("--no-kv-offload", "--no-kv-offload", None),
+    "--no-kv-offload": ("--no-kv-offload", "--no-kv-offload", None),
+    "-mmp": ("--mmap", None, "--no-mmap"),
+    "--mmap": ("--mmap", None, "--no-mmap"),
+}
+"""llama-bench's 0/1 switches: (what it sets, the server option when on, the server option when off)."""
+
+BENCH_ONLY = frozenset(
+    {
+        "-p",
+        "--n-prompt",
+        "-n",
+        "--n-gen",
+        "-pg",
+        "-d",
+        "--n-depth",
+        "-r",
+        "--repetitions",
+        "-o",
+        "--output",
+        "-oe",
+        "--output-err",
+        "--delay",
+        "--prio",
+        "--poll",
+        "--cpu-strict",
+        "-C",
+        "--cpu-mask",
+        "-embd",
+        "--embeddings",
+        "-nopo",
+        "--no-op-offload",
+        "--numa",
+    }
+)
+"""llama-bench options that shape the benchmark, not the model: the farm's sweep plan replaces them."""
+BENCH_FLAGS = frozenset({"-v", "--verbose", "--progress", "-h", "--help"})
+
+
+def llama_bench_to_server(argv: Sequence[str]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """A `llama-bench ...` command (what LocalMaxxing pages record for llama.cpp) as the `llama-server` command
+    that loads the same model the same way, and the benchmark-only tokens it dropped (for provenance).
+
+    A value list (`-ngl 28,99`: llama-bench runs each) is refused: the server runs one configuration. A `-m`
+    without a value (pages that hid the path) is dropped: the host maps the model."""
+    tokens = list(argv)
+    if not tokens or not re.fullmatch(r"(?:.*/)?llama-bench", tokens[0]):
+        raise ArgumentPolicyError(f"not a llama-bench command: {' '.join(tokens[:2])!r}", field="argv")
+    out: list[str] = ["llama-server"]
+    dropped: list[str] = []
+    i = 1
+    while i < len(tokens):
+        token = tokens[i]
+        i += 1
+        name, eq, inline = token.partition("=")
+        value: str | None = inline if eq else None
+        takes_value = name in BENCH_TO_SERVER or name in BENCH_SWITCHES or name in BENCH_ONLY
+        if takes_value and value is None and i < len(tokens) and not tokens[i].startswith("-"):
+            value = tokens[i]
+            i += 1
+        if name in BENCH_ONLY or name in BENCH_FLAGS:
+            dropped += [token] if eq or value is None else [token, value]
+            continue
+        if not takes_value:
+            raise ArgumentPolicyError(f"{token!r}: not a llama-bench option the farm can translate", field="argv")
+        if value is None:
+            if name in ("-m", "--model"):
+                dropped.append(token)
+                continue
+            raise ArgumentPolicyError(f"{token!r}: needs a value", field="argv")
+        if "," in value and name not in ("-ts", "--tensor-split", "-ot", "--override-tensor", "-dev", "--device"):
+            raise ArgumentPolicyError(
+                f"{token} {value}: llama-bench runs each of several values; the server runs one", field="argv"
+            )
+        if name in BENCH_SWITCHES:
+            _, when_on, when_off = BENCH_SWITCHES[name]
+            on = value.lower() in ("1", "on", "true", "yes")
+            if not on and value.lower() not in ("0", "off", "false", "no"):
+                raise ArgumentPolicyError(f"{token} {value}: expected 0/1 or on/off", field="argv")
+            chosen = when_on if on else when_off
+            if chosen:
+                out.append(chosen)
+            continue
+        out += [BENCH_TO_SERVER[name], value]
+    return tuple(out), tuple(dropped)
 
 
 def _kind(raw: Mapping[str, Any], name: str) -> ValueKind:

@@ -4,11 +4,12 @@ allowlists; their canonical argv on a worker; engine names and aliases; the reci
 from __future__ import annotations
 
 import re
+import shlex
 
 import pytest
 
 from farm.engines.environment import check_recipe_environment, refused_reason
-from farm.engines.llamacpp import llamacpp_process_argv, shipped_llamacpp_spec
+from farm.engines.llamacpp import llama_bench_to_server, llamacpp_process_argv, shipped_llamacpp_spec
 from farm.engines.policy import EnginePolicy, canonical_command
 from farm.engines.registry import canonical_engine_name, engine_kind, launchable_engines
 from farm.engines.sglang import sglang_process_argv
@@ -228,3 +229,39 @@ def test_tuning_environment_passes() -> None:
         "PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True",
     }
     assert check_recipe_environment(env, "vllm") == env
+
+
+def test_a_llama_bench_page_becomes_the_server_command() -> None:
+    """LocalMaxxing's llama-bench command loads the same model the same way on llama-server; the benchmark's
+    own options are dropped and reported; the result passes llama-server's spec."""
+    bench = shlex.split("llama-bench -m -p 512 -n 128 -ngl 28 -sm layer -fa on -ctk f16 -ctv f16 -r 5")
+    argv, dropped = llama_bench_to_server(bench)
+    assert argv == (
+        "llama-server",
+        "--n-gpu-layers",
+        "28",
+        "--split-mode",
+        "layer",
+        "--flash-attn",
+        "--cache-type-k",
+        "f16",
+        "--cache-type-v",
+        "f16",
+    )
+    assert dropped == ("-m", "-p", "512", "-n", "128", "-r", "5")
+    canonical_command(argv, "llama.cpp")
+
+
+@pytest.mark.parametrize(
+    ("bench", "why"),
+    [
+        ("llama-bench -m /models/a.gguf -ngl 28,99", "several values"),
+        ("llama-bench -m /models/a.gguf --rpc 10.0.0.1:5000", "the farm can translate"),
+        ("llama-bench -fa maybe", "0/1 or on/off"),
+        ("llama-server -m /models/a.gguf", "not a llama-bench command"),
+    ],
+)
+def test_llama_bench_commands_that_do_not_translate(bench: str, why: str) -> None:
+    """What a server cannot run the same way is refused, naming the token."""
+    with pytest.raises(ArgumentPolicyError, match=why):
+        llama_bench_to_server(bench.split())
