@@ -187,3 +187,107 @@ def test_an_engine_no_worker_runs_is_refused_at_submit_with_the_list(tmp_path: P
 
     with pytest.raises(ArgumentPolicyError, match=r"no worker of this farm runs mlx \(the farm's workers run: vllm"):
         check_recipe_for_submit(recipe)
+
+
+def other_profile(tmp_path: Path, kind: str) -> Path:
+    """A profile of `kind` (llama.cpp or sglang) whose executable is the argv recorder, mapping the model."""
+    section = "llamacpp" if kind == "llama.cpp" else "sglang"
+    models = tmp_path / "models"
+    models.mkdir(exist_ok=True)
+    (models / "m.gguf").write_bytes(b"GGUF")
+    profile = tmp_path / f"{section}.toml"
+    profile.write_text(
+        "\n".join(
+            [
+                f'name = "{section}"',
+                "[hardware]",
+                'hardware_id = "cpu"',
+                "count = 1",
+                "[engine]",
+                f'kind = "{kind}"',
+                f"[engine.{section}]",
+                f'executable = ["{sys.executable}", "{RECORDER}"]',
+                f'extra_env = {{ FARM_FAKE_ARGV_OUT = "{tmp_path / "argv.json"}" }}',
+                f"[engine.{section}.model_paths]",
+                f'"org/m" = "{models / "m.gguf"}"',
+            ]
+        )
+        + "\n"
+    )
+    return profile
+
+
+def engine_recipe(engine: str, argv: list[str]) -> Recipe:
+    return Recipe(
+        id="other",
+        model_id="org/m",
+        hardware_id="cpu",
+        hardware_count=1,
+        engine=Engine(name=engine),
+        argv=tuple(argv),
+        provenance=RecipeProvenance(source_format="local-ai-registry/v1", content_sha256="0" * 64),
+    )
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize(
+    ("kind", "argv", "expected"),
+    [
+        (
+            "llama.cpp",
+            ["llama-server", "-hf", "org/m-GGUF", "-c", "2048", "-np", "2", "--host", "0.0.0.0"],
+            ["--ctx-size", "2048", "--parallel", "2", "--model", "{model}", "--alias", "org/m"],
+        ),
+        (
+            "sglang",
+            ["python3", "-m", "sglang.launch_server", "--model", "org/m", "--context-length", "4096"],
+            ["--model-path", "{model}", "--context-length", "4096", "--served-model-name", "org/m"],
+        ),
+    ],
+)
+def test_other_engines_reach_the_executable_as_their_canonical_command(
+    tmp_path: Path, kind: str, argv: list[str], expected: list[str]
+) -> None:
+    """llama.cpp and SGLang workers launch the judged command: the host's model file, canonical spellings,
+    the served name and the worker's own address; the recipe's --host never arrives."""
+    profile = load_profile(other_profile(tmp_path, kind))
+    engine = default_engine_factory(engine_recipe(kind, argv), profile, 47125, tmp_path / "engine.log", probe())
+    try:
+        engine.start()
+        engine.wait_ready(30)
+    finally:
+        engine.stop()
+    received = json.loads((tmp_path / "argv.json").read_text())
+    model = str(tmp_path / "models" / "m.gguf")
+    assert received[1:] == [e.replace("{model}", model) for e in expected] + ["--host", "127.0.0.1", "--port", "47125"]
+
+
+@pytest.mark.parametrize(
+    ("kind", "argv", "why"),
+    [
+        ("llama.cpp", ["llama-server", "-m", "/etc/passwd"], "outside this host's"),
+        ("llama.cpp", ["llama-server", "--rpc", "10.0.0.2:50052"], "not an option"),
+        (
+            "sglang",
+            ["python3", "-m", "sglang.launch_server", "--model-path", "org/m", "--tp-size", "2"],
+            "the job has 1",
+        ),
+        ("sglang", ["python3", "-m", "sglang.launch_server", "--model-path", "org/m", "--api-key", "k"], "secrets"),
+    ],
+)
+def test_other_engines_refuse_before_starting(tmp_path: Path, kind: str, argv: list[str], why: str) -> None:
+    """A refused llama.cpp or SGLang command never reaches the executable."""
+    profile = load_profile(other_profile(tmp_path, kind))
+    with pytest.raises(ArgumentPolicyError, match=why):
+        default_engine_factory(engine_recipe(kind, argv), profile, 47126, tmp_path / "engine.log", probe())
+    assert not (tmp_path / "argv.json").exists()
+
+
+def test_a_worker_refuses_an_engine_its_host_does_not_have(tmp_path: Path) -> None:
+    """A llama.cpp host given an SGLang recipe says which engines it runs."""
+    from farm.errors import EngineError
+
+    profile = load_profile(other_profile(tmp_path, "llama.cpp"))
+    recipe = engine_recipe("sglang", ["python3", "-m", "sglang.launch_server", "--model-path", "org/m"])
+    with pytest.raises(EngineError, match=r"this worker runs llama.cpp; the recipe wants 'sglang'"):
+        default_engine_factory(recipe, profile, 47127, tmp_path / "engine.log", probe())
