@@ -139,6 +139,19 @@ class EngineSection(_Section):
     sglang: SglangSection = SglangSection()
     policy: PolicySection = PolicySection()
 
+    @field_validator("engines")
+    @classmethod
+    def _known_engines(cls, value: tuple[str, ...] | None) -> tuple[str, ...] | None:
+        if value is None:
+            return None
+        from farm.engines.registry import ENGINES, canonical_engine_name
+
+        names = tuple(canonical_engine_name(v) for v in value)
+        unknown = [v for v, n in zip(value, names, strict=True) if n not in ENGINES]
+        if unknown:
+            raise ValueError(f"unknown engine(s) {', '.join(unknown)}; known: {', '.join(ENGINES)}")
+        return names
+
     def runs(self) -> tuple[str, ...]:
         """The engines this host has (a simulator plays any recipe's engine)."""
         if self.engines is not None:
