@@ -20,6 +20,7 @@ import os
 import re
 import subprocess
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 
 from farm.engines.environment import check_recipe_environment
@@ -43,6 +44,9 @@ DOCKER_CLIENT_ENV = ("PATH", "HOME", "DOCKER_HOST", "DOCKER_CONTEXT", "DOCKER_CO
 
 DOCKER_COMMAND_TIMEOUT_S = 60.0
 """`docker rm -f` and friends: seconds, unless the daemon hangs."""
+
+IMAGE_ENTRYPOINTS = (None, "vllm")
+"""What a recipe may say the image's entrypoint is: the image's own (`vllm`, whose `serve` the image runs)."""
 
 ALLOWED_IPC = frozenset({"host", "private", "shareable"})
 """IPC modes a recipe may ask for (vLLM's tensor-parallel workers want `host`); never another container's."""
@@ -112,6 +116,28 @@ def container_env(container: ContainerLaunch, extra_env: Mapping[str, str], engi
     return values + sorted(extra_env)
 
 
+def check_container_launch(
+    container: ContainerLaunch, policy: EnginePolicy, *, engine: str = "vllm", device_count: int | None = None
+) -> None:
+    """What can be judged of a container launch without a worker (at submit): its environment, its ports, its
+    entrypoint and its engine arguments. The image pin and the mounts depend on the host and are judged there."""
+    docker_run_argv(
+        container,
+        gpus=(),
+        host_port=1,
+        name="farm-submit-check",
+        model_cache="/models",
+        extra_env={},
+        policy=replace(policy, allow_image_tags=True, allowed_mount_sources=_all_sources(container)),
+        engine=engine,
+        device_count=device_count,
+    )
+
+
+def _all_sources(container: ContainerLaunch) -> frozenset[str]:
+    return frozenset(os.path.expanduser(m.source) for m in container.mounts)
+
+
 def docker_run_argv(
     container: ContainerLaunch,
     *,
@@ -133,9 +159,12 @@ def docker_run_argv(
     _check_image(container.image, policy)
     if not _CONTAINER_NAME.match(name):
         raise _refuse(repr(name), "not a valid container name")
-    if container.entrypoint is not None:
+    if container.entrypoint not in IMAGE_ENTRYPOINTS:
         raise _refuse(repr(container.entrypoint), "a recipe may not replace the image's entrypoint")
-    command = canonical_command(("vllm", "serve", *container.arguments), engine, policy, device_count=device_count)
+    arguments = tuple(container.arguments)
+    if arguments[:1] == ("serve",):  # the registry writes the image's `vllm` entrypoint's subcommand too
+        arguments = arguments[1:]
+    command = canonical_command(("vllm", "serve", *arguments), engine, policy, device_count=device_count)
     container_port = container.container_port if container.container_port is not None else DEFAULT_CONTAINER_PORT
     if isinstance(container_port, bool) or not 1 <= container_port <= 65535:
         raise _refuse(f"container_port {container_port!r}", "not a port (1-65535)")

@@ -158,7 +158,12 @@ def check_recipe_for_submit(recipe: Recipe, *, runnable: Sequence[str] | None = 
     `runnable`: the engines the farm's workers can run (default: every engine with a launching adapter)."""
     engine = engine_kind(recipe.engine.name)
     can_run = tuple(runnable) if runnable is not None else launchable_engines()
-    command = recipe_command(recipe, submit_policy(recipe))
+    policy = submit_policy(recipe)
+    command = recipe_command(recipe, policy)
+    if recipe.container is not None:
+        from farm.engines.container import check_container_launch
+
+        check_container_launch(recipe.container, policy, engine=engine.name, device_count=recipe.hardware_count)
     if engine.name not in can_run:
         raise ArgumentPolicyError(
             f"the recipe is valid, but no worker of this farm runs {engine.name} "

@@ -291,3 +291,44 @@ def test_a_worker_refuses_an_engine_its_host_does_not_have(tmp_path: Path) -> No
     recipe = engine_recipe("sglang", ["python3", "-m", "sglang.launch_server", "--model-path", "org/m"])
     with pytest.raises(EngineError, match=r"this worker runs llama.cpp; the recipe wants 'sglang'"):
         default_engine_factory(recipe, profile, 47127, tmp_path / "engine.log", probe())
+
+
+SEED = ROOT / "tests" / "fixtures" / "001_5d0dc33ac7ff8823.txt"
+
+
+@pytest.mark.parametrize(
+    ("change", "why"),
+    [
+        ({"environment": {"DOCKER_HOST": "tcp://evil:2375"}}, "DOCKER_HOST"),
+        ({"environment": {"DOCKER_CONFIG": "/tmp/evil"}}, "DOCKER_CONFIG"),
+        ({"environment": {"LD_AUDIT": "/tmp/evil.so"}}, "LD_AUDIT"),
+        ({"environment": {"HTTPS_PROXY": "http://evil:3128"}}, "HTTPS_PROXY"),
+        ({"environment": {"HF_TOKEN": "hf_from_a_recipe"}}, "a secret"),
+        ({"container_port": -5}, "not a port"),
+        ({"entrypoint": "bash"}, "entrypoint"),
+        ({"arguments": ["--model", "deepseek-ai/DeepSeek-V4-Flash-0731", "--master-addr", "0.0.0.0"]}, "loopback"),
+    ],
+)
+def test_submit_refuses_a_bad_container_launch(tmp_path: Path, change: dict[str, object], why: str) -> None:
+    """The seed document with its draft_launch changed: `farm submit` refuses it (exit 2, the reason, nothing
+    stored) before any docker command could see the recipe's environment or port."""
+    document = json.loads(SEED.read_text())
+    document["data"]["draft_launch"].update(change)
+    (tmp_path / "recipe.json").write_text(json.dumps(document))
+    spec = tmp_path / "spec.toml"
+    spec.write_text('name = "c"\nrecipe = "recipe.json"\n[plan]\n[plan.short_ttft]\nprompt_tokens = 64\n')
+    code, _, err = farm("submit", str(spec))
+    assert code == 2, err
+    assert why in " ".join(err.split())
+    assert "Traceback" not in err
+    store = Store.open(Settings().resolved_database_url, auto_upgrade=True)
+    assert store.list_jobs() == []
+
+
+def test_submit_accepts_the_seed_container_launch(tmp_path: Path) -> None:
+    """The control: the seed document itself, container launch included, is queued."""
+    spec = tmp_path / "spec.toml"
+    spec.write_text(f'name = "c"\nrecipe = "{SEED}"\n[plan]\n[plan.short_ttft]\nprompt_tokens = 64\n')
+    code, out, err = farm("submit", str(spec))
+    assert code == 0, err
+    assert "j-" in out

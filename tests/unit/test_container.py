@@ -99,6 +99,15 @@ def test_model_cache_added_when_the_recipe_mounts_none(home: Path) -> None:
     assert "--gpus" not in argv
 
 
+def test_the_registrys_serve_subcommand_is_not_doubled(home: Path) -> None:
+    """The registry's draft_launch names the image's `vllm` entrypoint and starts its arguments with `serve`: the
+    container gets the model once, never `serve serve`."""
+    container = launch(entrypoint="vllm", arguments=("serve", "--model", "org/m", "--max-model-len", "8"))
+    argv = docker_run_argv(container, gpus=[0], host_port=1, name="n", model_cache=None, extra_env={})
+    tail = argv[argv.index(IMAGE) + 1 :]
+    assert tail == ("--model", "org/m", "--max-model-len", "8", "--host", "0.0.0.0", "--port", "8000")
+
+
 def test_a_writable_cache_only_when_the_host_says_so(home: Path) -> None:
     """The model cache is read-only by default; a profile that lets the engine download makes it writable."""
     argv = docker_run_argv(
