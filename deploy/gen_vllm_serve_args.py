@@ -53,6 +53,38 @@ def _nargs(action: argparse.Action) -> str | int | None:
     return nargs if isinstance(nargs, int | str) else None
 
 
+_WRAPPERS = frozenset({"_optional_type", "_parse_type", "<lambda>"})
+"""vLLM wraps an option's real type in closures (optional_type(int), parse_type(json.loads), a lambda)."""
+
+TYPE_NAMES = {
+    "int": "int",
+    "float": "float",
+    "str": "str",
+    "human_readable_int": "int",
+    "human_readable_int_or_auto": "int_or_auto",
+    "loads": "json",
+    "parse_dataclass": "json",
+    "union_dict_and_str": "json_or_str",
+}
+"""The parser's type callables, as the farm's value kinds (farm.engines.argspec)."""
+
+
+def _type_name(action: argparse.Action) -> str | None:
+    """The innermost type callable's name, mapped to a value kind; the callable's own name when unknown."""
+    kind = action.type
+    for _ in range(5):
+        if kind is None or getattr(kind, "__name__", "") not in _WRAPPERS:
+            break
+        inner = [c.cell_contents for c in (getattr(kind, "__closure__", None) or ()) if callable(c.cell_contents)]
+        if not inner:
+            break
+        kind = inner[0]
+    if kind is None:
+        return None
+    name = getattr(kind, "__name__", type(kind).__name__)
+    return TYPE_NAMES.get(name, name)
+
+
 def dump() -> dict[str, Any]:
     parser = _serve_parser()
     options: list[dict[str, Any]] = []
@@ -68,6 +100,8 @@ def dump() -> dict[str, Any]:
                 "nargs": _nargs(action),
                 "choices": sorted(str(c) for c in action.choices) if action.choices else None,
                 "json": JSON_TIP in help_text or type_name in JSON_TYPES,
+                "type": _type_name(action),
+                "action": type(action).__name__,
             }
         )
     options.sort(key=lambda o: o["option_strings"][0])

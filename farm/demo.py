@@ -21,6 +21,33 @@ DEMO_SPEC = CHECKOUT / "jobs" / "demo.toml"
 DEMO_PROFILE = CHECKOUT / "workers" / "demo-sim.toml"
 VLLM_DEMO_SPEC = CHECKOUT / "jobs" / "tiny-llama-cpu.toml"
 VLLM_DEMO_PROFILE = CHECKOUT / "workers" / "cpu.toml"
+LLAMACPP_DEMO_SPEC = CHECKOUT / "jobs" / "smollm2-llamacpp-cpu.toml"
+LLAMACPP_DEMO_PROFILE = CHECKOUT / "workers" / "llamacpp-cpu.toml"
+LLAMACPP_INSTALLER = CHECKOUT / "deploy" / "install-llama-server.sh"
+LLAMACPP_INSTALL_TIMEOUT_S = 3600.0
+"""About 12 minutes on 2 cores the first time (a C++ build); instant after."""
+
+
+def ensure_llama_server(installer: Path = LLAMACPP_INSTALLER) -> tuple[Path, Path]:
+    """Build llama-server and fetch the SmolLM2 GGUF once per machine; return (binary, model file)."""
+    import subprocess
+
+    if not installer.exists():
+        raise InputError("the llama-server installer is missing (run from a checkout)", source=installer)
+    try:
+        done = subprocess.run(
+            ["bash", str(installer)], capture_output=True, text=True, timeout=LLAMACPP_INSTALL_TIMEOUT_S, check=True
+        )
+    except subprocess.CalledProcessError as exc:
+        raise FarmError(f"{installer} failed (exit {exc.returncode}): {(exc.stderr or '')[-2000:]}") from exc
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise FarmError(f"{installer} did not finish: {exc}") from exc
+    lines = [line for line in done.stdout.splitlines() if line.strip()]
+    if len(lines) < 2:
+        raise FarmError(f"{installer} printed no binary and model paths: {done.stdout[-500:]!r}")
+    return Path(lines[-2]), Path(lines[-1])
+
+
 DEMO_DEADLINE_S = 600.0
 """Far above the demo's minute or two on a 2-core machine; a demo that hangs must still end."""
 

@@ -101,6 +101,7 @@ class TokenizeEndpoint:
             body["chat_template_kwargs"] = {"enable_thinking": self._thinking}
         else:
             body["prompt"] = text
+            body["content"] = text  # llama-server's /tokenize reads `content` and answers `tokens` (no `count`)
         try:
             async with self._session.post(self._url, json=body, timeout=self._timeout) as response:
                 if response.status != 200:
@@ -110,6 +111,8 @@ class TokenizeEndpoint:
         except (aiohttp.ClientError, TimeoutError) as error:
             raise MeasurementError(f"/tokenize failed: {type(error).__name__}: {error}") from error
         count = answer.get("count") if isinstance(answer, dict) else None
+        if count is None and isinstance(answer, dict) and isinstance(answer.get("tokens"), list):
+            count = len(answer["tokens"])
         if not isinstance(count, int):
             raise MeasurementError(f"/tokenize answered without a count: {str(answer)[:300]}")
         return count

@@ -29,6 +29,9 @@ from farm.bench.sse import CHAT_TEXT_KEYS, COMPLETION_TEXT_KEYS, StreamAccumulat
 
 Api = Literal["chat", "completions"]
 
+IDLE_KEEPALIVE_S = 4.0
+"""Seconds an idle client connection is kept: under cpp-httplib's 5 s keep-alive (llama-server)."""
+
 ERROR_BODY_BYTES = 500
 """How much of an error response's body a failed sample keeps."""
 
@@ -109,7 +112,11 @@ class StreamClient:
         self._session: aiohttp.ClientSession | None = None
 
     async def __aenter__(self) -> StreamClient:
-        connector = aiohttp.TCPConnector(limit=self.concurrency, limit_per_host=0, ttl_dns_cache=None)
+        # An idle connection is dropped after 4 s, before llama-server's HTTP library (cpp-httplib) closes it at
+        # 5 s: a request written into a connection the server had closed fails ("Can not write request body").
+        connector = aiohttp.TCPConnector(
+            limit=self.concurrency, limit_per_host=0, ttl_dns_cache=None, keepalive_timeout=IDLE_KEEPALIVE_S
+        )
         tracing = aiohttp.TraceConfig()
         tracing.on_request_chunk_sent.append(_stamp_send)
         self._session = aiohttp.ClientSession(
@@ -141,24 +148,34 @@ class StreamClient:
         accumulator = StreamAccumulator(keys)
         limit = self.request_timeout_s if timeout_s is None else min(timeout_s, self.request_timeout_s)
         clock = time.perf_counter_ns
-        sent = _SendStamp()
         called_ns = clock()
-        try:
-            async with asyncio.timeout(limit):
-                async with session.post(url, data=payload, trace_request_ctx=sent) as response:
-                    if response.status != 200:
-                        body = await response.content.read(ERROR_BODY_BYTES)
-                        text = body.decode("utf-8", "replace").strip()
-                        return _failed(sent.ns or called_ns, f"HTTP {response.status}: {text}")
-                    feed = accumulator.feed
-                    async for data in response.content.iter_any():
-                        feed(data, clock())
-        except TimeoutError:
-            return _failed(sent.ns or called_ns, f"timeout after {limit:.1f} s", accumulator)
-        except aiohttp.ClientError as error:
-            return _failed(sent.ns or called_ns, f"{type(error).__name__}: {error}", accumulator)
-        except StreamFormatError as error:
-            return _failed(sent.ns or called_ns, f"bad stream: {error}", accumulator)
+        for attempt in range(2):
+            sent = _SendStamp()
+            answered = False
+            try:
+                async with asyncio.timeout(limit):
+                    async with session.post(url, data=payload, trace_request_ctx=sent) as response:
+                        answered = True
+                        if response.status != 200:
+                            body = await response.content.read(ERROR_BODY_BYTES)
+                            text = body.decode("utf-8", "replace").strip()
+                            return _failed(sent.ns or called_ns, f"HTTP {response.status}: {text}")
+                        feed = accumulator.feed
+                        async for data in response.content.iter_any():
+                            feed(data, clock())
+            except TimeoutError:
+                return _failed(sent.ns or called_ns, f"timeout after {limit:.1f} s", accumulator)
+            except aiohttp.ClientConnectionError as error:
+                # A pooled connection the server had already closed (llama-server's cpp-httplib closes one after
+                # a stream): nothing was answered, so the request is sent once more on a fresh connection.
+                if attempt == 0 and not answered:
+                    continue
+                return _failed(sent.ns or called_ns, f"{type(error).__name__}: {error}", accumulator)
+            except aiohttp.ClientError as error:
+                return _failed(sent.ns or called_ns, f"{type(error).__name__}: {error}", accumulator)
+            except StreamFormatError as error:
+                return _failed(sent.ns or called_ns, f"bad stream: {error}", accumulator)
+            break
         return accumulator.sample(sent.ns or called_ns)
 
 

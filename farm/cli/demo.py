@@ -10,7 +10,16 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
 from farm.cli.common import console, farm_errors, open_store, settings
 from farm.cli.jobs import print_leaderboard
-from farm.demo import DEMO_PROFILE, DEMO_SPEC, VLLM_DEMO_PROFILE, VLLM_DEMO_SPEC, run_demo
+from farm.demo import (
+    DEMO_PROFILE,
+    DEMO_SPEC,
+    LLAMACPP_DEMO_PROFILE,
+    LLAMACPP_DEMO_SPEC,
+    VLLM_DEMO_PROFILE,
+    VLLM_DEMO_SPEC,
+    ensure_llama_server,
+    run_demo,
+)
 from farm.domain import JobState, JobView
 from farm.engines.vllm_cpu import ensure_tiny_model
 from farm.logs import configure
@@ -18,18 +27,25 @@ from farm.logs import configure
 
 def demo(
     engine: str = typer.Option(
-        "sim", help="sim: the seed's host on the simulator; vllm: a tiny model on vLLM for the CPU (installed first)"
+        "sim",
+        help="sim: the seed's host on the simulator; vllm: a tiny model on vLLM for the CPU (installed first); "
+        "llama.cpp: SmolLM2-135M on llama-server (built first)",
     ),
     spec: Path | None = typer.Option(None, help="the sweep to run (default: the engine's demo sweep)"),
     profile: Path | None = typer.Option(None, help="the worker profile to run it with (default: the engine's)"),
 ) -> None:
     """Run the demo sweep: on the simulator (the seed's host, calibrated from its published figures), or on a real
     vLLM process on the CPU with a tiny model built locally."""
-    if engine not in ("sim", "vllm"):
-        raise typer.BadParameter(f"{engine!r}: choose sim or vllm", param_hint="--engine")
+    if engine not in ("sim", "vllm", "llama.cpp"):
+        raise typer.BadParameter(f"{engine!r}: choose sim, vllm or llama.cpp", param_hint="--engine")
     simulate = engine == "sim"
     if simulate:
         spec, profile = spec or DEMO_SPEC, profile or DEMO_PROFILE
+    elif engine == "llama.cpp":
+        spec, profile = spec or LLAMACPP_DEMO_SPEC, profile or LLAMACPP_DEMO_PROFILE
+        with farm_errors():
+            console.print("building llama-server and fetching SmolLM2 (once per machine) ...", markup=False)
+            ensure_llama_server()
     else:
         spec, profile = spec or VLLM_DEMO_SPEC, profile or VLLM_DEMO_PROFILE
         with farm_errors():
@@ -76,7 +92,11 @@ def demo(
         console.print(f"worker log: {log_path}", markup=False, highlight=False)
         raise typer.Exit(1)
     print_leaderboard([r for r in rows if job.id in r.job_ids] or rows)
-    kind = "simulated" if simulate else "vLLM on the CPU, tiny random model"
+    kind = {
+        "sim": "simulated",
+        "vllm": "vLLM on the CPU, tiny random model",
+        "llama.cpp": "llama-server on the CPU, SmolLM2-135M-Instruct",
+    }[engine]
     console.print(f"demo finished in {elapsed:.0f} s; job {job.id} ({kind}).", markup=False, highlight=False)
     console.print(
         f"data: {s.data_dir} (store {s.resolved_database_url}); worker log: {log_path}", markup=False, highlight=False

@@ -5,8 +5,13 @@ output is the engine log, its exit ends the readiness wait). Stopping asks Docke
 GRACE`, then `docker rm -f`), because signalling the client alone may leave the container running; a stale
 container of the same name (a worker that died) is removed before the start.
 
-Secrets go by name only (`-e HF_TOKEN`): Docker reads the value from the client's environment, so no value is
-ever in the argv that provenance stores. The published port is bound to 127.0.0.1.
+The recipe's environment is an allowlist (farm.engines.environment) and goes to the container only, as
+`-e NAME=value`: the docker client itself runs with the worker's own DOCKER_* settings and PATH/HOME, never with
+a recipe's variables (a recipe's DOCKER_HOST, LD_AUDIT or HTTPS_PROXY would steer the client). The host's own
+secrets (the profile's extra_env) go by name only (`-e HF_TOKEN`): Docker reads the value from the client's
+environment, so no secret is ever in the argv that provenance stores. The published port is bound to 127.0.0.1.
+The only mount is the model cache, read-only unless the host's profile makes it writable; the engine arguments
+are the canonical command of the recipe's engine, judged like a process launch.
 """
 
 from __future__ import annotations
@@ -15,9 +20,11 @@ import os
 import re
 import subprocess
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 
-from farm.engines.policy import DEFAULT_POLICY, EnginePolicy, check_argv, check_token, strip_listen_flags
+from farm.engines.environment import check_recipe_environment
+from farm.engines.policy import DEFAULT_POLICY, EnginePolicy, canonical_command, check_token
 from farm.engines.vllm import GPU_FREE_DEADLINE_S, VllmEngineProcess
 from farm.errors import ArgumentPolicyError
 from farm.hardware.probe import HardwareProbe
@@ -38,6 +45,9 @@ DOCKER_CLIENT_ENV = ("PATH", "HOME", "DOCKER_HOST", "DOCKER_CONTEXT", "DOCKER_CO
 DOCKER_COMMAND_TIMEOUT_S = 60.0
 """`docker rm -f` and friends: seconds, unless the daemon hangs."""
 
+IMAGE_ENTRYPOINTS = (None, "vllm")
+"""What a recipe may say the image's entrypoint is: the image's own (`vllm`, whose `serve` the image runs)."""
+
 ALLOWED_IPC = frozenset({"host", "private", "shareable"})
 """IPC modes a recipe may ask for (vLLM's tensor-parallel workers want `host`); never another container's."""
 
@@ -46,7 +56,6 @@ _TAGGED_IMAGE = re.compile(r"^[a-z0-9][a-z0-9._/:-]*$")
 _CONTAINER_NAME = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,127}$")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _SHM_SIZE = re.compile(r"^\d+[bkmgBKMG]?$")
-_REFUSED_ENV = frozenset({"PATH", "LD_PRELOAD", "LD_LIBRARY_PATH", "PYTHONPATH", "PYTHONSTARTUP"})
 
 
 def _refuse(what: str, why: str) -> ArgumentPolicyError:
@@ -69,8 +78,11 @@ def _volume(source: str, target: str, read_only: bool) -> str:
     return f"{source}:{target}" + (":ro" if read_only else "")
 
 
-def _mounts(container: ContainerLaunch, model_cache: str | None, policy: EnginePolicy) -> list[str]:
-    """`-v` values: the model cache where the image expects it, and any mount the policy allows."""
+def _mounts(
+    container: ContainerLaunch, model_cache: str | None, policy: EnginePolicy, cache_read_only: bool = True
+) -> list[str]:
+    """`-v` values: the model cache where the image expects it (read-only unless the host says otherwise), and
+    any mount the policy allows."""
     default_cache = os.path.expanduser("~/.cache/huggingface")
     allowed = {os.path.expanduser(p) for p in policy.allowed_mount_sources}
     volumes: list[str] = []
@@ -83,24 +95,47 @@ def _mounts(container: ContainerLaunch, model_cache: str | None, policy: EngineP
             elif source != default_cache and source not in allowed:
                 raise _refuse(repr(mount.source), "the model cache mount must be the worker's own cache")
             cache_mounted = True
+            volumes.append(_volume(source, mount.target, mount.read_only or cache_read_only))
+            continue
         elif source not in allowed:
-            raise _refuse(repr(mount.source), "this host's profile does not allow mounting it")
+            raise _refuse(repr(mount.source), "the only mount is the model cache; this host's profile allows no other")
         volumes.append(_volume(source, mount.target, mount.read_only))
     if model_cache is not None and not cache_mounted:
-        volumes.append(_volume(model_cache, CONTAINER_HF_CACHE, False))
+        volumes.append(_volume(model_cache, CONTAINER_HF_CACHE, cache_read_only))
     return volumes
 
 
-def container_env_names(container: ContainerLaunch, extra_env: Mapping[str, str]) -> tuple[str, ...]:
-    """The names passed with `-e NAME`: the recipe's environment (checked) and the worker's extra."""
-    for name, value in container.environment.items():
-        if not _ENV_NAME.match(name) or name in _REFUSED_ENV:
-            raise _refuse(f"environment {name!r}", "a recipe may not set it")
-        check_token(value)
+def container_env(container: ContainerLaunch, extra_env: Mapping[str, str], engine: str = "vllm") -> list[str]:
+    """`-e` values: the recipe's environment (allowlisted) as NAME=value, then the worker's own extra variables
+    by name only (their values, secrets included, come from the client's environment)."""
+    recipe_env = check_recipe_environment(dict(container.environment), engine)
     for name in extra_env:
         if not _ENV_NAME.match(name):
             raise _refuse(f"environment {name!r}", "not a valid variable name")
-    return tuple(dict.fromkeys([*sorted(container.environment), *sorted(extra_env)]))
+    values = [f"{name}={recipe_env[name]}" for name in sorted(recipe_env) if name not in extra_env]
+    return values + sorted(extra_env)
+
+
+def check_container_launch(
+    container: ContainerLaunch, policy: EnginePolicy, *, engine: str = "vllm", device_count: int | None = None
+) -> None:
+    """What can be judged of a container launch without a worker (at submit): its environment, its ports, its
+    entrypoint and its engine arguments. The image pin and the mounts depend on the host and are judged there."""
+    docker_run_argv(
+        container,
+        gpus=(),
+        host_port=1,
+        name="farm-submit-check",
+        model_cache="/models",
+        extra_env={},
+        policy=replace(policy, allow_image_tags=True, allowed_mount_sources=_all_sources(container)),
+        engine=engine,
+        device_count=device_count,
+    )
+
+
+def _all_sources(container: ContainerLaunch) -> frozenset[str]:
+    return frozenset(os.path.expanduser(m.source) for m in container.mounts)
 
 
 def docker_run_argv(
@@ -114,6 +149,9 @@ def docker_run_argv(
     policy: EnginePolicy = DEFAULT_POLICY,
     docker: str = "docker",
     bind_host: str = "127.0.0.1",
+    engine: str = "vllm",
+    device_count: int | None = None,
+    cache_read_only: bool = True,
 ) -> tuple[str, ...]:
     """The exact `docker run` of a recipe's container launch on this worker. The engine arguments are checked
     like a `vllm serve` argv; inside the container the server listens on 0.0.0.0 at the container port, which
@@ -121,10 +159,15 @@ def docker_run_argv(
     _check_image(container.image, policy)
     if not _CONTAINER_NAME.match(name):
         raise _refuse(repr(name), "not a valid container name")
-    if container.entrypoint is not None:
+    if container.entrypoint not in IMAGE_ENTRYPOINTS:
         raise _refuse(repr(container.entrypoint), "a recipe may not replace the image's entrypoint")
-    check_argv(("vllm", "serve", *container.arguments), policy)
-    container_port = container.container_port or DEFAULT_CONTAINER_PORT
+    arguments = tuple(container.arguments)
+    if arguments[:1] == ("serve",):  # the registry writes the image's `vllm` entrypoint's subcommand too
+        arguments = arguments[1:]
+    command = canonical_command(("vllm", "serve", *arguments), engine, policy, device_count=device_count)
+    container_port = container.container_port if container.container_port is not None else DEFAULT_CONTAINER_PORT
+    if isinstance(container_port, bool) or not 1 <= container_port <= 65535:
+        raise _refuse(f"container_port {container_port!r}", "not a port (1-65535)")
     argv = [docker, "run", "--rm", "--name", name]
     if container.ipc is not None:
         if container.ipc not in ALLOWED_IPC:
@@ -138,12 +181,15 @@ def docker_run_argv(
         # Docker splits --gpus on commas unless the device list is quoted inside the value.
         argv += ["--gpus", '"device=' + ",".join(str(g) for g in gpus) + '"']
     argv += ["-p", f"{bind_host}:{host_port}:{container_port}"]
-    for volume in _mounts(container, model_cache, policy):
+    for volume in _mounts(container, model_cache, policy, cache_read_only):
         argv += ["-v", volume]
-    for env_name in container_env_names(container, extra_env):
-        argv += ["-e", env_name]
+    for env_value in container_env(container, extra_env, engine):
+        argv += ["-e", env_value]
     argv.append(container.image)
-    argv += strip_listen_flags(container.arguments)
+    kept = command.without("--host", "--port")
+    if kept.model is not None:
+        argv += ["--model", kept.model]
+    argv += kept.render_options()
     argv += ["--host", "0.0.0.0", "--port", str(container_port)]
     return tuple(argv)
 
@@ -168,6 +214,8 @@ class ContainerEngine(VllmEngineProcess):
         stop_grace_s: float = 30.0,
         probe: HardwareProbe | None = None,
         gpu_free_deadline_s: float = GPU_FREE_DEADLINE_S,
+        device_count: int | None = None,
+        cache_read_only: bool = True,
     ) -> None:
         argv = docker_run_argv(
             container,
@@ -178,11 +226,12 @@ class ContainerEngine(VllmEngineProcess):
             extra_env=extra_env,
             policy=policy,
             docker=docker,
+            device_count=device_count,
+            cache_read_only=cache_read_only,
         )
         source = os.environ if base_env is None else base_env
         env = {k: v for k, v in source.items() if k in DOCKER_CLIENT_ENV}
-        env.update(container.environment)
-        env.update(extra_env)
+        env.update(extra_env)  # the host's own variables, passed by name; never the recipe's
         super().__init__(
             argv,
             env=env,

@@ -16,15 +16,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from farm.domain import FailureClass
-from farm.engines.policy import (
-    DEFAULT_POLICY,
-    EnginePolicy,
-    check_argv,
-    model_option,
-    normalize_flag,
-    split_serve_argv,
-    strip_listen_flags,
-)
+from farm.engines.argspec import CanonicalCommand
+from farm.engines.policy import DEFAULT_POLICY, EnginePolicy, recipe_command
 from farm.engines.process import EngineProcess
 from farm.errors import ArgumentPolicyError, EngineError
 from farm.hardware.probe import HardwareProbe
@@ -94,40 +87,29 @@ def vllm_process_argv(
     port: int,
     extra_args: Sequence[str] = (),
     model_path: str | None = None,
+    command: CanonicalCommand | None = None,
 ) -> tuple[str, ...]:
-    """The recipe's `vllm serve MODEL ...` with the worker's executable in place of `vllm serve`, its
-    `--host`/`--port` replaced by the worker's, and the worker's `extra_args` (for example `--dtype float32` on
-    the CPU) appended. `model_path`: where this host keeps the model (served under the recipe's model id)."""
-    if tuple(recipe.argv[:2]) != GPU_EXECUTABLE:
-        raise ArgumentPolicyError(f"a vLLM recipe's argv starts with 'vllm serve', not {recipe.argv[:2]!r}")
+    """The recipe's canonical command (parsed and judged: `command`, or judged here under the strictest policy)
+    re-rendered after the worker's executable, with the worker's `--host`/`--port` and its `extra_args` (for
+    example `--dtype float32` on the CPU). `model_path`: where this host keeps the model (served under the
+    recipe's model id)."""
     if not executable:
         raise ArgumentPolicyError("the worker's executable is empty")
     for token in extra_args:
-        if normalize_flag(token.partition("=")[0]) in ("--host", "--port"):
+        if token.partition("=")[0].replace("_", "-") in ("--host", "--port"):
             raise ArgumentPolicyError(f"{token!r}: the worker's extra_args may not set where the engine listens")
-    model, args = split_serve_argv(recipe.argv)
-    model = model or model_option(args) or recipe.model_id
-    args = _without_model_option(args)
-    args = strip_listen_flags(args)
+    if command is None:
+        command = recipe_command(recipe, DEFAULT_POLICY, check_devices=False)
+    if command.spec.engine != "vllm":
+        raise ArgumentPolicyError(f"not a vLLM command: {command.spec.engine}", field="argv")
+    model = command.model or recipe.model_id
+    kept = command.without("--host", "--port")
     tail: list[str] = []
     if model_path is not None:
-        if not any(normalize_flag(a.partition("=")[0]) == "--served-model-name" for a in args):
+        if kept.get("--served-model-name") is None:
             tail += ["--served-model-name", model]
         model = model_path
-    return (*executable, model, *args, *extra_args, *tail, "--host", host, "--port", str(port))
-
-
-def _without_model_option(args: Sequence[str]) -> tuple[str, ...]:
-    kept: list[str] = []
-    i = 0
-    while i < len(args):
-        if args[i] == "--model":
-            i += 2
-            continue
-        if not args[i].startswith("--model="):
-            kept.append(args[i])
-        i += 1
-    return tuple(kept)
+    return (*executable, model, *kept.render_options(), *extra_args, *tail, "--host", host, "--port", str(port))
 
 
 # --- failure classes ---
@@ -294,15 +276,23 @@ def vllm_engine(
     probe: HardwareProbe | None = None,
     gpu_free_deadline_s: float = GPU_FREE_DEADLINE_S,
 ) -> VllmEngineProcess:
-    """vLLM for one job attempt. The recipe's argv is checked against the policy first (ArgumentPolicyError);
-    `base_env` defaults to the worker's own environment."""
+    """vLLM for one job attempt. The recipe's command is parsed and judged against the policy first
+    (ArgumentPolicyError), and exactly that canonical command is launched; `base_env` defaults to the worker's
+    own environment. The recipe's own environment (allowlisted) is added to the engine's."""
     import os
 
-    check_argv(recipe.argv, policy)
+    command = recipe_command(recipe, policy, resolve_links=True)
     argv = vllm_process_argv(
-        recipe, executable=executable, host=host, port=port, extra_args=extra_args, model_path=model_path
+        recipe,
+        executable=executable,
+        host=host,
+        port=port,
+        extra_args=extra_args,
+        model_path=model_path,
+        command=command,
     )
     env = vllm_env(os.environ if base_env is None else base_env, env_allowlist, gpus, extra_env)
+    env = {**(getattr(recipe, "environment", None) or {}), **env}  # the host's settings win
     return VllmEngineProcess(
         argv,
         env=env,

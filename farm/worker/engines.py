@@ -13,9 +13,14 @@ from pathlib import Path
 from farm.domain import FailureClass
 from farm.engines.base import Engine
 from farm.engines.container import ContainerEngine
-from farm.engines.policy import EnginePolicy, ServeArgs
+from farm.engines.judge import DEFAULT_PATH_ROOTS
+from farm.engines.llamacpp import llamacpp_engine
+from farm.engines.policy import EnginePolicy, recipe_command
+from farm.engines.registry import canonical_engine_name
+from farm.engines.sglang import sglang_engine
 from farm.engines.sim import sim_engine
-from farm.engines.vllm import DEFAULT_ENV_ALLOWLIST, vllm_engine
+from farm.engines.vllm import DEFAULT_ENV_ALLOWLIST, vllm_engine, vllm_env
+from farm.engines.vllm_args import load_vllm_spec
 from farm.errors import EngineError, ProfileError
 from farm.hardware.probe import DeclaredProbe, HardwareProbe, HardwareReport, SimulatedProbe
 from farm.recipes.model import Recipe
@@ -57,7 +62,7 @@ def assigned_gpus(profile: WorkerProfile, probe: HardwareProbe, count: int) -> t
 
 def engine_policy(profile: WorkerProfile) -> EnginePolicy:
     section = profile.engine.policy
-    serve_args = ServeArgs.load(Path(section.serve_args_file).expanduser()) if section.serve_args_file else None
+    serve_args = load_vllm_spec(Path(section.serve_args_file).expanduser()) if section.serve_args_file else None
     return EnginePolicy(
         allow_trust_remote_code_models=frozenset(section.allow_trust_remote_code_models),
         allow_local_media=section.allow_local_media,
@@ -65,8 +70,26 @@ def engine_policy(profile: WorkerProfile) -> EnginePolicy:
         allowed_risky_flags=frozenset(section.allowed_risky_flags),
         allow_image_tags=section.allow_image_tags,
         allowed_mount_sources=frozenset(section.allowed_mount_sources),
+        path_roots=section.path_roots if section.path_roots is not None else _host_roots(profile),
         serve_args=serve_args,
     )
+
+
+def _host_roots(profile: WorkerProfile) -> tuple[str, ...]:
+    """The default roots plus the directories of the models this host maps and its container cache."""
+    roots = list(DEFAULT_PATH_ROOTS)
+    engine = profile.engine
+    mapped = (
+        *engine.vllm.model_paths.values(),
+        *engine.llamacpp.model_paths.values(),
+        *engine.sglang.model_paths.values(),
+    )
+    for path in mapped:
+        expanded = os.path.expanduser(path)
+        roots.append(expanded if os.path.isdir(expanded) else os.path.dirname(expanded))
+    if profile.engine.container.model_cache:
+        roots.append(profile.engine.container.model_cache)
+    return tuple(dict.fromkeys(roots))
 
 
 def default_engine_factory(
@@ -85,10 +108,33 @@ def default_engine_factory(
             faults=engine.sim.faults,
             stop_grace_s=engine.stop_grace_s,
         )
-    if recipe.engine.name != "vllm":
-        raise EngineError(f"this worker runs vLLM, the recipe wants {recipe.engine.name!r}", failure_class="bad_recipe")
+    wanted = canonical_engine_name(recipe.engine.name)
+    if wanted not in engine.runs():
+        raise EngineError(
+            f"this worker runs {', '.join(engine.runs())}; the recipe wants {recipe.engine.name!r}",
+            failure_class=FailureClass.BAD_RECIPE,
+        )
     gpus = assigned_gpus(profile, probe, recipe.hardware_count)
     policy = engine_policy(profile)
+    if engine.kind in ("llama.cpp", "sglang"):
+        section = engine.llamacpp if engine.kind == "llama.cpp" else engine.sglang
+        command = recipe_command(recipe, policy, resolve_links=True)
+        model_path = section.model_paths.get(recipe.model_id)
+        env = vllm_env(os.environ, section.env_allowlist, gpus, section.extra_env)
+        env = {**(getattr(recipe, "environment", None) or {}), **env}  # the host's settings win
+        make = llamacpp_engine if engine.kind == "llama.cpp" else sglang_engine
+        return make(
+            command,
+            executable=_expand(section.executable),
+            host=engine.host,
+            port=port,
+            served_model=recipe.model_id,
+            model_path=os.path.expanduser(model_path) if model_path else None,
+            log_path=log_path,
+            env=env,
+            extra_args=section.extra_args,
+            stop_grace_s=engine.stop_grace_s,
+        )
     if engine.kind == "vllm-container":
         if recipe.container is None:
             raise EngineError("the recipe has no container launch", failure_class=FailureClass.BAD_RECIPE)
@@ -105,6 +151,8 @@ def default_engine_factory(
             stop_grace_s=engine.stop_grace_s,
             probe=probe,
             gpu_free_deadline_s=engine.vllm.gpu_free_deadline_s,
+            device_count=recipe.hardware_count,
+            cache_read_only=not engine.container.model_cache_writable,
         )
     vllm = engine.vllm
     model_path = vllm.model_paths.get(recipe.model_id)

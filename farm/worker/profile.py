@@ -74,6 +74,34 @@ class VllmSection(_Section):
 class ContainerSection(_Section):
     docker: str = Field("docker", description="the docker client executable")
     model_cache: str | None = Field(None, description="host directory mounted as the container's HF cache")
+    model_cache_writable: bool = Field(
+        False, description="mount the model cache read-write (the engine downloads into it); default read-only"
+    )
+
+
+class ProcessEngineSection(_Section):
+    """How this host runs one engine as a process (llama.cpp, SGLang). The executable is the host's, never a
+    job's: it replaces the recipe's own executable and subcommand."""
+
+    executable: tuple[str, ...] = Field(min_length=1, description="the host's executable; `~` is expanded")
+    extra_args: tuple[str, ...] = Field((), description="host-specific options appended (e.g. --threads 2)")
+    env_allowlist: tuple[str, ...] = Field(
+        ("PATH", "HOME", "LANG", "LC_ALL", "TMPDIR"), description="names passed from the worker's environment"
+    )
+    extra_env: dict[str, str] = Field(default_factory=dict, description="set for every engine on this host")
+    model_paths: dict[str, str] = Field(
+        default_factory=dict, description="model id -> local file or directory; served under the id"
+    )
+
+
+class LlamaCppSection(ProcessEngineSection):
+    executable: tuple[str, ...] = Field(("llama-server",), min_length=1, description="`~` is expanded")
+
+
+class SglangSection(ProcessEngineSection):
+    executable: tuple[str, ...] = Field(
+        ("python3", "-m", "sglang.launch_server"), min_length=1, description="`~` is expanded"
+    )
 
 
 class PolicySection(_Section):
@@ -86,11 +114,19 @@ class PolicySection(_Section):
     allow_image_tags: bool = False
     allowed_mount_sources: tuple[str, ...] = ()
     serve_args_file: str | None = Field(None, description="a vLLM argument list generated on this host")
+    path_roots: tuple[str, ...] | None = Field(
+        None, description="the host's model and cache roots: every path an engine gets lies under one (unset: default)"
+    )
 
 
 class EngineSection(_Section):
-    kind: Literal["sim", "vllm", "vllm-container"] = Field(
-        "sim", description="sim: the simulator; vllm: a process; vllm-container: the recipe's image via docker"
+    kind: Literal["sim", "vllm", "vllm-container", "llama.cpp", "sglang"] = Field(
+        "sim",
+        description="sim: the simulator; vllm: a process; vllm-container: the recipe's image via docker; "
+        "llama.cpp: llama-server as a process; sglang: sglang.launch_server as a process",
+    )
+    engines: tuple[str, ...] | None = Field(
+        None, description="the engines this host runs (canonical names); unset: the one its kind launches"
     )
     host: str = Field("127.0.0.1", description="engines listen on loopback: the worker is their only client")
     port: int = Field(0, ge=0, le=65535, description="0: a free port for every run")
@@ -99,7 +135,34 @@ class EngineSection(_Section):
     sim: SimEngineSection = SimEngineSection()
     vllm: VllmSection = VllmSection()
     container: ContainerSection = ContainerSection()
+    llamacpp: LlamaCppSection = LlamaCppSection()
+    sglang: SglangSection = SglangSection()
     policy: PolicySection = PolicySection()
+
+    @field_validator("engines")
+    @classmethod
+    def _known_engines(cls, value: tuple[str, ...] | None) -> tuple[str, ...] | None:
+        if value is None:
+            return None
+        from farm.engines.registry import ENGINES, canonical_engine_name
+
+        names = tuple(canonical_engine_name(v) for v in value)
+        unknown = [v for v, n in zip(value, names, strict=True) if n not in ENGINES]
+        if unknown:
+            raise ValueError(f"unknown engine(s) {', '.join(unknown)}; known: {', '.join(ENGINES)}")
+        return names
+
+    def runs(self) -> tuple[str, ...]:
+        """The engines this host has (a simulator plays any recipe's engine)."""
+        if self.engines is not None:
+            return self.engines
+        return {
+            "sim": ("vllm",),
+            "vllm": ("vllm",),
+            "vllm-container": ("vllm",),
+            "llama.cpp": ("llama.cpp",),
+            "sglang": ("sglang",),
+        }[self.kind]
 
 
 class WorkerProfile(_Section):

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from farm.engines.container import docker_run_argv
+from farm.engines.container import ContainerEngine, docker_run_argv
 from farm.engines.policy import EnginePolicy
 from farm.errors import ArgumentPolicyError
 from farm.recipes.model import ContainerLaunch, Mount
@@ -67,7 +67,7 @@ def test_the_seed_launch(home: Path) -> None:
         "-p",
         "127.0.0.1:41234:8000",
         "-v",
-        f"{home}/.cache/huggingface:/root/.cache/huggingface",
+        f"{home}/.cache/huggingface:/root/.cache/huggingface:ro",
         "-e",
         "HF_TOKEN",
         seed.container.image,
@@ -88,24 +88,58 @@ def test_the_seed_launch(home: Path) -> None:
 def test_model_cache_replaces_the_recipe_source(home: Path) -> None:
     """The worker's model cache is what gets mounted where the image expects the Hugging Face cache."""
     argv = docker_run_argv(launch(), gpus=[0], host_port=1, name="n", model_cache="/srv/hf", extra_env={})
-    assert argv[argv.index("-v") + 1] == "/srv/hf:/root/.cache/huggingface"
+    assert argv[argv.index("-v") + 1] == "/srv/hf:/root/.cache/huggingface:ro"
     assert argv[argv.index("--gpus") + 1] == '"device=0"'
 
 
 def test_model_cache_added_when_the_recipe_mounts_none(home: Path) -> None:
     """A recipe without mounts still gets the worker's model cache."""
     argv = docker_run_argv(launch(mounts=()), gpus=[], host_port=1, name="n", model_cache="/srv/hf", extra_env={})
-    assert "/srv/hf:/root/.cache/huggingface" in argv
+    assert "/srv/hf:/root/.cache/huggingface:ro" in argv
     assert "--gpus" not in argv
 
 
-def test_recipe_environment_goes_by_name(home: Path) -> None:
-    """The recipe's own environment is passed with -e NAME as well; values travel in the client's env."""
+def test_the_registrys_serve_subcommand_is_not_doubled(home: Path) -> None:
+    """The registry's draft_launch names the image's `vllm` entrypoint and starts its arguments with `serve`: the
+    container gets the model once, never `serve serve`."""
+    container = launch(entrypoint="vllm", arguments=("serve", "--model", "org/m", "--max-model-len", "8"))
+    argv = docker_run_argv(container, gpus=[0], host_port=1, name="n", model_cache=None, extra_env={})
+    tail = argv[argv.index(IMAGE) + 1 :]
+    assert tail == ("--model", "org/m", "--max-model-len", "8", "--host", "0.0.0.0", "--port", "8000")
+
+
+def test_a_writable_cache_only_when_the_host_says_so(home: Path) -> None:
+    """The model cache is read-only by default; a profile that lets the engine download makes it writable."""
     argv = docker_run_argv(
-        launch(environment={"VLLM_USE_V1": "1"}), gpus=[0], host_port=1, name="n", model_cache=None, extra_env={}
+        launch(mounts=()), gpus=[], host_port=1, name="n", model_cache="/srv/hf", extra_env={}, cache_read_only=False
     )
-    assert argv[argv.index("-e") + 1] == "VLLM_USE_V1"
-    assert "VLLM_USE_V1=1" not in argv
+    assert "/srv/hf:/root/.cache/huggingface" in argv
+
+
+def test_recipe_environment_goes_to_the_container_only(home: Path, tmp_path: Path) -> None:
+    """The recipe's allowlisted environment is passed as -e NAME=value to the container; the docker client's
+    own environment holds only the worker's docker settings and its own extra variables, never the recipe's."""
+    container = launch(environment={"VLLM_USE_V1": "1", "NCCL_DEBUG": "INFO"})
+    argv = docker_run_argv(container, gpus=[0], host_port=1, name="n", model_cache=None, extra_env={})
+    assert "VLLM_USE_V1=1" in argv
+    assert "NCCL_DEBUG=INFO" in argv
+    engine = ContainerEngine(
+        container,
+        name="n",
+        gpus=[0],
+        host_port=1,
+        log_path=tmp_path / "log",
+        served_model="org/m",
+        extra_env={"HF_TOKEN": "hf_host_secret"},
+        base_env={"PATH": "/bin", "DOCKER_HOST": "unix:///run/docker.sock", "LD_AUDIT": "/x.so", "OTHER": "1"},
+    )
+    assert engine.environment == {
+        "PATH": "/bin",
+        "DOCKER_HOST": "unix:///run/docker.sock",
+        "HF_TOKEN": "hf_host_secret",
+    }
+    assert "HF_TOKEN" in engine.argv
+    assert not any("hf_host_secret" in token for token in engine.argv)
 
 
 @pytest.mark.parametrize(
@@ -116,12 +150,22 @@ def test_recipe_environment_goes_by_name(home: Path) -> None:
         ({"entrypoint": "bash"}, "entrypoint"),
         ({"ipc": "container:other"}, "ipc"),
         ({"shm_size": "16g --privileged"}, "shm_size"),
-        ({"mounts": (Mount(source="/etc", target="/etc"),)}, "does not allow mounting"),
+        ({"mounts": (Mount(source="/etc", target="/etc"),)}, "the only mount is the model cache"),
         ({"mounts": (Mount(source="/", target="/root/.cache/huggingface"),)}, "worker's own cache"),
-        ({"arguments": ("--trust-remote-code",)}, "trust-remote-code"),
+        ({"arguments": ("--model", "org/m", "--trust-remote-code")}, "trust list"),
         ({"arguments": ("--uds", "/s")}, "Unix socket"),
-        ({"environment": {"LD_PRELOAD": "/x.so"}}, "may not set"),
-        ({"environment": {"A": "$(id)"}}, "command substitution"),
+        ({"environment": {"LD_PRELOAD": "/x.so"}}, "not on the farm's list"),
+        ({"environment": {"LD_AUDIT": "/x.so"}}, "not on the farm's list"),
+        ({"environment": {"DOCKER_HOST": "tcp://evil:2375"}}, "not on the farm's list"),
+        ({"environment": {"DOCKER_CONFIG": "/tmp/cfg"}}, "not on the farm's list"),
+        ({"environment": {"HTTPS_PROXY": "http://evil:3128"}}, "not on the farm's list"),
+        ({"environment": {"HF_TOKEN": "hf_x"}}, "a secret"),
+        ({"environment": {"VLLM_PLUGINS": "evil"}}, "loads code"),
+        ({"environment": {"VLLM_HOST_IP": "0.0.0.0"}}, "listens or connects"),
+        ({"environment": {"LLAMA_ARG_MODEL": "/etc/passwd"}}, "past the argument policy"),
+        ({"environment": {"VLLM_A": "$(id)"}}, "plain text"),
+        ({"container_port": -5}, "not a port"),
+        ({"container_port": 70000}, "not a port"),
     ],
 )
 def test_refused(home: Path, fields: dict[str, object], why: str) -> None:

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from farm.domain import FailureClass
+from farm.engines.policy import canonical_command
 from farm.engines.vllm import (
     CPU_MODULE_ARGS,
     GPU_EXECUTABLE,
@@ -25,13 +26,13 @@ SEED_REGISTRY = Path(__file__).resolve().parents[1] / "fixtures" / "001_5d0dc33a
 CPU_PYTHON = "/opt/vllm-cpu/bin/python"
 
 
-def recipe(*argv: str, model_id: str = "org/model") -> Recipe:
+def recipe(*argv: str, model_id: str = "org/model", count: int = 1) -> Recipe:
     """A minimal recipe around an argv."""
     return Recipe(
         id="r",
         model_id=model_id,
         hardware_id="cpu",
-        hardware_count=1,
+        hardware_count=count,
         engine=Engine(name="vllm"),
         argv=argv,
         provenance=RecipeProvenance(source_format="local-ai-registry/v1", content_sha256="0" * 64),
@@ -39,11 +40,13 @@ def recipe(*argv: str, model_id: str = "org/model") -> Recipe:
 
 
 def test_gpu_argv_of_the_seed() -> None:
-    """On a GPU host the seed's argv stays as it is, with the worker's host and port at the end."""
+    """On a GPU host the seed's canonical command is what runs: every option re-rendered from its parsed value,
+    with the worker's host and port at the end."""
     seed = load_recipe(SEED_REGISTRY)
     argv = vllm_process_argv(seed, executable=GPU_EXECUTABLE, host="127.0.0.1", port=41000)
     assert argv[:3] == ("vllm", "serve", "deepseek-ai/DeepSeek-V4-Flash-0731")
-    assert argv[3:-4] == seed.argv[3:]
+    assert argv[3:-4] == canonical_command(seed.argv, "vllm").render_options()
+    assert argv[-4:] == ("--host", "127.0.0.1", "--port", "41000")
     assert argv[-4:] == ("--host", "127.0.0.1", "--port", "41000")
 
 
@@ -86,7 +89,7 @@ def test_recipe_host_and_port_are_replaced(listen: tuple[str, ...]) -> None:
     argv = vllm_process_argv(
         recipe("vllm", "serve", "m", *listen, "-tp", "2"), executable=GPU_EXECUTABLE, host="127.0.0.1", port=9
     )
-    assert argv == ("vllm", "serve", "m", "-tp", "2", "--host", "127.0.0.1", "--port", "9")
+    assert argv == ("vllm", "serve", "m", "--tensor-parallel-size", "2", "--host", "127.0.0.1", "--port", "9")
 
 
 def test_model_given_by_option_becomes_positional() -> None:
@@ -98,7 +101,7 @@ def test_model_given_by_option_becomes_positional() -> None:
         port=1,
     )
     assert argv.count("--model") == 1
-    assert argv[4:7] == ("m", "-tp", "2")
+    assert argv[4:7] == ("m", "--tensor-parallel-size", "2")
 
 
 def test_model_path_serves_under_the_recipe_name() -> None:
@@ -119,7 +122,7 @@ def test_extra_args_may_not_choose_the_listener(bad: tuple[str, ...]) -> None:
 
 def test_argv_must_be_vllm_serve() -> None:
     """A recipe whose argv is not `vllm serve` (say `vllm bench`) is refused."""
-    with pytest.raises(ArgumentPolicyError, match="vllm serve"):
+    with pytest.raises(ArgumentPolicyError, match="starts with vllm serve"):
         vllm_process_argv(recipe("vllm", "bench", "m"), executable=GPU_EXECUTABLE, host="h", port=1)
 
 
@@ -166,7 +169,7 @@ def test_scrub_environment() -> None:
 
 def test_vllm_engine_checks_the_policy_first(tmp_path: Path) -> None:
     """vllm_engine refuses a recipe the policy refuses, before anything starts."""
-    with pytest.raises(ArgumentPolicyError, match="trust-remote-code"):
+    with pytest.raises(ArgumentPolicyError, match="trust list"):
         vllm_engine(
             recipe("vllm", "serve", "m", "--trust-remote-code"),
             executable=GPU_EXECUTABLE,
@@ -181,7 +184,7 @@ def test_vllm_engine_checks_the_policy_first(tmp_path: Path) -> None:
 def test_vllm_engine_builds_the_process(tmp_path: Path) -> None:
     """The engine gets the built argv, the filtered environment, and the recipe's model as served name."""
     engine = vllm_engine(
-        recipe("vllm", "serve", "org/model", "-tp", "2"),
+        recipe("vllm", "serve", "org/model", "-tp", "2", count=2),
         executable=GPU_EXECUTABLE,
         host="127.0.0.1",
         port=4321,

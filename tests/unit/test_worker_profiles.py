@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import tomllib
 from pathlib import Path
 
 import pytest
 
 from farm.errors import ProfileError
-from farm.worker.profile import load_profile
+from farm.worker.profile import WorkerProfile, load_profile
 
 WORKERS = Path(__file__).resolve().parents[2] / "workers"
 
@@ -27,6 +28,27 @@ def test_the_seed_host_also_takes_single_card_jobs() -> None:
         "rtx-pro-6000-blackwell-96gb x 1",
     )
     assert load_profile(WORKERS / "demo-sim.toml").hardware_classes() == ("sim:rtx-pro-6000-blackwell-96gb x 2",)
+
+
+def test_the_llamacpp_host_runs_llama_cpp_with_its_model_under_the_roots() -> None:
+    """The llama.cpp CPU profile runs llama.cpp only, and its model file's directory is one of its path roots."""
+    from farm.worker.engines import engine_policy
+
+    profile = load_profile(WORKERS / "llamacpp-cpu.toml")
+    assert profile.engine.runs() == ("llama.cpp",)
+    (model,) = profile.engine.llamacpp.model_paths.values()
+    assert str(Path(model).expanduser().parent) in engine_policy(profile).path_roots
+
+
+def test_a_profile_names_its_engines_by_any_spelling() -> None:
+    """`engines` takes the registry's spellings and keeps canonical names; an unknown engine is refused."""
+    text = 'name = "x"\n[hardware]\nhardware_id = "cpu"\ncount = 1\n[engine]\nkind = "sim"\n'
+    data = tomllib.loads(text + 'engines = ["vLLM", "llama-cpp"]\n')
+    data["name"] = "x"
+    assert WorkerProfile.model_validate(data).engine.runs() == ("vllm", "llama.cpp")
+    data["engine"]["engines"] = ["tgi"]
+    with pytest.raises(ValueError, match="unknown engine"):
+        WorkerProfile.model_validate(data)
 
 
 @pytest.mark.parametrize(

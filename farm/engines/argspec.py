@@ -1,0 +1,500 @@
+"""An engine's argument spec, and the canonical command: a recipe's argv parsed with the engine's own option list
+and rendered again from the parsed values.
+
+The farm never launches the tokens a recipe wrote. It parses them here (every spelling of an option resolves to
+one canonical name: dashes or underscores, `--opt=value`, short aliases, `--no-opt`; abbreviations and a
+single-valued option given twice are refused), the values are judged (farm.engines.judge), and the argv that
+runs is rendered from the parsed values by `CanonicalCommand.render`. What was judged is what runs.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+from farm.errors import ArgumentPolicyError
+
+
+class ValueKind(StrEnum):
+    """How an option's value is judged (farm.engines.judge)."""
+
+    FLAG = "flag"
+    """Takes no value (`--enforce-eager`)."""
+    BOOL = "bool"
+    """`--opt` / `--no-opt` (argparse's BooleanOptionalAction)."""
+    INT = "int"
+    FLOAT = "float"
+    INT_OR_AUTO = "int_or_auto"
+    NUMBER = "number"
+    """An integer or a decimal number."""
+    CHOICE = "choice"
+    """One of the option's choices."""
+    WORD = "word"
+    """A plain name (letters, digits, `._-+:/@`); never a qualified Python name."""
+    TEXT = "text"
+    """Free text (a regex, a stop string): no shell syntax, never a qualified Python name."""
+    JSON = "json"
+    """A JSON object or list, judged key by key."""
+    JSON_OR_WORD = "json_or_word"
+    REPO = "repo"
+    """A model repository the engine loads (trust list) or a local path under the host's roots."""
+    PATH = "path"
+    """A file or directory on the host: under the host's model and cache roots."""
+    TEMPLATE = "template"
+    """A chat template: a path under the roots, or the template text itself."""
+    LOOPBACK = "loopback"
+    """An address the engine binds or dials: loopback only."""
+    PORT = "port"
+    """A port number for an engine-internal loopback connection."""
+    LORA = "lora"
+    """vLLM's `--lora-modules`: name=path or a JSON object; the path is judged like REPO."""
+    LISTEN = "listen"
+    """Where the server listens (`--host`, `--port`): the worker's own, dropped from the recipe."""
+    CODE = "code"
+    """Loads code by name or path: only when the host's profile lists the option."""
+    REFUSED = "refused"
+    """Never allowed (the reason is on the option)."""
+
+
+@dataclass(frozen=True)
+class OptionSpec:
+    """One option of an engine's command line."""
+
+    name: str
+    """The canonical spelling (the first long option string)."""
+    aliases: tuple[str, ...] = ()
+    kind: ValueKind = ValueKind.WORD
+    nargs: str | int | None = None
+    """argparse's: None one value, 0 none, '?' one if present, '+' one or more, '*' any, N exactly N."""
+    choices: tuple[str, ...] | None = None
+    repeatable: bool = False
+    """May appear more than once (argparse `append`); every other option is single-valued."""
+    dotted: bool = False
+    """JSON-valued and reachable by `--opt.key value` (vLLM)."""
+    reason: str = ""
+    """Why a REFUSED or CODE option is refused."""
+
+    @property
+    def takes_value(self) -> bool:
+        return self.kind not in (ValueKind.FLAG, ValueKind.BOOL) and self.nargs != 0
+
+
+@dataclass(frozen=True)
+class ArgSpec:
+    """Every option one engine version's server command accepts, and how its command starts."""
+
+    engine: str
+    version: str
+    source: str
+    """Where the list came from (a generated file, or the engine's source file it was read from)."""
+    options: tuple[OptionSpec, ...]
+    prefixes: tuple[tuple[str, ...], ...]
+    """How a recipe's command may start (`vllm serve`, `python -m vllm.entrypoints.openai.api_server`)."""
+    positional_model: bool = False
+    """Whether the model may be given as the first positional argument (`vllm serve MODEL`)."""
+    model_option: str | None = None
+    """The option that names the model (`--model`); reconciled with the positional one."""
+    underscores: bool = True
+    """Whether the engine reads `--opt_name` as `--opt-name` (vLLM, SGLang)."""
+    abbreviations: bool = True
+    """Whether the engine's parser would accept an abbreviation (argparse does): then they are refused."""
+    compact_short: Mapping[str, str] = field(default_factory=dict)
+    """Short options glued to their value (`-O3` is `--optimization-level 3` in vLLM): regex prefix -> option."""
+    device_options: tuple[str, ...] = ()
+    """Options whose product is the number of devices the engine uses (tensor x pipeline x data parallel)."""
+
+    def __post_init__(self) -> None:
+        index: dict[str, OptionSpec] = {}
+        for option in self.options:
+            for spelling in (option.name, *option.aliases):
+                index[spelling] = option
+        object.__setattr__(self, "_index", index)
+
+    def lookup(self, spelling: str) -> OptionSpec | None:
+        index: dict[str, OptionSpec] = self._index  # type: ignore[attr-defined]
+        return index.get(spelling)
+
+    def option(self, name: str) -> OptionSpec:
+        found = self.lookup(name)
+        if found is None:
+            raise KeyError(name)
+        return found
+
+    def abbreviated_by(self, prefix: str) -> tuple[str, ...]:
+        """The long options an argparse parser would accept `prefix` as an abbreviation of."""
+        if not prefix.startswith("--") or not self.abbreviations:
+            return ()
+        index: dict[str, OptionSpec] = self._index  # type: ignore[attr-defined]
+        return tuple(sorted(s for s in index if s.startswith(prefix) and s != prefix))
+
+
+@dataclass(frozen=True)
+class ParsedOption:
+    """One option as the engine reads it: canonical name and its values (a bool for FLAG/BOOL options)."""
+
+    spec: OptionSpec
+    values: tuple[str, ...] = ()
+    enabled: bool = True
+    json_value: Any = None
+    """For JSON options: the parsed object (dotted sub-keys merged in)."""
+    written_as: tuple[str, ...] = ()
+    """The spellings the recipe used (for error messages)."""
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+
+@dataclass(frozen=True)
+class CanonicalCommand:
+    """A recipe's command as its engine reads it, ready to be judged and rendered."""
+
+    spec: ArgSpec
+    model: str | None
+    options: tuple[ParsedOption, ...]
+    original: tuple[str, ...]
+
+    def get(self, name: str) -> ParsedOption | None:
+        for option in self.options:
+            if option.name == name:
+                return option
+        return None
+
+    def value(self, name: str) -> str | None:
+        option = self.get(name)
+        return option.values[0] if option is not None and option.values else None
+
+    def without(self, *names: str) -> CanonicalCommand:
+        kept = tuple(o for o in self.options if o.name not in names)
+        return CanonicalCommand(self.spec, self.model, kept, self.original)
+
+    def with_options(self, *extra: ParsedOption) -> CanonicalCommand:
+        names = {o.name for o in extra}
+        kept = tuple(o for o in self.options if o.name not in names)
+        return CanonicalCommand(self.spec, self.model, (*kept, *extra), self.original)
+
+    def render_options(self) -> tuple[str, ...]:
+        """The options, each in its canonical spelling, values re-rendered from what was parsed."""
+        out: list[str] = []
+        for option in self.options:
+            out += render_option(option)
+        return tuple(out)
+
+
+def render_option(option: ParsedOption) -> list[str]:
+    spec = option.spec
+    if spec.kind == ValueKind.FLAG:
+        return [spec.name] if option.enabled else []
+    if spec.kind == ValueKind.BOOL:
+        return [spec.name if option.enabled else "--no-" + spec.name.removeprefix("--")]
+    if option.json_value is not None:
+        return [spec.name, json.dumps(option.json_value, separators=(",", ":"), ensure_ascii=False)]
+    if spec.repeatable:
+        out: list[str] = []
+        for value in option.values:
+            out += [spec.name, value]
+        return out
+    return [spec.name, *option.values]
+
+
+def option_value(spec: OptionSpec, *values: str) -> ParsedOption:
+    """A ParsedOption the farm itself adds (the worker's `--host`, a profile's extra arguments)."""
+    return ParsedOption(spec=spec, values=tuple(values), written_as=(spec.name,))
+
+
+_NUMBER = re.compile(r"^-?\d+(\.\d+)?([eE][-+]?\d+)?$")
+_DOTTED_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*\+?$")
+
+
+def is_flag(token: str) -> bool:
+    return token.startswith("-") and len(token) > 1 and not _NUMBER.match(token)
+
+
+def refuse(what: str, why: str) -> ArgumentPolicyError:
+    return ArgumentPolicyError(f"{what!r}: {why}", field="argv")
+
+
+def strip_prefix(argv: Sequence[str], spec: ArgSpec) -> tuple[str, ...]:
+    """The argv after the engine's executable and subcommand; refuses any other start."""
+    tokens = tuple(argv)
+    for prefix in sorted(spec.prefixes, key=len, reverse=True):
+        if _matches_prefix(tokens, prefix):
+            return tokens[len(prefix) :]
+    starts = " | ".join(" ".join(p) for p in spec.prefixes)
+    raise ArgumentPolicyError(
+        f"a {spec.engine} command starts with {starts}, not {' '.join(tokens[:3])!r}", field="argv"
+    )
+
+
+def _matches_prefix(tokens: Sequence[str], prefix: Sequence[str]) -> bool:
+    if len(tokens) < len(prefix):
+        return False
+    for token, want in zip(tokens, prefix, strict=False):
+        if want in ("python", "python3"):
+            if re.fullmatch(r"(?:.*/)?python3?(?:\.\d+)?", token) is None:
+                return False
+        elif token != want and not (want and token.endswith("/" + want) and "/" not in want):
+            return False
+    return True
+
+
+def _normalise(name: str, spec: ArgSpec) -> str:
+    if not name.startswith("--") or not spec.underscores:
+        return name
+    head, dot, rest = name[2:].partition(".")
+    return "--" + head.replace("_", "-") + dot + rest
+
+
+def parse_command(
+    argv: Sequence[str],
+    spec: ArgSpec,
+    *,
+    extra_options: Iterable[str] = (),
+    value_check: Callable[[str], None] = lambda _token: None,
+) -> CanonicalCommand:
+    """Parse a recipe's command as the engine's parser would, refusing every spelling the farm will not judge.
+
+    `extra_options`: options a host's profile allows beyond the spec (a newer engine); each takes one value.
+    `value_check`: run on every raw token first (shell syntax, secrets)."""
+    if not argv:
+        raise ArgumentPolicyError("the command is empty", field="argv")
+    for token in argv:
+        value_check(token)
+    args = strip_prefix(argv, spec)
+    extras = {_normalise(e, spec): OptionSpec(name=_normalise(e, spec)) for e in extra_options}
+    positional: str | None = None
+    parsed: dict[str, ParsedOption] = {}
+    dotted: dict[str, list[tuple[str, str, str]]] = {}
+    i = 0
+    while i < len(args):
+        token = args[i]
+        i += 1
+        if not is_flag(token):
+            if spec.positional_model and positional is None:
+                positional = token
+                continue
+            raise refuse(token, f"a stray value: {spec.engine} would read it as another argument or reject it")
+        name, eq, inline = token.partition("=")
+        for pattern, target in spec.compact_short.items():
+            if match := re.fullmatch(pattern, token):
+                name, eq, inline = target, "=", match.group(1)
+                break
+        name = _normalise(name, spec)
+        base, dot, sub = name.partition(".")
+        if dot and name.startswith("--"):
+            parent = spec.lookup(base)
+            if parent is None or not parent.dotted:
+                raise refuse(token, f"{base} is not a JSON-valued option of {spec.engine} {spec.version}")
+            if not _DOTTED_KEY.match(sub):
+                raise refuse(token, "not a valid dotted sub-key")
+            if eq:
+                value = inline
+            elif i < len(args):
+                value = args[i]
+                i += 1
+            else:
+                raise refuse(token, f"{name} needs a value")
+            dotted.setdefault(parent.name, []).append((sub, value, token))
+            continue
+        option = spec.lookup(name)
+        enabled = not (
+            option is not None
+            and option.kind == ValueKind.BOOL
+            and name.startswith("--no-")
+            and not option.name.startswith("--no-")
+        )
+        if option is None and name.startswith("--no-"):
+            negated = spec.lookup("--" + name.removeprefix("--no-"))
+            if negated is not None and negated.kind == ValueKind.BOOL:
+                option, enabled = negated, False
+        if option is None:
+            option = extras.get(name)
+            if option is not None and spec.abbreviated_by(name):
+                raise refuse(
+                    token,
+                    f"{spec.engine} {spec.version} would read it as an abbreviation of "
+                    f"{', '.join(spec.abbreviated_by(name)[:5])}",
+                )
+        if option is None:
+            if longer := spec.abbreviated_by(name):
+                raise refuse(token, f"abbreviations are refused; write the full option ({', '.join(longer[:5])})")
+            raise refuse(
+                token,
+                f"not an option of {spec.engine} {spec.version} (list: {spec.source}); a host running a newer "
+                f"{spec.engine} can allow it in its profile",
+            )
+        if option.kind == ValueKind.REFUSED:
+            raise refuse(token, option.reason or f"the farm never allows {option.name}")
+        values: list[str] = []
+        if not option.takes_value:
+            if eq:
+                raise refuse(token, f"{option.name} takes no value")
+        elif eq:
+            values.append(inline)
+        elif option.nargs is None or isinstance(option.nargs, int):
+            count = 1 if option.nargs is None else int(option.nargs)
+            for _ in range(count):
+                if i >= len(args) or (is_flag(args[i]) and option.kind != ValueKind.INT):
+                    raise refuse(token, f"{option.name} needs a value, and the next token is an option or missing")
+                values.append(args[i])
+                i += 1
+        else:
+            while i < len(args) and not is_flag(args[i]):
+                values.append(args[i])
+                i += 1
+                if option.nargs == "?":
+                    break
+            if option.nargs == "+" and not values:
+                raise refuse(token, f"{option.name} needs at least one value")
+        previous = parsed.get(option.name)
+        if previous is not None:
+            if not option.repeatable:
+                raise refuse(
+                    token,
+                    f"{option.name} is given twice (as {previous.written_as[0]!r} and {token!r}); "
+                    f"{spec.engine} would silently keep the last",
+                )
+            values = [*previous.values, *values]
+            token_list = (*previous.written_as, token)
+        else:
+            token_list = (token,)
+        json_value = None
+        if option.kind == ValueKind.JSON or (
+            option.kind == ValueKind.JSON_OR_WORD and values and values[0].lstrip().startswith(("{", "["))
+        ):
+            json_value = _json_of(option, values, token)
+        parsed[option.name] = ParsedOption(
+            spec=option, values=tuple(values), enabled=enabled, json_value=json_value, written_as=token_list
+        )
+    for parent_name, items in dotted.items():
+        parent = spec.option(parent_name)
+        merged = _merge_dotted(parsed.get(parent_name), items)
+        written = (*(parsed[parent_name].written_as if parent_name in parsed else ()), *(t for _, _, t in items))
+        parsed[parent_name] = ParsedOption(spec=parent, json_value=merged, written_as=written)
+    model = _reconcile_model(positional, parsed, spec)
+    return CanonicalCommand(spec=spec, model=model, options=tuple(parsed.values()), original=tuple(argv))
+
+
+def _json_of(option: OptionSpec, values: Sequence[str], token: str) -> Any:
+    if len(values) != 1:
+        raise refuse(token, f"{option.name} takes one JSON value")
+    try:
+        value = json.loads(values[0])
+    except json.JSONDecodeError as exc:
+        raise refuse(f"{option.name} {values[0]}", f"not valid JSON ({exc.msg} at {exc.pos})") from exc
+    if not isinstance(value, dict | list):
+        raise refuse(f"{option.name} {values[0]}", "expected a JSON object or list")
+    return value
+
+
+def _merge_dotted(base: ParsedOption | None, items: Sequence[tuple[str, str, str]]) -> Any:
+    merged: dict[str, Any] = {}
+    if base is not None:
+        if not isinstance(base.json_value, dict):
+            raise refuse(base.written_as[0], "dotted sub-keys need a JSON object")
+        merged = json.loads(json.dumps(base.json_value))
+    for sub, raw, token in items:
+        append = sub.endswith("+")
+        keys = sub.removesuffix("+").split(".")
+        try:
+            value: Any = json.loads(raw)
+        except ValueError:
+            value = raw
+        node = merged
+        for key in keys[:-1]:
+            child = node.setdefault(key, {})
+            if not isinstance(child, dict):
+                raise refuse(token, f"{key} is not an object")
+            node = child
+        last = keys[-1]
+        if append:
+            existing = node.setdefault(last, [])
+            if not isinstance(existing, list):
+                raise refuse(token, f"{last} is not a list")
+            existing.append(value)
+        else:
+            if last in node and base is None:
+                raise refuse(token, f"{sub} is given twice")
+            node[last] = value
+    return merged
+
+
+def _reconcile_model(positional: str | None, parsed: dict[str, ParsedOption], spec: ArgSpec) -> str | None:
+    option = parsed.get(spec.model_option) if spec.model_option else None
+    named = option.values[0] if option is not None and option.values else None
+    if positional is not None and named is not None and positional != named:
+        raise refuse(
+            f"{positional} {spec.model_option} {named}",
+            f"the positional model and {spec.model_option} disagree; {spec.engine} would load {positional!r}",
+        )
+    if option is not None:
+        del parsed[option.name]
+    return positional or named
+
+
+def spec_from_argparse_dump(
+    data: Mapping[str, Any],
+    *,
+    engine: str,
+    source: str,
+    kinds: Mapping[str, ValueKind],
+    reasons: Mapping[str, str],
+    **settings: Any,
+) -> ArgSpec:
+    """An ArgSpec from a dump of an argparse parser (deploy/gen_vllm_serve_args.py's format): each option's kind
+    is the farm's table entry when it has one, else derived from the parser's type, choices and action."""
+    try:
+        options: list[OptionSpec] = []
+        for raw in data["options"]:
+            strings = list(raw["option_strings"])
+            longs = [s for s in strings if s.startswith("--")]
+            name = (longs or strings)[0]
+            aliases = tuple(s for s in strings if s != name)
+            choices = tuple(str(c) for c in raw["choices"]) if raw.get("choices") else None
+            action = str(raw.get("action") or "")
+            kind = kinds.get(name) or _kind_of(raw.get("type"), choices, action, bool(raw.get("json")), raw["nargs"])
+            options.append(
+                OptionSpec(
+                    name=name,
+                    aliases=aliases,
+                    kind=kind,
+                    nargs=raw["nargs"],
+                    choices=choices,
+                    repeatable=action == "_AppendAction",
+                    dotted=bool(raw.get("json")),
+                    reason=reasons.get(name, ""),
+                )
+            )
+        return ArgSpec(
+            engine=engine,
+            version=str(data.get("vllm_version") or data.get("version")),
+            source=source,
+            options=tuple(options),
+            **settings,
+        )
+    except (KeyError, TypeError) as exc:
+        raise ArgumentPolicyError(f"not an argument list: {exc!r}", source=source) from exc
+
+
+def _kind_of(type_name: Any, choices: tuple[str, ...] | None, action: str, json_valued: bool, nargs: Any) -> ValueKind:
+    if action == "BooleanOptionalAction":
+        return ValueKind.BOOL
+    if action in ("_StoreTrueAction", "_StoreFalseAction", "_HelpAction", "_StoreConstAction") or nargs == 0:
+        return ValueKind.FLAG
+    if choices:
+        return ValueKind.CHOICE
+    if type_name == "json" or (json_valued and type_name != "json_or_str"):
+        return ValueKind.JSON
+    if type_name == "json_or_str":
+        return ValueKind.JSON_OR_WORD
+    if type_name == "int":
+        return ValueKind.INT
+    if type_name == "float":
+        return ValueKind.FLOAT
+    if type_name == "int_or_auto":
+        return ValueKind.INT_OR_AUTO
+    return ValueKind.WORD

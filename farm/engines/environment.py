@@ -1,0 +1,108 @@
+"""The environment a recipe may give its engine: an allowlist, in one place.
+
+A recipe's environment (`tokenized.environment`, leading `VAR=value` words, a container's `environment`) tunes
+the engine; it never reaches the worker's own tools (the docker client), never carries a secret (tokens come from
+the worker's environment), and never sets what the argument policy judges (an engine option by environment,
+a listening address, a plugin, a path).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+
+from farm.errors import ArgumentPolicyError
+
+ALLOWED_PREFIXES = (
+    "VLLM_",
+    "NCCL_",
+    "CUDA_",
+    "CUBLAS_",
+    "CUDNN_",
+    "TORCH_",
+    "PYTORCH_",
+    "OMP_",
+    "MKL_",
+    "KMP_",
+    "OPENBLAS_",
+    "HF_",
+    "HUGGINGFACE_",
+    "TRANSFORMERS_",
+    "TOKENIZERS_",
+    "SGLANG_",
+    "SGL_",
+    "GGML_",
+    "OLLAMA_",
+    "MLX_",
+    "HIP_",
+    "HSA_",
+    "ROCM_",
+    "ROCR_",
+    "NVIDIA_",
+    "TRITON_",
+    "FLASHINFER_",
+    "UCX_",
+    "GLOO_",
+    "TP_",
+    "SAFETENSORS_",
+)
+"""Name prefixes of tuning variables a recipe may set."""
+
+ALLOWED_NAMES = frozenset({"TOKENIZERS_PARALLELISM", "MALLOC_ARENA_MAX", "TZ"})
+
+_SECRET = re.compile(r"(TOKEN|KEY|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH)", re.I)
+_REFUSED_PARTS: tuple[tuple[re.Pattern[str], str], ...] = (
+    (_SECRET, "a secret: tokens come from the worker's own environment, never from a recipe"),
+    (re.compile(r"PLUGIN|LOGGING_CONFIG|INSECURE_SERIALIZATION|RUNTIME_LORA|CUSTOM_OP|EXTENSION"), "loads code"),
+    (
+        re.compile(r"(^|_)(HOST|HOST_IP|IP|ADDR|ADDRESS|PORT|URL|URI|ENDPOINT|SERVER|ORIGINS|PROXY)(_|$)"),
+        "sets where the engine listens or connects",
+    ),
+    (re.compile(r"(^|_)(DIR|PATH|ROOT|HOME|CACHE|FILE|PREFIX)(_|$)"), "names a path on the worker"),
+    (re.compile(r"USE_MODELSCOPE|USAGE_STATS|TRACE|OTEL|OTLP"), "sends data or downloads beyond the farm's checks"),
+    (
+        re.compile(r"^CUDA_VISIBLE_DEVICES$|^NVIDIA_VISIBLE_DEVICES$|^HIP_VISIBLE_DEVICES$|^ROCR_VISIBLE_DEVICES$"),
+        "the worker assigns the devices",
+    ),
+    (re.compile(r"^HF_HUB_OFFLINE$|^TRANSFORMERS_OFFLINE$"), "the worker's profile decides whether downloads happen"),
+)
+_REFUSED_PREFIXES = {
+    "LLAMA_ARG_": "llama-server reads it as an option, past the argument policy",
+    "SGLANG_ARG": "the engine reads it as an option, past the argument policy",
+}
+_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_VALUE = re.compile(r"^[\w.,:+=@/ -]*$")
+
+ENV_LIMIT = 64
+"""At most this many variables: more is not tuning."""
+
+
+def refused_reason(name: str) -> str | None:
+    """Why a recipe may not set `name`; None when it may."""
+    if not _NAME.match(name):
+        return "not a valid variable name"
+    for prefix, why in _REFUSED_PREFIXES.items():
+        if name.startswith(prefix):
+            return why
+    if name not in ALLOWED_NAMES and not name.startswith(ALLOWED_PREFIXES):
+        return f"not on the farm's list of tuning variables (prefixes {', '.join(ALLOWED_PREFIXES[:6])}, ...)"
+    for pattern, why in _REFUSED_PARTS:
+        if pattern.search(name):
+            return why
+    return None
+
+
+def check_recipe_environment(environment: Mapping[str, str], engine: str) -> dict[str, str]:
+    """The recipe's environment, every name allowed and every value plain; ArgumentPolicyError otherwise."""
+    if len(environment) > ENV_LIMIT:
+        raise ArgumentPolicyError(f"{len(environment)} variables; at most {ENV_LIMIT}", field="environment")
+    for name, value in environment.items():
+        why = refused_reason(name)
+        if why is not None:
+            raise ArgumentPolicyError(f"{name!r}: {why} ({engine} recipe)", field="environment")
+        if not isinstance(value, str) or len(value) > 1024 or not _VALUE.match(value):
+            raise ArgumentPolicyError(
+                f"{name}: the value must be plain text (letters, digits, ._,:+=@/ -), at most 1024 characters",
+                field="environment",
+            )
+    return dict(environment)

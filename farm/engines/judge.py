@@ -1,0 +1,285 @@
+"""Judging a canonical command's parsed values against a host's policy: the checks every engine shares.
+
+Each value is checked against its kind (farm.engines.argspec.ValueKind). JSON values are walked key by key:
+keys that load code (`*_cls`, `*module_path`, `inductor_passes`, a logging `()` factory) are refused, and so is
+any string shaped like a qualified Python name (`pkg.mod.Class`). Paths (options of kind PATH, JSON keys naming
+a path, dir or file) must lie under the host's model and cache roots. Addresses (LOOPBACK options, JSON keys
+naming an endpoint, host, address or URL) must be loopback: nothing listens or dials beyond the worker's host.
+When remote code is trusted, every repository the engine will load (model, tokenizer, config path, draft model,
+also inside JSON) must be on the host's trust list.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit
+
+from farm.engines.argspec import CanonicalCommand, ParsedOption, ValueKind, refuse
+
+DEFAULT_PATH_ROOTS = ("~/.cache/huggingface", "~/.cache/bench-farm", "/models")
+"""Where a recipe may name files when the host's profile names no roots: the usual model caches."""
+
+LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1", "[::1]"})
+
+CODE_KEY = re.compile(
+    r"(?:^|_)(?:cls|class|module|module_path|plugin|factory|inductor_passes|callable|import)$|^\(\)$", re.I
+)
+"""JSON keys that name code to import or call."""
+
+PATH_KEY = re.compile(r"(?:^|_)(?:path|dir|directory|file|filename|root)$", re.I)
+ADDRESS_KEY = re.compile(r"(?:^|_)(?:endpoint|host|hostname|addr|address|url|uri|ip)$", re.I)
+REPO_KEY = re.compile(r"^(?:model|tokenizer|draft_model|draft_tokenizer|hf_config_path|target_model)$", re.I)
+TRUST_KEY = "trust_remote_code"
+
+QUALIFIED_NAME = re.compile(r"^[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+(?::\w+)?$")
+"""`pkg.module.Class` or `pkg.module:func`: what importlib and logging's `()` factories load."""
+WORD = re.compile(r"^[\w.:+@/,=*-]*$")
+REPO_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+(?::[\w.-]+)?$")
+INT = re.compile(r"^-?\d+$")
+HUMAN_INT = re.compile(r"^\d+(\.\d+)?[kKmMgGtT]?$")
+FLOAT = re.compile(r"^-?(\d+(\.\d*)?|\.\d+)([eE][-+]?\d+)?$")
+TELEMETRY_OPTIONS = frozenset({"--otlp-traces-endpoint"})
+
+
+@dataclass(frozen=True)
+class Judgement:
+    """What a host allows beyond the engine's defaults (from its profile)."""
+
+    trusted_models: frozenset[str] = frozenset()
+    """Repositories that may run with remote code trusted."""
+    path_roots: tuple[str, ...] = DEFAULT_PATH_ROOTS
+    allowed_code_options: frozenset[str] = frozenset()
+    allow_local_media: bool = False
+    device_count: int | None = None
+    """The job's device count; the engine's parallel sizes must multiply to it. None: not checked."""
+    resolve_links: bool = False
+    """At the worker: resolve symbolic links before checking a path is under the roots."""
+
+
+def judge(command: CanonicalCommand, judgement: Judgement) -> None:
+    """Refuse the command unless every parsed value passes (ArgumentPolicyError naming the option and why)."""
+    repositories: list[tuple[str, str]] = []
+    trusted = False
+    if command.model is not None:
+        _check_repo_or_path("model", command.model, judgement)
+        repositories.append(("model", command.model))
+    for option in command.options:
+        trusted |= _judge_option(option, judgement, repositories)
+    if trusted:
+        for where, repo in repositories:
+            if repo not in judgement.trusted_models:
+                listed = ", ".join(sorted(judgement.trusted_models)) or "no repository"
+                raise refuse(
+                    f"{where} {repo}",
+                    f"remote code is trusted, and this host trusts only {listed}: every repository the engine "
+                    "loads must be on its trust list",
+                )
+    _check_devices(command, judgement)
+
+
+def _judge_option(option: ParsedOption, judgement: Judgement, repositories: list[tuple[str, str]]) -> bool:
+    """Judge one option; True when it turns on remote code."""
+    spec = option.spec
+    what = " ".join([option.written_as[0] if option.written_as else spec.name, *option.values])[:200]
+    kind = spec.kind
+    if kind == ValueKind.REFUSED:
+        raise refuse(what, spec.reason or "the farm never allows this option")
+    if spec.name in TELEMETRY_OPTIONS:
+        raise refuse(what, "sends telemetry to an outside endpoint; the farm allows no outbound telemetry")
+    if kind == ValueKind.CODE and spec.name not in judgement.allowed_code_options:
+        raise refuse(what, f"{spec.reason or 'loads code by name or path'}; this host's profile does not allow it")
+    if spec.name == "--allowed-local-media-path" and not judgement.allow_local_media:
+        raise refuse(what, "this host does not let the engine read local media files")
+    if spec.name == "--trust-remote-code":
+        return option.enabled
+    if option.json_value is not None:
+        return _judge_json(spec.name, option.json_value, judgement, repositories)
+    values = option.values
+    if kind == ValueKind.PATH and isinstance(spec.nargs, int) and spec.nargs > 1:
+        for extra in values[1:]:
+            _judge_value(spec.name, ValueKind.TEXT, extra, None, judgement, repositories, what)
+        values = values[:1]
+    for value in values:
+        _judge_value(spec.name, kind, value, spec.choices, judgement, repositories, what)
+    return False
+
+
+def _judge_value(
+    name: str,
+    kind: ValueKind,
+    value: str,
+    choices: tuple[str, ...] | None,
+    judgement: Judgement,
+    repositories: list[tuple[str, str]],
+    what: str,
+) -> None:
+    if kind == ValueKind.INT and not INT.match(value) and not HUMAN_INT.match(value):
+        raise refuse(what, "expected an integer")
+    elif kind == ValueKind.INT_OR_AUTO and value != "auto" and not INT.match(value) and not HUMAN_INT.match(value):
+        raise refuse(what, "expected an integer or 'auto'")
+    elif kind in (ValueKind.FLOAT, ValueKind.NUMBER) and not FLOAT.match(value):
+        raise refuse(what, "expected a number")
+    elif kind == ValueKind.TEXT and QUALIFIED_NAME.match(value):
+        raise refuse(what, f"{value!r} is a qualified Python name: the engine would import it as code")
+    elif kind == ValueKind.CHOICE and choices is not None and value not in choices:
+        raise refuse(what, f"not one of {', '.join(choices)}")
+    elif kind in (ValueKind.WORD, ValueKind.JSON_OR_WORD):
+        _check_word(what, value)
+    elif kind == ValueKind.CODE and not WORD.match(value):  # allowed by the host: a name of code, by design
+        raise refuse(what, "expected a plain name (letters, digits and ._-+:/@,=)")
+    elif kind == ValueKind.REPO:
+        _check_repo_or_path(name, value, judgement)
+        repositories.append((name, value))
+    elif kind == ValueKind.PATH:
+        if choices is None or value not in choices:
+            _check_path(what, value, judgement)
+    elif kind == ValueKind.TEMPLATE:
+        if "{{" not in value and "{%" not in value:
+            _check_path(what, value, judgement)
+    elif kind == ValueKind.LOOPBACK:
+        _check_address(what, value)
+    elif kind == ValueKind.PORT and not (INT.match(value) and 0 <= int(value) <= 65535):
+        raise refuse(what, "expected a port number (0-65535)")
+    elif kind == ValueKind.LORA and value.lstrip().startswith("{"):
+        try:
+            parsed = json.loads(value)
+        except ValueError as exc:
+            raise refuse(what, "not valid JSON") from exc
+        if not isinstance(parsed, dict):
+            raise refuse(what, "expected a JSON object")
+        _judge_json(name, parsed, judgement, repositories)
+        path = parsed.get("path")
+        if isinstance(path, str):
+            _check_repo_or_path(name, path, judgement)
+    elif kind == ValueKind.LORA:
+        module, eq, path = value.partition("=")
+        if not eq:
+            raise refuse(what, "expected name=path")
+        _check_word(what, module)
+        _check_repo_or_path(name, path, judgement)
+        repositories.append((name, path))
+
+
+def _check_word(what: str, value: str) -> None:
+    if not WORD.match(value):
+        raise refuse(what, "expected a plain name (letters, digits and ._-+:/@,=)")
+    if QUALIFIED_NAME.match(value):
+        raise refuse(what, f"{value!r} is a qualified Python name: the engine would import it as code")
+
+
+def _check_repo_or_path(what: str, value: str, judgement: Judgement) -> None:
+    if REPO_ID.match(value) and ".." not in value.split("/"):
+        return
+    if "/" not in value and WORD.match(value) and not value.startswith(".") and not value.startswith("~"):
+        return  # a bare name (an Ollama tag, a repository without an owner)
+    _check_path(f"{what} {value}", value, judgement)
+
+
+def _check_path(what: str, value: str, judgement: Judgement) -> None:
+    if "\x00" in value:
+        raise refuse(what, "a NUL byte in a path")
+    expanded = os.path.expanduser(value)
+    if not os.path.isabs(expanded):
+        raise refuse(what, "a relative path: paths must be absolute, under this host's model and cache roots")
+    if ".." in expanded.split("/"):
+        raise refuse(what, "a path with '..'")
+    real = os.path.realpath(expanded) if judgement.resolve_links else os.path.normpath(expanded)
+    for root in judgement.path_roots:
+        root_path = os.path.normpath(os.path.expanduser(root))
+        if judgement.resolve_links:
+            root_path = os.path.realpath(root_path)
+        if real == root_path or real.startswith(root_path.rstrip("/") + "/"):
+            return
+    raise refuse(what, f"outside this host's model and cache roots ({', '.join(judgement.path_roots)})")
+
+
+def _check_address(what: str, value: str) -> None:
+    host = value
+    if "://" in value:
+        host = urlsplit(value).hostname or ""
+    elif value.count(":") == 1:
+        host = value.partition(":")[0]
+    if host.strip("[]") not in {h.strip("[]") for h in LOOPBACK_HOSTS}:
+        raise refuse(what, "not loopback: nothing may listen or connect beyond the worker's own host")
+
+
+def _walk(value: Any, path: str = "") -> Iterator[tuple[str, str, Any]]:
+    """(key path, last key, leaf) of every leaf; keys are also yielded as leaves of an empty key."""
+    if isinstance(value, dict):
+        for key, item in value.items():
+            sub = f"{path}.{key}" if path else str(key)
+            yield sub, str(key), None
+            yield from _walk(item, sub)
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            yield from _walk(item, f"{path}[{index}]")
+    else:
+        last = path.rpartition(".")[2].partition("[")[0]
+        yield path, last, value
+
+
+def _judge_json(name: str, value: Any, judgement: Judgement, repositories: list[tuple[str, str]]) -> bool:
+    trusted = False
+    for path, key, leaf in _walk(value):
+        where = f"{name} {path}"
+        if leaf is None and CODE_KEY.search(key):
+            raise refuse(where, f"the key {key!r} names code to load; no recipe may set it")
+        if leaf is None:
+            continue
+        if key == TRUST_KEY:
+            trusted |= leaf is True or str(leaf).lower() in ("true", "1")
+            continue
+        if not isinstance(leaf, str):
+            continue
+        if leaf.startswith("--"):
+            raise refuse(f"{where}={leaf}", "a JSON string that carries an option")
+        if QUALIFIED_NAME.match(leaf):
+            raise refuse(f"{where}={leaf}", "a qualified Python name: the engine would import it as code")
+        if ADDRESS_KEY.search(key) or "://" in leaf:
+            _check_address(f"{where}={leaf}", leaf)
+        elif REPO_KEY.match(key):
+            _check_repo_or_path(where, leaf, judgement)
+            repositories.append((where, leaf))
+        elif PATH_KEY.search(key) or leaf.startswith(("/", "~", "../")):
+            _check_path(f"{where}={leaf}", leaf, judgement)
+    return trusted
+
+
+def _check_devices(command: CanonicalCommand, judgement: Judgement) -> None:
+    if judgement.device_count is None or not command.spec.device_options:
+        return
+    product = 1
+    spelled: list[str] = []
+    for name in command.spec.device_options:
+        value = command.value(name)
+        if value is None:
+            continue
+        if not INT.match(value) or int(value) < 1:
+            raise refuse(f"{name} {value}", "expected a positive integer")
+        product *= int(value)
+        spelled.append(f"{name} {value}")
+    if product != judgement.device_count:
+        said = " x ".join(spelled) if spelled else "no parallel size (1)"
+        raise refuse(
+            said,
+            f"the engine would use {product} device(s); the job has {judgement.device_count}. Tensor x pipeline x "
+            "data parallel must equal the job's device count",
+        )
+
+
+def repositories_of(command: CanonicalCommand, judgement: Judgement) -> tuple[str, ...]:
+    """Every repository the command loads (for provenance and tests)."""
+    found: list[tuple[str, str]] = []
+    if command.model is not None:
+        found.append(("model", command.model))
+    for option in command.options:
+        if option.json_value is not None:
+            _judge_json(option.name, option.json_value, judgement, found)
+        elif option.spec.kind == ValueKind.REPO:
+            found += [(option.name, v) for v in option.values]
+    return tuple(repo for _, repo in found)

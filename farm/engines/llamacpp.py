@@ -1,0 +1,378 @@
+"""llama.cpp's `llama-server` as an engine: its argument spec, its canonical argv on a worker, readiness,
+version and metrics.
+
+The spec is `llama_server_args.json`, dumped from the server's own `--help` by deploy/gen_llama_server_args.py
+(llama.cpp declares its options in C++, common/arg.cpp). llama.cpp's parser takes no abbreviations and reads
+dashes literally; every option except a few list-valued ones is single-valued (it would keep the last).
+
+On a worker the model is the host's own GGUF file (the profile's `model_paths`), served under the recipe's model
+id (`--alias`); a recipe's `-m`/`-hf` name what to load, never where the host keeps it. The server's own
+environment variables (`LLAMA_ARG_*`) set options too, so no recipe may set them.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping, Sequence
+from functools import cache
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from farm.domain import FailureClass
+from farm.engines.argspec import ArgSpec, CanonicalCommand, OptionSpec, ValueKind, option_value
+from farm.engines.process import EngineProcess
+from farm.errors import ArgumentPolicyError
+
+ARGS_FILE = "llama_server_args.json"
+
+PREFIXES = (("llama-server",), ("llama.cpp/llama-server",), ("./llama-server",), ("build/bin/llama-server",))
+"""How a llama.cpp recipe's command may start."""
+
+REFUSED: Mapping[str, str] = {
+    "--api-key": "secrets never go in argv (they would be stored and logged)",
+    "--api-key-file": "the worker measures an open loopback API",
+    "--ssl-key-file": "the worker speaks plain HTTP on loopback",
+    "--ssl-cert-file": "the worker speaks plain HTTP on loopback",
+    "--hf-token": "a token in argv; HF_TOKEN comes from the worker's own environment",
+    "--model-url": "downloads a model from any URL",
+    "--mmproj-url": "downloads a projector from any URL",
+    "--rpc": "offloads to RPC servers beyond the worker's host",
+    "--api-prefix": "the worker reaches the API at its standard paths",
+    "--path": "serves static files from a directory of the host",
+    "--help": "prints and exits; serves nothing",
+    "--version": "prints and exits; serves nothing",
+    "--completion-bash": "prints and exits; serves nothing",
+    "--list-devices": "prints and exits; serves nothing",
+}
+
+KINDS: Mapping[str, ValueKind] = {
+    "--host": ValueKind.LISTEN,
+    "--port": ValueKind.LISTEN,
+    "--model": ValueKind.PATH,
+    "--model-draft": ValueKind.PATH,
+    "--model-vocoder": ValueKind.PATH,
+    "--lora": ValueKind.PATH,
+    "--lora-scaled": ValueKind.PATH,
+    "--control-vector": ValueKind.PATH,
+    "--control-vector-scaled": ValueKind.PATH,
+    "--grammar-file": ValueKind.PATH,
+    "--json-schema-file": ValueKind.PATH,
+    "--mmproj": ValueKind.PATH,
+    "--chat-template-file": ValueKind.PATH,
+    "--log-file": ValueKind.PATH,
+    "--slot-save-path": ValueKind.PATH,
+    "--lookup-cache-static": ValueKind.PATH,
+    "--lookup-cache-dynamic": ValueKind.PATH,
+    "--hf-repo": ValueKind.REPO,
+    "--hf-repo-draft": ValueKind.REPO,
+    "--hf-repo-v": ValueKind.REPO,
+    "--chat-template-kwargs": ValueKind.JSON,
+    "--json-schema": ValueKind.JSON,
+    **{name: ValueKind.REFUSED for name in REFUSED},
+}
+
+REPEATABLE = frozenset(
+    {
+        "--lora",
+        "--lora-scaled",
+        "--control-vector",
+        "--control-vector-scaled",
+        "--override-kv",
+        "--override-tensor",
+        "--reverse-prompt",
+        "--spec-replace",
+        "--dry-sequence-breaker",
+        "--override-tensor-draft",
+    }
+)
+"""Options llama.cpp collects into a list; every other one keeps only its last value, so a repeat is refused."""
+
+MODEL_OPTIONS = ("--model", "--hf-repo", "--hf-file")
+"""What names the main model; replaced on a worker by the host's own file."""
+
+REFUSED_ENV_PREFIXES = ("LLAMA_ARG_",)
+"""llama-server reads these as options: a recipe's environment may not set them (they would pass unjudged)."""
+
+METRICS: Mapping[str, str] = {
+    "vllm:prompt_tokens": "llamacpp:prompt_tokens_total",
+    "vllm:generation_tokens": "llamacpp:tokens_predicted_total",
+}
+"""The farm's counters (named as vLLM's) and the llama-server `/metrics` counters that count the same thing
+(tools/server/server.cpp, with `--metrics`)."""
+
+
+BENCH_TO_SERVER: Mapping[str, str] = {
+    "-m": "--model",
+    "--model": "--model",
+    "-ngl": "--n-gpu-layers",
+    "--n-gpu-layers": "--n-gpu-layers",
+    "-ncmoe": "--n-cpu-moe",
+    "--n-cpu-moe": "--n-cpu-moe",
+    "-sm": "--split-mode",
+    "--split-mode": "--split-mode",
+    "-mg": "--main-gpu",
+    "--main-gpu": "--main-gpu",
+    "-ts": "--tensor-split",
+    "--tensor-split": "--tensor-split",
+    "-ctk": "--cache-type-k",
+    "--cache-type-k": "--cache-type-k",
+    "-ctv": "--cache-type-v",
+    "--cache-type-v": "--cache-type-v",
+    "-t": "--threads",
+    "--threads": "--threads",
+    "-b": "--batch-size",
+    "--batch-size": "--batch-size",
+    "-ub": "--ubatch-size",
+    "--ubatch-size": "--ubatch-size",
+    "-ot": "--override-tensor",
+    "--override-tensor": "--override-tensor",
+    "-dev": "--device",
+    "--device": "--device",
+}
+"""llama-bench options that configure the model and its placement, as llama-server spells them
+(tools/llama-bench/llama-bench.cpp and common/arg.cpp)."""
+
+BENCH_SWITCHES: Mapping[str, tuple[str, str | None, str | None]] = {
+    "-fa": ("--flash-attn", "--flash-attn", None),
+    "--flash-attn": ("--flash-attn", "--flash-attn", None),
+    "-nkvo": ("--no-kv-offload", "--no-kv-offload", None),
+    "--no-kv-offload": ("--no-kv-offload", "--no-kv-offload", None),
+    "-mmp": ("--mmap", None, "--no-mmap"),
+    "--mmap": ("--mmap", None, "--no-mmap"),
+}
+"""llama-bench's 0/1 switches: (what it sets, the server option when on, the server option when off)."""
+
+BENCH_ONLY = frozenset(
+    {
+        "-p",
+        "--n-prompt",
+        "-n",
+        "--n-gen",
+        "-pg",
+        "-d",
+        "--n-depth",
+        "-r",
+        "--repetitions",
+        "-o",
+        "--output",
+        "-oe",
+        "--output-err",
+        "--delay",
+        "--prio",
+        "--poll",
+        "--cpu-strict",
+        "-C",
+        "--cpu-mask",
+        "-embd",
+        "--embeddings",
+        "-nopo",
+        "--no-op-offload",
+        "--numa",
+    }
+)
+"""llama-bench options that shape the benchmark, not the model: the farm's sweep plan replaces them."""
+BENCH_FLAGS = frozenset({"-v", "--verbose", "--progress", "-h", "--help"})
+
+
+def llama_bench_to_server(argv: Sequence[str]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """A `llama-bench ...` command (what LocalMaxxing pages record for llama.cpp) as the `llama-server` command
+    that loads the same model the same way, and the benchmark-only tokens it dropped (for provenance).
+
+    A value list (`-ngl 28,99`: llama-bench runs each) is refused: the server runs one configuration. A `-m`
+    without a value (pages that hid the path) is dropped: the host maps the model."""
+    tokens = list(argv)
+    if not tokens or not re.fullmatch(r"(?:.*/)?llama-bench", tokens[0]):
+        raise ArgumentPolicyError(f"not a llama-bench command: {' '.join(tokens[:2])!r}", field="argv")
+    out: list[str] = ["llama-server"]
+    dropped: list[str] = []
+    i = 1
+    while i < len(tokens):
+        token = tokens[i]
+        i += 1
+        name, eq, inline = token.partition("=")
+        value: str | None = inline if eq else None
+        takes_value = name in BENCH_TO_SERVER or name in BENCH_SWITCHES or name in BENCH_ONLY
+        if takes_value and value is None and i < len(tokens) and not tokens[i].startswith("-"):
+            value = tokens[i]
+            i += 1
+        if name in BENCH_ONLY or name in BENCH_FLAGS:
+            dropped += [token] if eq or value is None else [token, value]
+            continue
+        if not takes_value:
+            raise ArgumentPolicyError(f"{token!r}: not a llama-bench option the farm can translate", field="argv")
+        if value is None:
+            if name in ("-m", "--model"):
+                dropped.append(token)
+                continue
+            raise ArgumentPolicyError(f"{token!r}: needs a value", field="argv")
+        if "," in value and name not in ("-ts", "--tensor-split", "-ot", "--override-tensor", "-dev", "--device"):
+            raise ArgumentPolicyError(
+                f"{token} {value}: llama-bench runs each of several values; the server runs one", field="argv"
+            )
+        if name in BENCH_SWITCHES:
+            _, when_on, when_off = BENCH_SWITCHES[name]
+            on = value.lower() in ("1", "on", "true", "yes")
+            if not on and value.lower() not in ("0", "off", "false", "no"):
+                raise ArgumentPolicyError(f"{token} {value}: expected 0/1 or on/off", field="argv")
+            chosen = when_on if on else when_off
+            if chosen:
+                out.append(chosen)
+            continue
+        out += [BENCH_TO_SERVER[name], value]
+    return tuple(out), tuple(dropped)
+
+
+def _kind(raw: Mapping[str, Any], name: str) -> ValueKind:
+    if name in KINDS:
+        return KINDS[name]
+    if raw["nargs"] == 0:
+        return ValueKind.FLAG
+    if raw.get("choices"):
+        return ValueKind.CHOICE
+    placeholder = (raw.get("placeholders") or [""])[0]
+    if placeholder in ("N", "P", "SEED", "<0...100>", "<0|1>", "SIMILARITY", "SCALE"):
+        return ValueKind.NUMBER
+    return ValueKind.TEXT
+
+
+def spec_from_dump(data: Mapping[str, Any], source: str) -> ArgSpec:
+    try:
+        options: list[OptionSpec] = []
+        for raw in data["options"]:
+            strings = list(raw["option_strings"])
+            longs = [s for s in strings if s.startswith("--")]
+            name = (longs or strings)[0]
+            options.append(
+                OptionSpec(
+                    name=name,
+                    aliases=tuple(s for s in strings if s != name),
+                    kind=_kind(raw, name),
+                    nargs=raw["nargs"],
+                    choices=tuple(raw["choices"]) if raw.get("choices") else None,
+                    repeatable=name in REPEATABLE,
+                    reason=REFUSED.get(name, ""),
+                )
+            )
+        return ArgSpec(
+            engine="llama.cpp",
+            version=str(data["version"]),
+            source=source,
+            options=tuple(options),
+            prefixes=PREFIXES,
+            underscores=False,
+            abbreviations=False,
+        )
+    except (KeyError, TypeError) as exc:
+        raise ArgumentPolicyError(f"not a llama-server argument list: {exc!r}", source=source) from exc
+
+
+@cache
+def shipped_llamacpp_spec() -> ArgSpec:
+    text = resources.files(__package__).joinpath(ARGS_FILE).read_text(encoding="utf-8")
+    return spec_from_dump(json.loads(text), ARGS_FILE)
+
+
+def llamacpp_process_argv(
+    command: CanonicalCommand,
+    *,
+    executable: Sequence[str],
+    host: str,
+    port: int,
+    served_model: str,
+    model_path: str | None,
+    extra_args: Sequence[str] = (),
+) -> tuple[str, ...]:
+    """The judged command on this host: the host's executable, its model file (when it maps the model), the
+    recipe's options re-rendered, the host's extra arguments, `--alias` and the worker's listen address."""
+    if not executable:
+        raise ArgumentPolicyError("the worker's executable is empty")
+    spec = command.spec
+    kept = command.without("--host", "--port", "--alias")
+    if model_path is not None:
+        kept = kept.without(*MODEL_OPTIONS)
+        kept = kept.with_options(option_value(spec.option("--model"), model_path))
+    elif kept.get("--model") is None and kept.get("--hf-repo") is None:
+        raise ArgumentPolicyError(
+            f"this host keeps no file for {served_model!r} (profile model_paths) and the recipe names none",
+            field="argv",
+        )
+    return (
+        *executable,
+        *kept.render_options(),
+        *extra_args,
+        "--alias",
+        served_model,
+        "--host",
+        host,
+        "--port",
+        str(port),
+    )
+
+
+_LLAMA_PATTERNS: tuple[tuple[FailureClass, re.Pattern[str]], ...] = (
+    (FailureClass.PORT_IN_USE, re.compile(r"couldn't bind HTTP server socket|[Aa]ddress already in use")),
+    (FailureClass.OUT_OF_MEMORY, re.compile(r"failed to allocate|out of memory|ggml_backend_cpu_buffer_type_alloc")),
+    (
+        FailureClass.BAD_ARGUMENT,
+        re.compile(r"error: (invalid argument|unknown argument)|error while handling argument"),
+    ),
+    (FailureClass.ENGINE_START_FAILED, re.compile(r"failed to load model|error loading model")),
+)
+
+
+def classify_llamacpp_log(text: str, *, started: bool) -> FailureClass:
+    for failure_class, pattern in _LLAMA_PATTERNS:
+        if pattern.search(text):
+            return failure_class
+    return FailureClass.ENGINE_CRASHED if started else FailureClass.ENGINE_START_FAILED
+
+
+class LlamaServerProcess(EngineProcess):
+    """llama-server as a supervised process: `/health` then a tiny completion, `/props` for the version."""
+
+    metric_names: Mapping[str, str] = METRICS
+
+    def version(self) -> str | None:
+        """llama-server has no `/version`: its `/props` carries `build_info` (`b<number>-<commit>`)."""
+        body = self._http_json("GET", "/props", None, 5.0)
+        if isinstance(body, dict) and body.get("build_info"):
+            return str(body["build_info"])
+        return None
+
+    def classify(self, *, started: bool) -> FailureClass:
+        return classify_llamacpp_log(self.log_text(), started=started)
+
+
+def llamacpp_engine(
+    command: CanonicalCommand,
+    *,
+    executable: Sequence[str],
+    host: str,
+    port: int,
+    served_model: str,
+    model_path: str | None,
+    log_path: Path,
+    env: Mapping[str, str],
+    extra_args: Sequence[str] = (),
+    stop_grace_s: float = 15.0,
+) -> LlamaServerProcess:
+    argv = llamacpp_process_argv(
+        command,
+        executable=executable,
+        host=host,
+        port=port,
+        served_model=served_model,
+        model_path=model_path,
+        extra_args=extra_args,
+    )
+    return LlamaServerProcess(
+        argv,
+        env=env,
+        log_path=log_path,
+        base_url=f"http://{host}:{port}",
+        served_model=served_model,
+        simulated=False,
+        stop_grace_s=stop_grace_s,
+    )

@@ -1,0 +1,267 @@
+"""Engines beyond vLLM: llama.cpp's spec from its --help, SGLang's, Ollama's, LM Studio's, TabbyAPI's and MLX's
+allowlists; their canonical argv on a worker; engine names and aliases; the recipe environment allowlist."""
+
+from __future__ import annotations
+
+import re
+import shlex
+
+import pytest
+
+from farm.engines.environment import check_recipe_environment, refused_reason
+from farm.engines.llamacpp import llama_bench_to_server, llamacpp_process_argv, shipped_llamacpp_spec
+from farm.engines.policy import EnginePolicy, canonical_command
+from farm.engines.registry import canonical_engine_name, engine_kind, launchable_engines
+from farm.engines.sglang import sglang_process_argv
+from farm.errors import ArgumentPolicyError
+
+GGUF = "/models/smollm2.gguf"
+
+
+def test_llamacpp_spec_comes_from_the_servers_help() -> None:
+    """The shipped llama-server list knows its short aliases, its choices and which options take no value."""
+    spec = shipped_llamacpp_spec()
+    assert spec.option("-c").name == "--ctx-size"
+    assert spec.option("-ngl").name == "--n-gpu-layers" or "-ngl" in spec.option("-ngl").aliases
+    assert spec.option("--split-mode").choices == ("layer", "none", "row")
+    assert spec.option("--metrics").kind == "flag"
+    assert spec.option("--model").kind == "path"
+
+
+CANONICAL = [
+    (
+        "llama.cpp",
+        "llama-server -m /models/a.gguf -c 2048 -fa --jinja",
+        ("--model", "/models/a.gguf", "--ctx-size", "2048", "--flash-attn", "--jinja"),
+    ),
+    (
+        "llama.cpp",
+        "llama-server -hf unsloth/Qwen3-8B-GGUF:Q4_K_M -np 4",
+        ("--hf-repo", "unsloth/Qwen3-8B-GGUF:Q4_K_M", "--parallel", "4"),
+    ),
+    (
+        "sglang",
+        "python3 -m sglang.launch_server --model Qwen/Qwen3-8B --tensor-parallel-size 2 --mem-fraction-static 0.8",
+        ("--tp-size", "2", "--mem-fraction-static", "0.8"),
+    ),
+    ("ollama", "ollama run qwen3:8b --verbose", ("--verbose",)),
+    (
+        "lmstudio",
+        "lms load qwen/qwen3-8b --context-length 8192 --gpu max",
+        ("--context-length", "8192", "--gpu", "max"),
+    ),
+    (
+        "tabbyapi",
+        "python main.py --model-name turboderp/Qwen3-8B-exl2 --max-seq-len 8192",
+        ("--model-name", "turboderp/Qwen3-8B-exl2", "--max-seq-len", "8192"),
+    ),
+    ("mlx", "mlx_lm.server --model mlx-community/Qwen3-4B-4bit --max-tokens 512", ("--max-tokens", "512")),
+]
+
+
+@pytest.mark.parametrize(("engine", "argv", "rendered"), CANONICAL)
+def test_each_engine_parses_to_its_canonical_form(engine: str, argv: str, rendered: tuple[str, ...]) -> None:
+    """Every engine's recipe command parses with its own spec and renders in canonical spellings."""
+    devices = 2 if "tensor-parallel" in argv else 1
+    command = canonical_command(argv.split(), engine, device_count=devices)
+    assert command.render_options() == rendered
+
+
+@pytest.mark.parametrize(
+    ("engine", "argv", "why"),
+    [
+        ("llama.cpp", "llama-server -m /etc/passwd", "outside this host's model and cache roots"),
+        ("llama.cpp", "llama-server -m /models/a.gguf -c 2048 --ctx-size 4096", "given twice"),
+        ("llama.cpp", "llama-server -m /models/a.gguf --api-key k", "secrets never go in argv"),
+        ("llama.cpp", "llama-server -m /models/a.gguf --rpc 10.0.0.2:50052", "not an option"),
+        ("llama.cpp", "llama-server -mu http://evil/model.gguf", "downloads a model from any URL"),
+        ("llama.cpp", "llama-server -m /models/a.gguf --ctx", "not an option"),
+        ("llama.cpp", "llama-server -m /models/a.gguf --slot-save-path /tmp", "outside this host's"),
+        ("sglang", "python -m sglang.launch_server --model-path m/x --tp 2", "abbreviations are refused"),
+        ("sglang", "python -m sglang.launch_server --model-path m/x --tp-size 4", "the job has 1"),
+        ("sglang", "python -m sglang.launch_server --model-path m/x --dist-init-addr 0.0.0.0:5000", "not loopback"),
+        ("sglang", "python -m sglang.launch_server --model-path m/x --nnodes 2", "not one of"),
+        ("sglang", "python -m sglang.launch_server --model-path evil/m --model good/m", "given twice"),
+        ("sglang", "python -m sglang.launch_server --model-path m/x --trust-remote-code", "trust list"),
+        ("mlx", "mlx_lm.server --model m/x --adapter-path /root/.ssh", "outside this host's"),
+        ("lmstudio", "lms server start --cors", "every web origin"),
+        ("tabbyapi", "python main.py --config /etc/tabby.yml", "past every check"),
+        ("ollama", "ollama pull qwen3:8b", "starts with"),
+    ],
+)
+def test_each_engine_refuses(engine: str, argv: str, why: str) -> None:
+    """The same classes of refusal hold for every engine, with its own option names."""
+    with pytest.raises(ArgumentPolicyError, match=re.escape(why)):
+        canonical_command(argv.split(), engine, device_count=1)
+
+
+def test_llamacpp_on_a_worker_loads_the_hosts_file_under_the_recipe_name() -> None:
+    """The recipe's -hf names what to load; the host's GGUF file is loaded and served under the model id."""
+    command = canonical_command(["llama-server", "-hf", "org/m-GGUF", "-c", "2048", "--port", "8080"], "llama.cpp")
+    argv = llamacpp_process_argv(
+        command, executable=("/bin/llama-server",), host="127.0.0.1", port=9, served_model="org/m", model_path=GGUF
+    )
+    assert argv == (
+        "/bin/llama-server",
+        "--ctx-size",
+        "2048",
+        "--model",
+        GGUF,
+        "--alias",
+        "org/m",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        "9",
+    )
+
+
+def test_llamacpp_without_a_host_file_or_a_recipe_model_is_refused() -> None:
+    """No file on the host and none in the recipe: nothing to load, refused before starting."""
+    command = canonical_command(("llama-server", "-c", "2048"), "llama.cpp")
+    with pytest.raises(ArgumentPolicyError, match="model_paths"):
+        llamacpp_process_argv(command, executable=("x",), host="h", port=1, served_model="org/m", model_path=None)
+
+
+def test_sglang_on_a_worker() -> None:
+    """SGLang gets the model by --model-path, the served name and the worker's address, once each."""
+    command = canonical_command(
+        [
+            "python",
+            "-m",
+            "sglang.launch_server",
+            "--model",
+            "Qwen/Qwen3-8B",
+            "--port",
+            "30000",
+            "--served-model-name",
+            "x",
+        ],
+        "sglang",
+    )
+    argv = sglang_process_argv(
+        command,
+        executable=("python3", "-m", "sglang.launch_server"),
+        host="127.0.0.1",
+        port=7,
+        served_model="Qwen/Qwen3-8B",
+        model_path=None,
+    )
+    assert argv == (
+        "python3",
+        "-m",
+        "sglang.launch_server",
+        "--model-path",
+        "Qwen/Qwen3-8B",
+        "--served-model-name",
+        "Qwen/Qwen3-8B",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        "7",
+    )
+
+
+@pytest.mark.parametrize(
+    ("name", "canonical"),
+    [
+        ("vLLM", "vllm"),
+        ("llama-cpp", "llama.cpp"),
+        ("LLAMA.CPP", "llama.cpp"),
+        ("LM-Studio", "lmstudio"),
+        ("mlx-lm", "mlx"),
+    ],
+)
+def test_engine_names_ignore_case_and_know_aliases(name: str, canonical: str) -> None:
+    """The registry's spellings all resolve to one canonical engine name."""
+    assert canonical_engine_name(name) == canonical
+    assert engine_kind(name).name == canonical
+
+
+def test_unknown_engine_and_the_launchable_list() -> None:
+    """An unknown engine names the ones the farm reads; only engines with a launching adapter are runnable."""
+    with pytest.raises(ArgumentPolicyError, match="unknown engine 'hipfire'"):
+        engine_kind("hipfire")
+    assert launchable_engines() == ("vllm", "llama.cpp", "sglang")
+
+
+def test_extra_options_of_a_newer_engine_through_the_profile() -> None:
+    """A host may allow an option its engine's list lacks; the value is still judged."""
+    policy = EnginePolicy(allowed_extra_flags=frozenset({"--new-thing"}))
+    canonical_command(("llama-server", "-m", GGUF, "--new-thing", "3"), "llama.cpp", policy)
+
+
+@pytest.mark.parametrize(
+    ("name", "why"),
+    [
+        ("DOCKER_HOST", "not on the farm's list"),
+        ("LD_AUDIT", "not on the farm's list"),
+        ("LD_PRELOAD", "not on the farm's list"),
+        ("HTTPS_PROXY", "not on the farm's list"),
+        ("PYTHONPATH", "not on the farm's list"),
+        ("HF_TOKEN", "a secret"),
+        ("VLLM_API_KEY", "a secret"),
+        ("VLLM_PLUGINS", "loads code"),
+        ("VLLM_LOGGING_CONFIG_PATH", "loads code"),
+        ("VLLM_HOST_IP", "listens or connects"),
+        ("VLLM_PORT", "listens or connects"),
+        ("OLLAMA_HOST", "listens or connects"),
+        ("HF_ENDPOINT", "listens or connects"),
+        ("VLLM_CACHE_ROOT", "a path"),
+        ("CUDA_VISIBLE_DEVICES", "assigns the devices"),
+        ("LLAMA_ARG_MODEL", "past the argument policy"),
+        ("VLLM_ALLOW_INSECURE_SERIALIZATION", "loads code"),
+    ],
+)
+def test_environment_names_outside_the_allowlist(name: str, why: str) -> None:
+    """The recipe environment's allowlist refuses, with a reason, anything that is not tuning."""
+    reason = refused_reason(name)
+    assert reason is not None
+    assert why in reason
+
+
+def test_tuning_environment_passes() -> None:
+    """Tuning variables pass unchanged."""
+    env = {
+        "VLLM_USE_V1": "1",
+        "NCCL_P2P_DISABLE": "1",
+        "OMP_NUM_THREADS": "8",
+        "PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True",
+    }
+    assert check_recipe_environment(env, "vllm") == env
+
+
+def test_a_llama_bench_page_becomes_the_server_command() -> None:
+    """LocalMaxxing's llama-bench command loads the same model the same way on llama-server; the benchmark's
+    own options are dropped and reported; the result passes llama-server's spec."""
+    bench = shlex.split("llama-bench -m -p 512 -n 128 -ngl 28 -sm layer -fa on -ctk f16 -ctv f16 -r 5")
+    argv, dropped = llama_bench_to_server(bench)
+    assert argv == (
+        "llama-server",
+        "--n-gpu-layers",
+        "28",
+        "--split-mode",
+        "layer",
+        "--flash-attn",
+        "--cache-type-k",
+        "f16",
+        "--cache-type-v",
+        "f16",
+    )
+    assert dropped == ("-m", "-p", "512", "-n", "128", "-r", "5")
+    canonical_command(argv, "llama.cpp")
+
+
+@pytest.mark.parametrize(
+    ("bench", "why"),
+    [
+        ("llama-bench -m /models/a.gguf -ngl 28,99", "several values"),
+        ("llama-bench -m /models/a.gguf --rpc 10.0.0.1:5000", "the farm can translate"),
+        ("llama-bench -fa maybe", "0/1 or on/off"),
+        ("llama-server -m /models/a.gguf", "not a llama-bench command"),
+    ],
+)
+def test_llama_bench_commands_that_do_not_translate(bench: str, why: str) -> None:
+    """What a server cannot run the same way is refused, naming the token."""
+    with pytest.raises(ArgumentPolicyError, match=why):
+        llama_bench_to_server(bench.split())
