@@ -1,149 +1,487 @@
-"""Reads for results people use (aggregation, exports, reports, the HTTP API): succeeded runs with every figure.
+"""The one query layer for results people use: the CLI, the HTTP API, the report, the exports and compare.
 
-Only the succeeded run of a succeeded job is read: failed, cancelled and released attempts never count, and a
-job that is still running has no results yet. What comes out is frozen records (farm.bench.records.Figure and
-`RunMeasurements`), never ORM rows. The functions take a Store and open one read-only transaction on it
-(through its package-private `_read`, which is why they live in this package).
+Every read goes through `run_summaries` (one row per succeeded run of a succeeded job, written with its results)
+under the same filters (farm.filters.ResultFilter, turned into SQL here) and the same "counts" rules: only
+succeeded runs, simulated and endpoint results kept apart by their origin. Leaderboards and aggregates are SQL
+over the summaries and `measurements`; raw samples are never read here. Lists come out as iterators that stream
+rows, so an export of any size holds one group in memory. What comes out is frozen records, never ORM rows.
+The functions take a Store and open one read-only transaction on it (through its package-private `_read`).
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Iterator, Sequence
+from dataclasses import replace
 from datetime import datetime
-from typing import Any
+from statistics import median
+from typing import Any, TypeVar, cast
 
-from sqlalchemy import select
+from sqlalchemy import ColumnElement, and_, case, func, or_, select
 
-from farm.bench.records import Figure, Summary
-from farm.domain import JobState
-from farm.store.models import Job, Measurement, RecipeRow, Run
-from farm.store.records import RunState
+from farm.domain import Figure, Origin, Summary, lower_is_better, split_key, spread
+from farm.filters import ResultFilter
+from farm.store.leaderboard import LEADERBOARD_KINDS, rows
+from farm.store.models import Measurement, RecipeRow, Run, RunSummary
+from farm.store.records import (
+    Entry,
+    GroupStat,
+    LeaderboardRow,
+    ProvenanceSummary,
+    RecipeSummary,
+    RunMeasurements,
+)
 from farm.store.store import Store
 
+BULKY_PARAMS = frozenset({"server_counter_deltas", "usage_completion_tokens"})
+"""Per-repeat lists in a figure's params: kept in the store, left out of aggregated entries."""
 
-@dataclass(frozen=True)
-class RunMeasurements:
-    """One succeeded run: who and what it measured, how many repeats its plan asked for, and every figure.
+Q = TypeVar("Q")
 
-    `engine_name` and `engine_version` are what the run's provenance read from the engine (the simulator says
-    `sim`), falling back to the recipe's. `simulated` is set when the job or its provenance says so.
-    """
+STREAM_BATCH = 2000
+"""Rows fetched at a time when streaming: small enough to bound memory, large enough to amortise round trips."""
 
-    job_id: str
-    attempt: int
-    worker_id: str
-    sweep_name: str
-    recipe_id: str
-    recipe_sha256: str
-    model_id: str
-    hardware_id: str
-    hardware_count: int
-    hardware_class: str
-    engine_name: str
-    engine_version: str | None
-    simulated: bool
-    measured_at: datetime
-    requested_repeats: int | None
-    recipe_argv: tuple[str, ...]
-    tensor_parallel: int | None
-    max_context_tokens: int | None
-    provenance: dict[str, Any]
-    figures: tuple[Figure, ...]
+_GROUP_COLUMNS = (
+    RunSummary.recipe_id,
+    RunSummary.recipe_sha256,
+    RunSummary.model_id,
+    RunSummary.hardware_class,
+    RunSummary.engine_name,
+    RunSummary.engine_version,
+    RunSummary.origin,
+)
+_ORIGIN_ORDER = case(
+    (RunSummary.origin == Origin.LAUNCHED.value, 0), (RunSummary.origin == Origin.ENDPOINT.value, 1), else_=2
+)
 
 
-def run_measurements(
-    store: Store,
-    *,
-    since: datetime | None = None,
-    until: datetime | None = None,
-    job_ids: Sequence[str] = (),
-) -> list[RunMeasurements]:
-    """Every succeeded run measured in [since, until] (either end open), optionally only of `job_ids`,
-    oldest first."""
-    query = (
+def conditions(filters: ResultFilter) -> list[ColumnElement[bool]]:
+    """The run-level filters as SQL conditions on `run_summaries` (status complete/incomplete is per entry)."""
+    where: list[ColumnElement[bool]] = []
+    if filters.real_only:
+        where.append(RunSummary.origin != Origin.SIMULATED.value)
+    origins = filters.origin_statuses
+    if origins and not (filters.statuses and set(filters.statuses) - origins):
+        # Only measured/simulated asked: select runs by origin. With complete/incomplete too, an entry passes
+        # when it matches any value, so the origin cannot narrow the runs here.
+        if origins == {"simulated"}:
+            where.append(RunSummary.origin == Origin.SIMULATED.value)
+        elif origins == {"measured"}:
+            where.append(RunSummary.origin != Origin.SIMULATED.value)
+    if filters.since is not None:
+        where.append(RunSummary.finished_at >= filters.since)
+    if filters.until is not None:
+        where.append(RunSummary.finished_at <= filters.until)
+    if filters.job_ids:
+        where.append(RunSummary.job_id.in_(list(filters.job_ids)))
+    if filters.models:
+        options = []
+        for wanted in filters.models:
+            w = wanted.casefold()
+            options += [func.lower(RunSummary.model_id) == w, RunSummary.model_name == w]
+            options.append(func.lower(RunSummary.recipe_id) == w)
+        where.append(or_(*options))
+    if filters.hardware:
+        options = []
+        for wanted in filters.hardware:
+            w = wanted.casefold().strip()
+            cls = func.lower(RunSummary.hardware_class)
+            options += [cls == w, cls == f"sim:{w}", func.lower(RunSummary.hardware_id) == w]
+        where.append(or_(*options))
+    if filters.engines:
+        where.append(or_(*(_engine_condition(wanted) for wanted in filters.engines)))
+    return where
+
+
+def _version_condition(wanted: str) -> ColumnElement[bool]:
+    return or_(RunSummary.engine_version == wanted, RunSummary.engine_version.startswith(wanted + "+", autoescape=True))
+
+
+def _engine_condition(wanted: str) -> ColumnElement[bool]:
+    name, at, version = wanted.partition("@")
+    if at:
+        return and_(RunSummary.engine_name == name, _version_condition(version))
+    return or_(RunSummary.engine_name == wanted, _version_condition(wanted))
+
+
+def _filtered(query: Q, filters: ResultFilter) -> Q:
+    """The query (a select over run_summaries) restricted by the filters."""
+    where = conditions(filters)
+    statement: Any = query
+    return cast(Q, statement.where(*where)) if where else query
+
+
+def run_count(store: Store, filters: ResultFilter) -> int:
+    """How many succeeded runs the filters select."""
+    with store._read("cannot count runs") as conn:
+        return int(conn.execute(_filtered(select(func.count()).select_from(RunSummary), filters)).scalar_one())
+
+
+def leaderboard(store: Store, filters: ResultFilter) -> list[LeaderboardRow]:
+    """The leaderboard of the runs the filters select: pooled statistics per group in SQL, the rules in Python
+    (farm.store.leaderboard.rows)."""
+    stats_query = _filtered(
         select(
-            Run.id,
-            Run.job_id,
-            Run.attempt,
-            Run.worker_id,
-            Run.finished_at,
-            Run.started_at,
-            Run.provenance,
-            Job.sweep_name,
-            Job.hardware_class,
-            Job.simulated,
-            Job.plan,
-            RecipeRow.recipe_id,
-            RecipeRow.sha256,
-            RecipeRow.model_id,
-            RecipeRow.hardware_id,
-            RecipeRow.hardware_count,
-            RecipeRow.engine_name,
-            RecipeRow.engine_version,
-            RecipeRow.document,
+            *_GROUP_COLUMNS,
+            Measurement.kind,
+            Measurement.point,
+            Measurement.metric,
+            func.sum(Measurement.n),
+            func.sum(Measurement.mean * Measurement.n),
+            func.min(Measurement.min),
+            func.max(Measurement.max),
+            func.count(),
+            func.sum(func.coalesce(Measurement.requested_repeats, RunSummary.requested_repeats, Measurement.n)),
         )
-        .join(Job, Job.id == Run.job_id)
-        .join(RecipeRow, RecipeRow.sha256 == Job.recipe_sha256)
-        .where(Run.state == RunState.SUCCEEDED.value, Job.state == JobState.SUCCEEDED.value)
-        .order_by(Run.finished_at, Run.id)
+        .join(Measurement, Measurement.run_id == RunSummary.run_id)
+        .where(Measurement.kind.in_(LEADERBOARD_KINDS))
+        .group_by(*_GROUP_COLUMNS, Measurement.kind, Measurement.point, Measurement.metric),
+        filters,
     )
-    if since is not None:
-        query = query.where(Run.finished_at >= since)
-    if until is not None:
-        query = query.where(Run.finished_at <= until)
-    if job_ids:
-        query = query.where(Run.job_id.in_(list(job_ids)))
-    with store._read("cannot read results") as conn:
-        rows = conn.execute(query).all()
-        figures: dict[int, list[Figure]] = defaultdict(list)
-        run_ids = [row.id for row in rows]
-        if run_ids:
-            for m in conn.execute(select(Measurement).where(Measurement.run_id.in_(run_ids)).order_by(Measurement.key)):
-                figures[m.run_id].append(
-                    Figure(
-                        kind=m.kind,
-                        key=m.key,
-                        metric=m.metric,
-                        unit=m.unit,
-                        values=tuple(float(value) for value in m.values),
-                        summary=Summary(
-                            n=m.n, mean=m.mean, median=m.median, min=m.min, max=m.max, stdev=m.stdev, spread=m.spread
-                        ),
-                        workload=m.workload,
-                        params=dict(m.params),
-                        requested_repeats=m.requested_repeats,
-                    )
-                )
-    return [_run_measurements(row, tuple(figures.get(row.id, ()))) for row in rows]
+    jobs_query = _filtered(
+        select(
+            RunSummary.recipe_sha256,
+            RunSummary.hardware_class,
+            RunSummary.engine_name,
+            RunSummary.engine_version,
+            RunSummary.origin,
+            RunSummary.job_id,
+        ),
+        filters,
+    )
+    with store._read("cannot read the leaderboard") as conn:
+        stats = [
+            GroupStat(
+                recipe_id=r[0],
+                recipe_sha256=r[1],
+                model_id=r[2],
+                hardware_class=r[3],
+                engine_name=r[4],
+                engine_version=r[5],
+                origin=r[6],
+                kind=r[7],
+                point=r[8] or "",
+                metric=r[9],
+                n=int(r[10] or 0),
+                total=float(r[11] or 0.0),
+                min=float(r[12]),
+                max=float(r[13]),
+                runs=int(r[14]),
+                requested=int(r[15]) if r[15] is not None else None,
+            )
+            for r in conn.execute(stats_query)
+        ]
+        job_ids: dict[tuple[str, str, str, str | None, str], list[str]] = defaultdict(list)
+        for sha, cls, name, version, origin, job_id in conn.execute(jobs_query):
+            job_ids[(sha, cls, name, version, origin)].append(job_id)
+    return rows(stats, job_ids)
 
 
-def _run_measurements(row: Any, figures: tuple[Figure, ...]) -> RunMeasurements:
-    provenance: dict[str, Any] = dict(row.provenance or {})
-    engine = provenance.get("engine") or {}
-    document: dict[str, Any] = dict(row.document or {})
+def _entry_groups(store: Store, filters: ResultFilter) -> dict[tuple[Any, ...], tuple[str, float]]:
+    """(group columns, key) → (unit, pooled mean) of every entry, computed in SQL: what ranking needs."""
+    query = _filtered(
+        select(
+            *_GROUP_COLUMNS,
+            Measurement.key,
+            func.max(Measurement.unit),
+            func.sum(Measurement.mean * Measurement.n) / func.sum(Measurement.n),
+        )
+        .join(Measurement, Measurement.run_id == RunSummary.run_id)
+        .where(Measurement.n > 0)
+        .group_by(*_GROUP_COLUMNS, Measurement.key),
+        filters,
+    )
+    with store._read("cannot rank results") as conn:
+        return {tuple(r[:8]): (r[8], float(r[9] or 0.0)) for r in conn.execute(query)}
+
+
+def _ranks(means: dict[tuple[Any, ...], tuple[str, float]]) -> dict[tuple[Any, ...], int]:
+    """1 is best within one measurement; each origin is ranked apart."""
+    pools: dict[tuple[str, str], list[tuple[tuple[Any, ...], str, float]]] = defaultdict(list)
+    for ident, (unit, mean) in means.items():
+        pools[(ident[7], ident[6])].append((ident, unit, mean))
+    ranks: dict[tuple[Any, ...], int] = {}
+    for pool in pools.values():
+        descending = not lower_is_better(pool[0][1])
+        ordered = sorted(pool, key=lambda item: -item[2] if descending else item[2])
+        for position, (ident, _, _) in enumerate(ordered, start=1):
+            ranks[ident] = position
+    return ranks
+
+
+def _recipes(store: Store, shas: Sequence[str] | None = None) -> dict[str, dict[str, Any]]:
+    query = select(RecipeRow.sha256, RecipeRow.document)
+    if shas is not None:
+        query = query.where(RecipeRow.sha256.in_(list(shas)))
+    with store._read("cannot read recipes") as conn:
+        return {sha: dict(document or {}) for sha, document in conn.execute(query)}
+
+
+def _recipe_summary(row: Any, document: dict[str, Any]) -> RecipeSummary:
     serving = document.get("serving") or {}
-    repeats = (row.plan or {}).get("repeats")
-    return RunMeasurements(
-        job_id=row.job_id,
-        attempt=row.attempt,
-        worker_id=row.worker_id,
-        sweep_name=row.sweep_name,
+    return RecipeSummary(
         recipe_id=row.recipe_id,
-        recipe_sha256=row.sha256,
+        recipe_sha256=row.recipe_sha256,
         model_id=row.model_id,
         hardware_id=row.hardware_id,
         hardware_count=row.hardware_count,
-        hardware_class=row.hardware_class,
-        engine_name=str(engine.get("name") or row.engine_name),
-        engine_version=engine.get("version") or row.engine_version,
-        simulated=bool(row.simulated or provenance.get("simulated")),
-        measured_at=row.finished_at or row.started_at,
-        requested_repeats=int(repeats) if isinstance(repeats, int) else None,
-        recipe_argv=tuple(str(arg) for arg in document.get("argv") or ()),
+        argv=tuple(str(arg) for arg in document.get("argv") or ()),
         tensor_parallel=serving.get("tensor_parallel"),
         max_context_tokens=serving.get("max_context_tokens"),
-        provenance=provenance,
-        figures=figures,
     )
+
+
+def _provenance(row: Any) -> ProvenanceSummary:
+    p: dict[str, Any] = dict(row.provenance_summary or {})
+    return ProvenanceSummary(
+        job_id=row.job_id,
+        attempt=row.attempt,
+        worker_id=str(p.get("worker_id") or row.worker_id),
+        measured_at=row.finished_at.isoformat(),
+        host=p.get("host"),
+        cpu=p.get("cpu"),
+        os=p.get("os"),
+        gpu_names=tuple(str(name) for name in p.get("gpu_names") or ()),
+        gpu_count=p.get("gpu_count"),
+        driver_version=p.get("driver_version"),
+        cuda_version=p.get("cuda_version"),
+        engine=row.engine_name,
+        engine_version=row.engine_version,
+        image_digest=p.get("image_digest"),
+        farm_version=p.get("farm_version"),
+        farm_commit=p.get("farm_commit"),
+        cache_state=p.get("cache_state"),
+        simulated=row.origin == Origin.SIMULATED.value,
+    )
+
+
+def iter_entries(
+    store: Store,
+    filters: ResultFilter,
+    *,
+    groups: Sequence[tuple[str, str, str, str | None, str]] | None = None,
+    with_provenance: bool = True,
+) -> Iterator[Entry]:
+    """Every entry (one measurement of one sweep group, pooled over its runs) of the runs the filters select,
+    ranked, streamed group by group: launched before endpoint before simulated, then by model, recipe,
+    hardware, engine version and key. `groups` (recipe sha256, hardware class, engine name, engine version,
+    origin) limits it to those sweep groups; ranks are still among every group the filters select."""
+    ranks = _ranks(_entry_groups(store, filters))
+    recipes = _recipes(store)
+    query = _filtered(
+        select(
+            RunSummary.run_id,
+            RunSummary.job_id,
+            RunSummary.attempt,
+            RunSummary.worker_id,
+            RunSummary.finished_at,
+            RunSummary.hardware_id,
+            RunSummary.hardware_count,
+            RunSummary.requested_repeats,
+            RunSummary.provenance_summary,
+            *_GROUP_COLUMNS,
+            Measurement.id.label("measurement_id"),
+            Measurement.key,
+            Measurement.unit,
+            Measurement.workload,
+            Measurement.values,
+            Measurement.requested_repeats.label("figure_requested"),
+        )
+        .join(Measurement, Measurement.run_id == RunSummary.run_id)
+        .order_by(
+            _ORIGIN_ORDER,
+            RunSummary.model_id,
+            RunSummary.recipe_id,
+            RunSummary.hardware_class,
+            func.coalesce(RunSummary.engine_version, ""),
+            RunSummary.recipe_sha256,
+            RunSummary.engine_name,
+            Measurement.key,
+            RunSummary.finished_at,
+            RunSummary.job_id,
+        ),
+        filters,
+    )
+    if groups is not None:
+        if not groups:
+            return
+        query = query.where(
+            or_(
+                *(
+                    and_(
+                        RunSummary.recipe_sha256 == sha,
+                        RunSummary.hardware_class == cls,
+                        RunSummary.engine_name == name,
+                        RunSummary.engine_version == version
+                        if version is not None
+                        else RunSummary.engine_version.is_(None),
+                        RunSummary.origin == origin,
+                    )
+                    for sha, cls, name, version, origin in groups
+                )
+            )
+        )
+    provenance_cache: dict[int, ProvenanceSummary] = {}
+    with store._read("cannot read results") as conn:
+        result = conn.execution_options(stream_results=True, yield_per=STREAM_BATCH).execute(query)
+        current: tuple[Any, ...] | None = None
+        members: list[Any] = []
+        pending: list[Entry] = []
+        last_measurements: list[int] = []
+        for row in result:
+            ident = (*row[9:16], row.key)
+            if ident != current:
+                if members:
+                    pending.append(_entry(members, recipes, ranks, provenance_cache, with_provenance))
+                    last_measurements.append(members[-1].measurement_id)
+                current, members = ident, []
+            members.append(row)
+            if len(pending) >= STREAM_BATCH:
+                yield from _with_params(conn, pending, last_measurements)
+                pending, last_measurements = [], []
+        if members:
+            pending.append(_entry(members, recipes, ranks, provenance_cache, with_provenance))
+            last_measurements.append(members[-1].measurement_id)
+        yield from _with_params(conn, pending, last_measurements)
+
+
+def _with_params(conn: Any, entries: list[Entry], measurement_ids: list[int]) -> Iterator[Entry]:
+    """The entries with the params of their latest figure (read for the batch at once, bulky lists left out)."""
+    if not entries:
+        return
+    params = dict(
+        conn.execute(select(Measurement.id, Measurement.params).where(Measurement.id.in_(measurement_ids))).all()
+    )
+    for entry, measurement_id in zip(entries, measurement_ids, strict=True):
+        own = params.get(measurement_id) or {}
+        yield replace(entry, params={k: v for k, v in own.items() if k not in BULKY_PARAMS})
+
+
+def _entry(
+    members: list[Any],
+    recipes: dict[str, dict[str, Any]],
+    ranks: dict[tuple[Any, ...], int],
+    provenance_cache: dict[int, ProvenanceSummary],
+    with_provenance: bool,
+) -> Entry:
+    first, last = members[0], members[-1]
+    values = tuple(float(v) for row in members for v in row.values)
+    requested = sum(
+        row.figure_requested
+        if row.figure_requested is not None
+        else (row.requested_repeats if row.requested_repeats is not None else len(row.values))
+        for row in members
+    )
+    kind, point, metric = split_key(last.key)
+    runs: dict[str, Any] = {row.job_id: row for row in members}
+    provenance: tuple[ProvenanceSummary, ...] = ()
+    if with_provenance:
+        provenance = tuple(
+            provenance_cache.get(row.run_id) or provenance_cache.setdefault(row.run_id, _provenance(row))
+            for row in runs.values()
+        )
+    stats = _summary(values)
+    return Entry(
+        recipe=_recipe_summary(last, recipes.get(last.recipe_sha256, {})),
+        hardware_class=last.hardware_class,
+        engine_name=last.engine_name,
+        engine_version=last.engine_version,
+        simulated=last.origin == Origin.SIMULATED.value,
+        workload=last.workload,
+        key=last.key,
+        kind=kind,
+        point=point,
+        metric=metric,
+        unit=last.unit,
+        n=stats.n,
+        mean=stats.mean,
+        median=stats.median,
+        min=stats.min,
+        max=stats.max,
+        stdev=stats.stdev,
+        spread=stats.spread,
+        values=values,
+        runs=len(runs),
+        requested=requested,
+        job_ids=tuple(sorted(runs)),
+        first_measured_at=first.finished_at,
+        measured_at=last.finished_at,
+        provenance=provenance,
+        rank=ranks.get((*last[9:16], last.key)),
+        origin=last.origin,
+    )
+
+
+def _summary(values: Sequence[float]) -> Summary:
+    """n, mean, median, min, max, sample stdev and spread of pooled values (no values: all zero)."""
+    if not values:
+        return Summary(n=0, mean=0.0, median=0.0, min=0.0, max=0.0, stdev=0.0, spread=0.0)
+    n = len(values)
+    mean = sum(values) / n
+    low, high = min(values), max(values)
+    stdev = (sum((v - mean) ** 2 for v in values) / (n - 1)) ** 0.5 if n > 1 else 0.0
+    return Summary(
+        n=n, mean=mean, median=median(values), min=low, max=high, stdev=stdev, spread=spread(low, high, mean)
+    )
+
+
+def job_figures(store: Store, job_ids: Sequence[str]) -> dict[str, list[Figure]]:
+    """The figures of the succeeded runs of these jobs, by job (what compare reads for two jobs)."""
+    from farm.store import queries
+
+    with store._read("cannot read results") as conn:
+        found = conn.execute(
+            select(RunSummary.job_id, RunSummary.run_id).where(RunSummary.job_id.in_(list(job_ids)))
+        ).all()
+        return {job_id: queries.figures(conn, run_id) for job_id, run_id in found}
+
+
+def measured_at_range(store: Store, filters: ResultFilter) -> tuple[datetime | None, datetime | None]:
+    """When the first and the last selected run finished."""
+    query = _filtered(select(func.min(RunSummary.finished_at), func.max(RunSummary.finished_at)), filters)
+    with store._read("cannot read results") as conn:
+        low, high = conn.execute(query).one()
+    return low, high
+
+
+def run_measurements(store: Store, filters: ResultFilter) -> Iterator[RunMeasurements]:
+    """Every succeeded run the filters select with all its figures and provenance, oldest first, streamed.
+
+    For the few readers that need whole runs (the LocalMaxxing export's hashes); the rest read entries."""
+    from farm.store import queries
+
+    recipes = _recipes(store)
+    query = _filtered(
+        select(RunSummary, Run.provenance)
+        .join(Run, Run.id == RunSummary.run_id)
+        .order_by(RunSummary.finished_at, RunSummary.run_id),
+        filters,
+    )
+    with store._read("cannot read results") as conn:
+        summaries = conn.execute(query).all()
+        for row in summaries:
+            document = recipes.get(row.recipe_sha256, {})
+            serving = document.get("serving") or {}
+            yield RunMeasurements(
+                job_id=row.job_id,
+                attempt=row.attempt,
+                worker_id=row.worker_id,
+                sweep_name=row.sweep_name,
+                recipe_id=row.recipe_id,
+                recipe_sha256=row.recipe_sha256,
+                model_id=row.model_id,
+                hardware_id=row.hardware_id,
+                hardware_count=row.hardware_count,
+                hardware_class=row.hardware_class,
+                engine_name=row.engine_name,
+                engine_version=row.engine_version,
+                simulated=row.origin == Origin.SIMULATED.value,
+                measured_at=row.finished_at,
+                requested_repeats=row.requested_repeats,
+                recipe_argv=tuple(str(arg) for arg in document.get("argv") or ()),
+                tensor_parallel=serving.get("tensor_parallel"),
+                max_context_tokens=serving.get("max_context_tokens"),
+                provenance=dict(row.provenance or {}),
+                figures=tuple(queries.figures(conn, row.run_id)),
+                origin=row.origin,
+            )

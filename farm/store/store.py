@@ -39,15 +39,26 @@ from sqlalchemy import ColumnElement, Connection, Row, and_, case, insert, selec
 from sqlalchemy.dialects import postgresql, sqlite
 
 import farm
-from farm.bench.records import Figure
-from farm.domain import NOT_RETRIED, Artifact, ClaimedJob, FailureClass, JobState, JobView, Phase, RunResult
+from farm.domain import (
+    NOT_RETRIED,
+    Artifact,
+    ClaimedJob,
+    FailureClass,
+    Figure,
+    JobState,
+    JobView,
+    Phase,
+    RunResult,
+    split_key,
+)
 from farm.errors import InvalidTransition, JobNotFound, LeaseLost, StoreError
 from farm.recipes.model import Recipe
 from farm.store import migrate, queries
 from farm.store.db import READ_ONLY, create_store_engine, is_sqlite, normalise_url, translate_errors
-from farm.store.leaderboard import aggregate
-from farm.store.models import ArtifactRow, Host, Job, Measurement, RecipeRow, Run, Sample
+from farm.store.models import ArtifactRow, Host, Job, Measurement, RecipeRow, Run, RunSummary, Sample
 from farm.store.records import LeaderboardRow, RunState, RunView, WorkerView
+from farm.store.sample_codec import encode as encode_samples
+from farm.store.summaries import run_summary_values
 
 DEFAULT_LIST_LIMIT = 100
 """How many jobs `list_jobs` returns unless asked: a screenful of the newest."""
@@ -435,6 +446,59 @@ class Store:
             self._insert_figures(conn, run_id, result.figures)
             self._insert_samples(conn, run_id, result.samples)
             self._insert_artifacts(conn, run_id, result.artifacts)
+            self._insert_summary(conn, run_id, job_id, attempt, worker_id, when, result.provenance)
+
+    @staticmethod
+    def _insert_summary(
+        conn: Connection,
+        run_id: int,
+        job_id: str,
+        attempt: int,
+        worker_id: str,
+        finished_at: datetime,
+        provenance: Mapping[str, Any],
+    ) -> None:
+        """The run's row of `run_summaries`, in the transaction that stores its results."""
+        row = conn.execute(
+            select(
+                Job.sweep_name,
+                Job.hardware_class,
+                Job.simulated,
+                Job.plan,
+                RecipeRow.recipe_id,
+                RecipeRow.sha256,
+                RecipeRow.model_id,
+                RecipeRow.hardware_id,
+                RecipeRow.hardware_count,
+                RecipeRow.engine_name,
+                RecipeRow.engine_version,
+            )
+            .join(RecipeRow, RecipeRow.sha256 == Job.recipe_sha256)
+            .where(Job.id == job_id)
+        ).one()
+        conn.execute(
+            insert(RunSummary).values(
+                run_summary_values(
+                    run_id=run_id,
+                    job_id=job_id,
+                    attempt=attempt,
+                    worker_id=worker_id,
+                    sweep_name=row.sweep_name,
+                    finished_at=finished_at,
+                    simulated_job=row.simulated,
+                    plan=row.plan,
+                    provenance=provenance,
+                    recipe_id=row.recipe_id,
+                    recipe_sha256=row.sha256,
+                    model_id=row.model_id,
+                    hardware_id=row.hardware_id,
+                    hardware_count=row.hardware_count,
+                    hardware_class=row.hardware_class,
+                    recipe_engine_name=row.engine_name,
+                    recipe_engine_version=row.engine_version,
+                )
+            )
+        )
 
     @staticmethod
     def _already_completed(conn: Connection, job_id: str, attempt: int, worker_id: str) -> bool:
@@ -452,6 +516,7 @@ class Store:
                 "run_id": run_id,
                 "key": figure.key,
                 "kind": figure.kind,
+                "point": split_key(figure.key)[1],
                 "workload": figure.workload,
                 "metric": figure.metric,
                 "unit": figure.unit,
@@ -474,7 +539,13 @@ class Store:
     @staticmethod
     def _insert_samples(conn: Connection, run_id: int, samples: Mapping[str, Sequence[Sequence[Any]]]) -> None:
         rows = [
-            {"run_id": run_id, "figure_key": key, "repeat_index": index, "samples": list(repeat)}
+            {
+                "run_id": run_id,
+                "figure_key": key,
+                "repeat_index": index,
+                "samples": None,
+                "data": encode_samples(repeat),
+            }
             for key, repeats in samples.items()
             for index, repeat in enumerate(repeats)
         ]
@@ -711,10 +782,12 @@ class Store:
         *,
         sweep_name: str | None = None,
         limit: int = DEFAULT_LIST_LIMIT,
+        after: tuple[datetime, str] | None = None,
     ) -> list[JobView]:
-        """Jobs, newest first, optionally only those in `states` or of one sweep."""
+        """Jobs, newest first, optionally only those in `states` or of one sweep; `after` (created_at, id) of
+        the last job of a page gives the next page."""
         with self._read("cannot list jobs") as conn:
-            return queries.list_jobs(conn, states, sweep_name, limit)
+            return queries.list_jobs(conn, states, sweep_name, limit, after)
 
     def runs(self, job_id: str) -> list[RunView]:
         """Every attempt of a job, oldest first."""
@@ -739,10 +812,12 @@ class Store:
             return queries.artifacts(conn, job_id, attempt)
 
     def leaderboard(self, include_simulated: bool = True) -> list[LeaderboardRow]:
-        """One row per recipe × hardware class × engine version × workload, from succeeded runs."""
-        with self._read("cannot read the leaderboard") as conn:
-            measured = queries.measured_runs(conn)
-        return aggregate(measured, include_simulated=include_simulated)
+        """One row per recipe × hardware class × engine version × workload × origin, from succeeded runs
+        (SQL over the run summaries: farm.store.reads.leaderboard)."""
+        from farm.filters import ResultFilter
+        from farm.store import reads
+
+        return reads.leaderboard(self, ResultFilter(real_only=not include_simulated))
 
     def queue_depth(self) -> dict[str, int]:
         """Queued jobs per hardware class (classes with none are left out)."""
