@@ -158,7 +158,7 @@ def _entry(key: str, pairs: list[tuple[RunMeasurements, Figure]]) -> Entry:
         measured_at=last_run.measured_at,
         params={k: v for k, v in last_figure.params.items() if k not in BULKY_PARAMS},
         provenance=tuple(provenance_summary(run) for run in runs.values()),
-        origin=last_run.origin,
+        origin="simulated" if last_run.simulated else last_run.origin,
     )
 
 
