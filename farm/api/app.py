@@ -90,7 +90,9 @@ def _check_parameters(request: web.Request, allowed: tuple[str, ...]) -> None:
     for name in request.query:
         if name not in allowed:
             raise ApiError(
-                400, f"unknown query parameter {name[:64]!r}; this path takes: {', '.join(allowed) or 'none'}", None
+                400,
+                f"unknown query parameter {name[:64]!r}; this path takes: {', '.join(allowed) or 'none'}",
+                name[:64],
             )
 
 
@@ -252,13 +254,13 @@ def build_app(store: Store, *, token: str | None = None) -> web.Application:
     app[STORE_KEY] = store
     handlers: dict[str, Handler] = {
         "/healthz": healthz,
+        "/openapi.json": openapi,
         "/v1/leaderboard": leaderboard,
         "/v1/jobs": jobs,
         "/v1/jobs/{job_id}": job,
         "/v1/runs/{job_id}/results": results,
         "/v1/export/{format}": export,
     }
-    app.router.add_get("/openapi.json", openapi)
     for route in ROUTES:
         app.router.add_get(route.path, handlers[route.path])
     return app

@@ -18,6 +18,8 @@ from farm.filters import FILTERS, FilterParameter
 
 EXPORT_FORMATS = ("registry", "localmaxxing", "csv", "json", "jsonl")
 """farm.report.exports.FORMATS (a test checks they agree; named here so the API starts without the report)."""
+EXPORT_MEDIA_TYPES = ("application/json", "text/csv", "application/x-ndjson")
+"""What an export answers: json, registry and localmaxxing are JSON, csv is CSV, jsonl is JSON lines."""
 MAX_PAGE = 1000
 DEFAULT_PAGE = 100
 """A page holds DEFAULT_PAGE items unless `limit` asks for more (at most MAX_PAGE)."""
@@ -41,6 +43,7 @@ FILTER_NAMES = tuple(p.name for p in FILTERS)
 
 ROUTES: tuple[Route, ...] = (
     Route("/healthz", "healthz", "Liveness and the store's schema revision", (), Health, errors=()),
+    Route("/openapi.json", "openapi", "This description", (), None, errors=()),
     Route(
         "/v1/leaderboard",
         "leaderboard",
@@ -64,7 +67,7 @@ ROUTES: tuple[Route, ...] = (
         "An export, streamed: registry, localmaxxing, csv, json or jsonl",
         FILTER_NAMES,
         None,
-        media_type="*/*",
+        media_type="export",
         errors=(400, 404),
     ),
 )
@@ -157,8 +160,10 @@ def _path_parameters(path: str) -> list[dict[str, Any]]:
 def _responses(route: Route) -> dict[str, Any]:
     if route.model is not None:
         ok: dict[str, Any] = {"application/json": {"schema": {"$ref": f"#/components/schemas/{route.model.__name__}"}}}
+    elif route.media_type == "application/json":
+        ok = {route.media_type: {"schema": {"type": "object"}}}
     else:
-        ok = {route.media_type: {"schema": {"type": "string"}}}
+        ok = {media: {"schema": {"type": "string"}} for media in EXPORT_MEDIA_TYPES}
     out: dict[str, Any] = {"200": {"description": "OK", "content": ok}}
     reasons = {
         400: "bad parameter (named in the error)",
