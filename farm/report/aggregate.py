@@ -16,7 +16,8 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable
-from dataclasses import asdict, replace
+from dataclasses import replace
+from functools import lru_cache
 from typing import Any
 
 from farm.bench.metrics import summarize
@@ -200,9 +201,34 @@ def groups(entries: Iterable[Entry]) -> dict[GroupKey, list[Entry]]:
     return dict(out)
 
 
-def entry_json(entry: Entry) -> dict[str, Any]:
-    """An entry as plain JSON: identity, statistics, completeness, rank, params and provenance summary."""
+@lru_cache(maxsize=65536)
+def provenance_json(p: ProvenanceSummary) -> dict[str, Any]:
+    """A run's short provenance as JSON (cached: one run's appears in every entry of its group)."""
     return {
+        "job_id": p.job_id,
+        "attempt": p.attempt,
+        "worker_id": p.worker_id,
+        "measured_at": p.measured_at,
+        "host": p.host,
+        "cpu": p.cpu,
+        "os": p.os,
+        "gpu_names": list(p.gpu_names),
+        "gpu_count": p.gpu_count,
+        "driver_version": p.driver_version,
+        "cuda_version": p.cuda_version,
+        "engine": p.engine,
+        "engine_version": p.engine_version,
+        "image_digest": p.image_digest,
+        "farm_version": p.farm_version,
+        "farm_commit": p.farm_commit,
+        "cache_state": p.cache_state,
+        "simulated": p.simulated,
+    }
+
+
+def entry_json(entry: Entry, *, provenance: bool = True) -> dict[str, Any]:
+    """An entry as plain JSON: identity, statistics, completeness, rank, params and provenance summary."""
+    data = {
         "recipe_id": entry.recipe.recipe_id,
         "recipe_sha256": entry.recipe.recipe_sha256,
         "model_id": entry.recipe.model_id,
@@ -237,5 +263,7 @@ def entry_json(entry: Entry) -> dict[str, Any]:
         "first_measured_at": entry.first_measured_at.isoformat(),
         "measured_at": entry.measured_at.isoformat(),
         "params": entry.params,
-        "provenance": [asdict(p) | {"gpu_names": list(p.gpu_names)} for p in entry.provenance],
     }
+    if provenance:
+        data["provenance"] = [provenance_json(p) for p in entry.provenance]
+    return data

@@ -133,7 +133,7 @@ def csv_cell(value: object) -> object:
 
 
 def csv_row(entry: Entry) -> dict[str, object]:
-    data = entry_json(entry)
+    data = entry_json(entry, provenance=False)
     row = {
         **{column: data.get(column) for column in CSV_COLUMNS},
         "job_ids": " ".join(entry.job_ids),

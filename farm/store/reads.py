@@ -10,14 +10,17 @@ The functions take a Store and open one read-only transaction on it (through its
 
 from __future__ import annotations
 
+import json
 from collections import defaultdict
 from collections.abc import Iterator, Sequence
 from dataclasses import replace
 from datetime import datetime
 from statistics import median
-from typing import Any, TypeVar, cast
+from typing import Any, TypeVar
+from typing import cast as typed
 
-from sqlalchemy import ColumnElement, and_, case, func, or_, select
+from sqlalchemy import ColumnElement, Text, and_, case, cast, func, literal_column, or_, select
+from sqlalchemy.dialects.postgresql import aggregate_order_by
 
 from farm.domain import Figure, Origin, Summary, lower_is_better, split_key, spread
 from farm.filters import ResultFilter
@@ -108,7 +111,7 @@ def _filtered(query: Q, filters: ResultFilter) -> Q:
     """The query (a select over run_summaries) restricted by the filters."""
     where = conditions(filters)
     statement: Any = query
-    return cast(Q, statement.where(*where)) if where else query
+    return typed(Q, statement.where(*where)) if where else query
 
 
 def run_count(store: Store, filters: ResultFilter) -> int:
@@ -255,6 +258,40 @@ def _provenance(row: Any) -> ProvenanceSummary:
     )
 
 
+def _group_where(groups: Sequence[tuple[str, str, str, str | None, str]]) -> ColumnElement[bool]:
+    return or_(
+        *(
+            and_(
+                RunSummary.recipe_sha256 == sha,
+                RunSummary.hardware_class == cls,
+                RunSummary.engine_name == name,
+                RunSummary.engine_version == version if version is not None else RunSummary.engine_version.is_(None),
+                RunSummary.origin == origin,
+            )
+            for sha, cls, name, version, origin in groups
+        )
+    )
+
+
+def _run_provenance(store: Store, filters: ResultFilter) -> dict[int, ProvenanceSummary]:
+    query = _filtered(
+        select(
+            RunSummary.run_id,
+            RunSummary.job_id,
+            RunSummary.attempt,
+            RunSummary.worker_id,
+            RunSummary.finished_at,
+            RunSummary.engine_name,
+            RunSummary.engine_version,
+            RunSummary.origin,
+            RunSummary.provenance_summary,
+        ),
+        filters,
+    )
+    with store._read("cannot read provenance") as conn:
+        return {row.run_id: _provenance(row) for row in conn.execute(query)}
+
+
 def iter_entries(
     store: Store,
     filters: ResultFilter,
@@ -263,86 +300,92 @@ def iter_entries(
     with_provenance: bool = True,
 ) -> Iterator[Entry]:
     """Every entry (one measurement of one sweep group, pooled over its runs) of the runs the filters select,
-    ranked, streamed group by group: launched before endpoint before simulated, then by model, recipe,
-    hardware, engine version and key. `groups` (recipe sha256, hardware class, engine name, engine version,
-    origin) limits it to those sweep groups; ranks are still among every group the filters select."""
+    ranked: launched before endpoint before simulated, then by model, recipe, hardware, engine version and key.
+    `groups` (recipe sha256, hardware class, engine name, engine version, origin) limits it to those sweep
+    groups; ranks are still among every group the filters select.
+
+    One GROUP BY in the database pools each entry's runs: their count, requested repeats, first and last time,
+    and their values and job ids concatenated in time order, parsed once per entry (not once per run)."""
+    if groups is not None and not groups:
+        return
     ranks = _ranks(_entry_groups(store, filters))
     recipes = _recipes(store)
-    query = _filtered(
+    provenance = _run_provenance(store, filters) if with_provenance else {}
+    inner_query = _filtered(
         select(
+            *_GROUP_COLUMNS,
             RunSummary.run_id,
             RunSummary.job_id,
-            RunSummary.attempt,
-            RunSummary.worker_id,
             RunSummary.finished_at,
             RunSummary.hardware_id,
             RunSummary.hardware_count,
-            RunSummary.requested_repeats,
-            RunSummary.provenance_summary,
-            *_GROUP_COLUMNS,
+            func.coalesce(Measurement.requested_repeats, RunSummary.requested_repeats, Measurement.n).label(
+                "requested"
+            ),
             Measurement.id.label("measurement_id"),
             Measurement.key,
             Measurement.unit,
             Measurement.workload,
             Measurement.values,
-            Measurement.requested_repeats.label("figure_requested"),
         )
         .join(Measurement, Measurement.run_id == RunSummary.run_id)
-        .order_by(
-            _ORIGIN_ORDER,
-            RunSummary.model_id,
-            RunSummary.recipe_id,
-            RunSummary.hardware_class,
-            func.coalesce(RunSummary.engine_version, ""),
-            RunSummary.recipe_sha256,
-            RunSummary.engine_name,
-            Measurement.key,
-            RunSummary.finished_at,
-            RunSummary.job_id,
-        ),
+        .order_by(RunSummary.finished_at, RunSummary.job_id),
         filters,
     )
     if groups is not None:
-        if not groups:
-            return
-        query = query.where(
-            or_(
-                *(
-                    and_(
-                        RunSummary.recipe_sha256 == sha,
-                        RunSummary.hardware_class == cls,
-                        RunSummary.engine_name == name,
-                        RunSummary.engine_version == version
-                        if version is not None
-                        else RunSummary.engine_version.is_(None),
-                        RunSummary.origin == origin,
-                    )
-                    for sha, cls, name, version, origin in groups
-                )
+        inner_query = inner_query.where(_group_where(groups))
+    inner = inner_query.subquery()
+    postgres = store.url.startswith("postgres")
+
+    def concatenated(column: Any) -> Any:
+        if postgres:
+            return func.string_agg(
+                aggregate_order_by(cast(column, Text), inner.c.finished_at, inner.c.job_id), literal_column("','")
             )
+        return func.group_concat(cast(column, Text), ",")
+
+    group_columns = [inner.c[c.key] for c in _GROUP_COLUMNS]
+    origin_order = case(
+        (inner.c.origin == Origin.LAUNCHED.value, 0), (inner.c.origin == Origin.ENDPOINT.value, 1), else_=2
+    )
+    query = (
+        select(
+            *group_columns,
+            inner.c.key,
+            func.max(inner.c.hardware_id).label("hardware_id"),
+            func.max(inner.c.hardware_count).label("hardware_count"),
+            func.sum(inner.c.requested).label("requested"),
+            func.min(inner.c.finished_at).label("first_at"),
+            func.max(inner.c.finished_at).label("last_at"),
+            func.max(inner.c.unit).label("unit"),
+            func.max(inner.c.workload).label("workload"),
+            func.max(inner.c.measurement_id).label("measurement_id"),
+            concatenated(inner.c["values"]).label("values_text"),
+            concatenated(inner.c.job_id).label("job_ids_text"),
+            concatenated(inner.c.run_id).label("run_ids_text"),
         )
-    provenance_cache: dict[int, ProvenanceSummary] = {}
+        .group_by(*group_columns, inner.c.key)
+        .order_by(
+            origin_order,
+            inner.c.model_id,
+            inner.c.recipe_id,
+            inner.c.hardware_class,
+            func.coalesce(inner.c.engine_version, ""),
+            inner.c.recipe_sha256,
+            inner.c.engine_name,
+            inner.c.key,
+        )
+    )
     with store._read("cannot read results") as conn:
-        result = conn.execution_options(stream_results=True, yield_per=STREAM_BATCH).execute(query)
-        current: tuple[Any, ...] | None = None
-        members: list[Any] = []
         pending: list[Entry] = []
-        last_measurements: list[int] = []
-        for row in result:
-            ident = (*row[9:16], row.key)
-            if ident != current:
-                if members:
-                    pending.append(_entry(members, recipes, ranks, provenance_cache, with_provenance))
-                    last_measurements.append(members[-1].measurement_id)
-                current, members = ident, []
-            members.append(row)
+        measurement_ids: list[int] = []
+        for row in conn.execute(query):
+            pending.append(_entry(row, recipes, ranks, provenance))
+            measurement_ids.append(row.measurement_id)
             if len(pending) >= STREAM_BATCH:
-                yield from _with_params(conn, pending, last_measurements)
-                pending, last_measurements = [], []
-        if members:
-            pending.append(_entry(members, recipes, ranks, provenance_cache, with_provenance))
-            last_measurements.append(members[-1].measurement_id)
-        yield from _with_params(conn, pending, last_measurements)
+                yield from _with_params(conn, pending, measurement_ids)
+                pending, measurement_ids = [], []
+        yield from _with_params(conn, pending, measurement_ids)
 
 
 def _with_params(conn: Any, entries: list[Entry], measurement_ids: list[int]) -> Iterator[Entry]:
@@ -358,41 +401,28 @@ def _with_params(conn: Any, entries: list[Entry], measurement_ids: list[int]) ->
 
 
 def _entry(
-    members: list[Any],
+    row: Any,
     recipes: dict[str, dict[str, Any]],
     ranks: dict[tuple[Any, ...], int],
-    provenance_cache: dict[int, ProvenanceSummary],
-    with_provenance: bool,
+    provenance: dict[int, ProvenanceSummary],
 ) -> Entry:
-    first, last = members[0], members[-1]
-    values = tuple(float(v) for row in members for v in row.values)
-    requested = sum(
-        row.figure_requested
-        if row.figure_requested is not None
-        else (row.requested_repeats if row.requested_repeats is not None else len(row.values))
-        for row in members
-    )
-    kind, point, metric = split_key(last.key)
-    runs: dict[str, Any] = {row.job_id: row for row in members}
-    provenance: tuple[ProvenanceSummary, ...] = ()
-    if with_provenance:
-        provenance = tuple(
-            provenance_cache.get(row.run_id) or provenance_cache.setdefault(row.run_id, _provenance(row))
-            for row in runs.values()
-        )
+    values = tuple(float(v) for repeat in json.loads(f"[{row.values_text}]") for v in repeat)
+    job_ids = row.job_ids_text.split(",")
+    run_ids = [int(run_id) for run_id in row.run_ids_text.split(",")]
+    kind, point, metric = split_key(row.key)
     stats = _summary(values)
     return Entry(
-        recipe=_recipe_summary(last, recipes.get(last.recipe_sha256, {})),
-        hardware_class=last.hardware_class,
-        engine_name=last.engine_name,
-        engine_version=last.engine_version,
-        simulated=last.origin == Origin.SIMULATED.value,
-        workload=last.workload,
-        key=last.key,
+        recipe=_recipe_summary(row, recipes.get(row.recipe_sha256, {})),
+        hardware_class=row.hardware_class,
+        engine_name=row.engine_name,
+        engine_version=row.engine_version,
+        simulated=row.origin == Origin.SIMULATED.value,
+        workload=row.workload,
+        key=row.key,
         kind=kind,
         point=point,
         metric=metric,
-        unit=last.unit,
+        unit=row.unit,
         n=stats.n,
         mean=stats.mean,
         median=stats.median,
@@ -401,14 +431,14 @@ def _entry(
         stdev=stats.stdev,
         spread=stats.spread,
         values=values,
-        runs=len(runs),
-        requested=requested,
-        job_ids=tuple(sorted(runs)),
-        first_measured_at=first.finished_at,
-        measured_at=last.finished_at,
-        provenance=provenance,
-        rank=ranks.get((*last[9:16], last.key)),
-        origin=last.origin,
+        runs=len(set(job_ids)),
+        requested=int(row.requested or 0),
+        job_ids=tuple(sorted(set(job_ids))),
+        first_measured_at=row.first_at,
+        measured_at=row.last_at,
+        provenance=tuple(provenance[run_id] for run_id in dict.fromkeys(run_ids) if run_id in provenance),
+        rank=ranks.get((*row[:7], row.key)),
+        origin=row.origin,
     )
 
 
