@@ -71,7 +71,8 @@ def _messages(error: ValidationError) -> list[str]:
             f"{_join(path, name)}: required field is missing" for name in error.validator_value if name not in instance
         ]
     if error.validator == "additionalProperties" and isinstance(instance, dict):
-        allowed = set(error.schema.get("properties", {}))
+        schema = error.schema if isinstance(error.schema, dict) else {}
+        allowed = set(schema.get("properties", {}))
         return [f"{_join(path, name)}: field not allowed by the schema" for name in instance if name not in allowed]
     return [f"{path or '(document)'}: {error.message}"]
 
