@@ -66,10 +66,9 @@ def _messages(error: ValidationError) -> list[str]:
         return [line for cause in error.context for line in _messages(cause)]
     path = _path(error.absolute_path)
     instance = error.instance
-    if error.validator == "required" and isinstance(instance, dict):
-        return [
-            f"{_join(path, name)}: required field is missing" for name in error.validator_value if name not in instance
-        ]
+    required = error.validator_value
+    if error.validator == "required" and isinstance(instance, dict) and isinstance(required, list):
+        return [f"{_join(path, name)}: required field is missing" for name in required if name not in instance]
     if error.validator == "additionalProperties" and isinstance(instance, dict):
         schema = error.schema if isinstance(error.schema, dict) else {}
         allowed = set(schema.get("properties", {}))
