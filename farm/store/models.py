@@ -26,6 +26,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+from sqlalchemy.sql.elements import conv
 
 NAMING_CONVENTION = {
     "ix": "ix_%(table_name)s_%(column_0_N_name)s",
@@ -259,3 +260,50 @@ class RunSummary(Base):
     host: Mapped[str | None] = mapped_column(String(255))
     provenance_summary: Mapped[dict[str, Any]] = mapped_column(JSONType)
     """The short provenance (host, GPUs, driver, engine image, farm commit, cache state): what exports show."""
+
+
+class LeaderboardStat(Base):
+    """One figure key of one leaderboard group (recipe content × hardware class × engine version × origin),
+    pooled over the group's succeeded runs: kept up to date in the transaction that stores each run.
+
+    The leaderboard reads this table alone (a few rows per group, whatever the number of runs) unless a filter
+    selects runs by time or job, when it pools `measurements` over `run_summaries` instead. Only the kinds a
+    leaderboard reads are kept (farm.store.leaderboard.LEADERBOARD_KINDS).
+    """
+
+    __tablename__ = "leaderboard_stats"
+    __table_args__ = (
+        UniqueConstraint(
+            "recipe_sha256",
+            "hardware_class",
+            "engine_name",
+            "engine_version_key",
+            "origin",
+            "kind",
+            "point",
+            "metric",
+            name=conv("uq_leaderboard_stats_group_figure"),  # the convention's name passes PostgreSQL's 63 characters
+        ),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    recipe_id: Mapped[str] = mapped_column(String(255))
+    recipe_sha256: Mapped[str] = mapped_column(String(64))
+    model_id: Mapped[str] = mapped_column(String(255))
+    model_name: Mapped[str] = mapped_column(String(255))
+    hardware_id: Mapped[str] = mapped_column(String(255))
+    hardware_class: Mapped[str] = mapped_column(String(255))
+    engine_name: Mapped[str] = mapped_column(String(64))
+    engine_version: Mapped[str | None] = mapped_column(String(255))
+    engine_version_key: Mapped[str] = mapped_column(String(255))
+    """`engine_version`, or '' for none: a unique key needs a value that is never NULL."""
+    origin: Mapped[str] = mapped_column(String(16))
+    kind: Mapped[str] = mapped_column(String(64))
+    point: Mapped[str] = mapped_column(String(64))
+    metric: Mapped[str] = mapped_column(String(64))
+    n: Mapped[int] = mapped_column(Integer)
+    total: Mapped[float] = mapped_column(Float)
+    min: Mapped[float] = mapped_column(Float)
+    max: Mapped[float] = mapped_column(Float)
+    runs: Mapped[int] = mapped_column(Integer)
+    requested: Mapped[int] = mapped_column(Integer)

@@ -25,7 +25,7 @@ from sqlalchemy.dialects.postgresql import aggregate_order_by
 from farm.domain import Figure, Origin, Summary, lower_is_better, split_key, spread
 from farm.filters import ResultFilter
 from farm.store.leaderboard import LEADERBOARD_KINDS, rows
-from farm.store.models import Measurement, RecipeRow, Run, RunSummary
+from farm.store.models import LeaderboardStat, Measurement, RecipeRow, Run, RunSummary
 from farm.store.records import (
     Entry,
     GroupStat,
@@ -40,6 +40,7 @@ BULKY_PARAMS = frozenset({"server_counter_deltas", "usage_completion_tokens"})
 """Per-repeat lists in a figure's params: kept in the store, left out of aggregated entries."""
 
 Q = TypeVar("Q")
+RUN_SUMMARY: Any = RunSummary
 
 STREAM_BATCH = 2000
 """Rows fetched at a time when streaming: small enough to bound memory, large enough to amortise round trips."""
@@ -58,53 +59,62 @@ _ORIGIN_ORDER = case(
 )
 
 
-def conditions(filters: ResultFilter) -> list[ColumnElement[bool]]:
-    """The run-level filters as SQL conditions on `run_summaries` (status complete/incomplete is per entry)."""
+def conditions(filters: ResultFilter, table: Any = RunSummary) -> list[ColumnElement[bool]]:
+    """The filters as SQL conditions on `run_summaries` (status complete/incomplete is per entry). `table` may
+    be `leaderboard_stats` too, which has the same group columns, for the filters that select whole groups."""
     where: list[ColumnElement[bool]] = []
     if filters.real_only:
-        where.append(RunSummary.origin != Origin.SIMULATED.value)
+        where.append(table.origin != Origin.SIMULATED.value)
     origins = filters.origin_statuses
     if origins and not (filters.statuses and set(filters.statuses) - origins):
         # Only measured/simulated asked: select runs by origin. With complete/incomplete too, an entry passes
         # when it matches any value, so the origin cannot narrow the runs here.
         if origins == {"simulated"}:
-            where.append(RunSummary.origin == Origin.SIMULATED.value)
+            where.append(table.origin == Origin.SIMULATED.value)
         elif origins == {"measured"}:
-            where.append(RunSummary.origin != Origin.SIMULATED.value)
+            where.append(table.origin != Origin.SIMULATED.value)
+    if table is not RUN_SUMMARY:
+        return where + _group_conditions(filters, table)
     if filters.since is not None:
-        where.append(RunSummary.finished_at >= filters.since)
+        where.append(table.finished_at >= filters.since)
     if filters.until is not None:
-        where.append(RunSummary.finished_at <= filters.until)
+        where.append(table.finished_at <= filters.until)
     if filters.job_ids:
-        where.append(RunSummary.job_id.in_(list(filters.job_ids)))
+        where.append(table.job_id.in_(list(filters.job_ids)))
+    return where + _group_conditions(filters, table)
+
+
+def _group_conditions(filters: ResultFilter, table: Any) -> list[ColumnElement[bool]]:
+    """The filters that select whole sweep groups (model, hardware, engine), on either table."""
+    where: list[ColumnElement[bool]] = []
     if filters.models:
         options = []
         for wanted in filters.models:
             w = wanted.casefold()
-            options += [func.lower(RunSummary.model_id) == w, RunSummary.model_name == w]
-            options.append(func.lower(RunSummary.recipe_id) == w)
+            options += [func.lower(table.model_id) == w, table.model_name == w]
+            options.append(func.lower(table.recipe_id) == w)
         where.append(or_(*options))
     if filters.hardware:
         options = []
         for wanted in filters.hardware:
             w = wanted.casefold().strip()
-            cls = func.lower(RunSummary.hardware_class)
-            options += [cls == w, cls == f"sim:{w}", func.lower(RunSummary.hardware_id) == w]
+            cls = func.lower(table.hardware_class)
+            options += [cls == w, cls == f"sim:{w}", func.lower(table.hardware_id) == w]
         where.append(or_(*options))
     if filters.engines:
-        where.append(or_(*(_engine_condition(wanted) for wanted in filters.engines)))
+        where.append(or_(*(_engine_condition(table, wanted) for wanted in filters.engines)))
     return where
 
 
-def _version_condition(wanted: str) -> ColumnElement[bool]:
-    return or_(RunSummary.engine_version == wanted, RunSummary.engine_version.startswith(wanted + "+", autoescape=True))
+def _version_condition(table: Any, wanted: str) -> ColumnElement[bool]:
+    return or_(table.engine_version == wanted, table.engine_version.startswith(wanted + "+", autoescape=True))
 
 
-def _engine_condition(wanted: str) -> ColumnElement[bool]:
+def _engine_condition(table: Any, wanted: str) -> ColumnElement[bool]:
     name, at, version = wanted.partition("@")
     if at:
-        return and_(RunSummary.engine_name == name, _version_condition(version))
-    return or_(RunSummary.engine_name == wanted, _version_condition(wanted))
+        return and_(table.engine_name == name, _version_condition(table, version))
+    return or_(table.engine_name == wanted, _version_condition(table, wanted))
 
 
 def _filtered(query: Q, filters: ResultFilter) -> Q:
@@ -122,7 +132,13 @@ def run_count(store: Store, filters: ResultFilter) -> int:
 
 def leaderboard(store: Store, filters: ResultFilter) -> list[LeaderboardRow]:
     """The leaderboard of the runs the filters select: pooled statistics per group in SQL, the rules in Python
-    (farm.store.leaderboard.rows)."""
+    (farm.store.leaderboard.rows).
+
+    Filters that select whole groups (model, hardware, engine, origin) read `leaderboard_stats`, kept pooled as
+    runs are stored: a few rows per group at any number of runs. Filters that select runs (since, until, job)
+    pool `measurements` over the selected `run_summaries` instead."""
+    if filters.since is None and filters.until is None and not filters.job_ids:
+        return _leaderboard_from_stats(store, filters)
     stats_query = _filtered(
         select(
             *_GROUP_COLUMNS,
@@ -171,6 +187,48 @@ def leaderboard(store: Store, filters: ResultFilter) -> list[LeaderboardRow]:
                 max=float(r[13]),
                 runs=int(r[14]),
                 requested=int(r[15]) if r[15] is not None else None,
+            )
+            for r in conn.execute(stats_query)
+        ]
+        job_ids: dict[tuple[str, str, str, str | None, str], list[str]] = defaultdict(list)
+        for sha, cls, name, version, origin, job_id in conn.execute(jobs_query):
+            job_ids[(sha, cls, name, version, origin)].append(job_id)
+    return rows(stats, job_ids)
+
+
+def _leaderboard_from_stats(store: Store, filters: ResultFilter) -> list[LeaderboardRow]:
+    where = conditions(filters, LeaderboardStat)
+    stats_query = select(LeaderboardStat).where(*where)
+    jobs_query = _filtered(
+        select(
+            RunSummary.recipe_sha256,
+            RunSummary.hardware_class,
+            RunSummary.engine_name,
+            RunSummary.engine_version,
+            RunSummary.origin,
+            RunSummary.job_id,
+        ),
+        filters,
+    )
+    with store._read("cannot read the leaderboard") as conn:
+        stats = [
+            GroupStat(
+                recipe_id=r.recipe_id,
+                recipe_sha256=r.recipe_sha256,
+                model_id=r.model_id,
+                hardware_class=r.hardware_class,
+                engine_name=r.engine_name,
+                engine_version=r.engine_version,
+                origin=r.origin,
+                kind=r.kind,
+                point=r.point,
+                metric=r.metric,
+                n=r.n,
+                total=r.total,
+                min=r.min,
+                max=r.max,
+                runs=r.runs,
+                requested=r.requested,
             )
             for r in conn.execute(stats_query)
         ]

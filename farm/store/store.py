@@ -35,7 +35,7 @@ from datetime import UTC, datetime, timedelta
 from types import TracebackType
 from typing import Any
 
-from sqlalchemy import ColumnElement, Connection, Row, and_, case, insert, select, update
+from sqlalchemy import ColumnElement, Connection, Row, and_, case, func, insert, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 
 import farm
@@ -55,7 +55,8 @@ from farm.errors import InvalidTransition, JobNotFound, LeaseLost, StoreError
 from farm.recipes.model import Recipe
 from farm.store import migrate, queries
 from farm.store.db import READ_ONLY, create_store_engine, is_sqlite, normalise_url, translate_errors
-from farm.store.models import ArtifactRow, Host, Job, Measurement, RecipeRow, Run, RunSummary, Sample
+from farm.store.leaderboard import LEADERBOARD_KINDS
+from farm.store.models import ArtifactRow, Host, Job, LeaderboardStat, Measurement, RecipeRow, Run, RunSummary, Sample
 from farm.store.records import LeaderboardRow, RunState, RunView, WorkerView
 from farm.store.sample_codec import encode as encode_samples
 from farm.store.summaries import run_summary_values
@@ -446,7 +447,8 @@ class Store:
             self._insert_figures(conn, run_id, result.figures)
             self._insert_samples(conn, run_id, result.samples)
             self._insert_artifacts(conn, run_id, result.artifacts)
-            self._insert_summary(conn, run_id, job_id, attempt, worker_id, when, result.provenance)
+            summary = self._insert_summary(conn, run_id, job_id, attempt, worker_id, when, result.provenance)
+            self._add_to_leaderboard(conn, summary, result.figures)
 
     @staticmethod
     def _insert_summary(
@@ -457,8 +459,8 @@ class Store:
         worker_id: str,
         finished_at: datetime,
         provenance: Mapping[str, Any],
-    ) -> None:
-        """The run's row of `run_summaries`, in the transaction that stores its results."""
+    ) -> dict[str, Any]:
+        """The run's row of `run_summaries`, in the transaction that stores its results; returns its values."""
         row = conn.execute(
             select(
                 Job.sweep_name,
@@ -476,27 +478,91 @@ class Store:
             .join(RecipeRow, RecipeRow.sha256 == Job.recipe_sha256)
             .where(Job.id == job_id)
         ).one()
+        values = run_summary_values(
+            run_id=run_id,
+            job_id=job_id,
+            attempt=attempt,
+            worker_id=worker_id,
+            sweep_name=row.sweep_name,
+            finished_at=finished_at,
+            simulated_job=row.simulated,
+            plan=row.plan,
+            provenance=provenance,
+            recipe_id=row.recipe_id,
+            recipe_sha256=row.sha256,
+            model_id=row.model_id,
+            hardware_id=row.hardware_id,
+            hardware_count=row.hardware_count,
+            hardware_class=row.hardware_class,
+            recipe_engine_name=row.engine_name,
+            recipe_engine_version=row.engine_version,
+        )
+        conn.execute(insert(RunSummary).values(values))
+        return values
+
+    @staticmethod
+    def _add_to_leaderboard(conn: Connection, summary: Mapping[str, Any], figures: Iterable[Figure]) -> None:
+        """Pool the run's leaderboard figures into `leaderboard_stats` (count, sum, min, max: additive, so any
+        number of writers can add at once; the row lock of the upsert orders them)."""
+        identity = {
+            name: summary[name]
+            for name in (
+                "recipe_id",
+                "recipe_sha256",
+                "model_id",
+                "model_name",
+                "hardware_id",
+                "hardware_class",
+                "engine_name",
+                "engine_version",
+                "origin",
+            )
+        }
+        rows = [
+            {
+                **identity,
+                "engine_version_key": summary["engine_version"] or "",
+                "kind": figure.kind,
+                "point": split_key(figure.key)[1],
+                "metric": figure.metric,
+                "n": len(figure.values),
+                "total": float(sum(figure.values)),
+                "min": float(min(figure.values)),
+                "max": float(max(figure.values)),
+                "runs": 1,
+                "requested": figure.requested_repeats
+                if figure.requested_repeats is not None
+                else (summary["requested_repeats"] if summary["requested_repeats"] is not None else len(figure.values)),
+            }
+            for figure in figures
+            if figure.kind in LEADERBOARD_KINDS and figure.values
+        ]
+        if not rows:
+            return
+        postgres = conn.dialect.name == "postgresql"
+        statement = (postgresql if postgres else sqlite).insert(LeaderboardStat).values(rows)
+        excluded = statement.excluded
+        smaller, larger = (func.least, func.greatest) if postgres else (func.min, func.max)
         conn.execute(
-            insert(RunSummary).values(
-                run_summary_values(
-                    run_id=run_id,
-                    job_id=job_id,
-                    attempt=attempt,
-                    worker_id=worker_id,
-                    sweep_name=row.sweep_name,
-                    finished_at=finished_at,
-                    simulated_job=row.simulated,
-                    plan=row.plan,
-                    provenance=provenance,
-                    recipe_id=row.recipe_id,
-                    recipe_sha256=row.sha256,
-                    model_id=row.model_id,
-                    hardware_id=row.hardware_id,
-                    hardware_count=row.hardware_count,
-                    hardware_class=row.hardware_class,
-                    recipe_engine_name=row.engine_name,
-                    recipe_engine_version=row.engine_version,
-                )
+            statement.on_conflict_do_update(
+                index_elements=[
+                    "recipe_sha256",
+                    "hardware_class",
+                    "engine_name",
+                    "engine_version_key",
+                    "origin",
+                    "kind",
+                    "point",
+                    "metric",
+                ],
+                set_={
+                    "n": LeaderboardStat.n + excluded.n,
+                    "total": LeaderboardStat.total + excluded.total,
+                    "min": smaller(LeaderboardStat.min, excluded.min),
+                    "max": larger(LeaderboardStat.max, excluded.max),
+                    "runs": LeaderboardStat.runs + 1,
+                    "requested": LeaderboardStat.requested + excluded.requested,
+                },
             )
         )
 

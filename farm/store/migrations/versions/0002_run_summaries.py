@@ -4,6 +4,8 @@ Revision ID: 0002_run_summaries
 Revises: 0001
 Create Date: 2026-11-30
 
+- `leaderboard_stats`: the leaderboard's figures pooled per group (count, sum, min, max), kept by
+  `Store.complete`; backfilled here.
 - `run_summaries`: one row per succeeded run (identity, origin, short provenance) in indexed columns, so that
   leaderboards, aggregates and comparisons are SQL over summaries. Backfilled here for the runs already stored,
   with the same function `Store.complete` uses (farm.store.summaries.run_summary_values, pure).
@@ -21,6 +23,9 @@ from alembic import op
 from sqlalchemy.dialects import postgresql
 
 from farm.store.summaries import run_summary_values
+
+LEADERBOARD_KINDS = ("decode", "prefill", "short_ttft", "memory", "spec_decode")
+"""farm.store.leaderboard.LEADERBOARD_KINDS when this migration was written."""
 
 revision: str = "0002_run_summaries"
 down_revision: str | None = "0001"
@@ -84,7 +89,43 @@ def upgrade() -> None:
     op.create_index("ix_run_summaries_finished_at", "run_summaries", ["finished_at"], unique=False)
     op.create_index("ix_run_summaries_job_id", "run_summaries", ["job_id"], unique=False)
     op.create_index("ix_run_summaries_recipe_id", "run_summaries", ["recipe_id"], unique=False)
+    op.create_table(
+        "leaderboard_stats",
+        sa.Column("id", sa.Integer(), autoincrement=True, nullable=False),
+        sa.Column("recipe_id", sa.String(length=255), nullable=False),
+        sa.Column("recipe_sha256", sa.String(length=64), nullable=False),
+        sa.Column("model_id", sa.String(length=255), nullable=False),
+        sa.Column("model_name", sa.String(length=255), nullable=False),
+        sa.Column("hardware_id", sa.String(length=255), nullable=False),
+        sa.Column("hardware_class", sa.String(length=255), nullable=False),
+        sa.Column("engine_name", sa.String(length=64), nullable=False),
+        sa.Column("engine_version", sa.String(length=255), nullable=True),
+        sa.Column("engine_version_key", sa.String(length=255), nullable=False),
+        sa.Column("origin", sa.String(length=16), nullable=False),
+        sa.Column("kind", sa.String(length=64), nullable=False),
+        sa.Column("point", sa.String(length=64), nullable=False),
+        sa.Column("metric", sa.String(length=64), nullable=False),
+        sa.Column("n", sa.Integer(), nullable=False),
+        sa.Column("total", sa.Float(), nullable=False),
+        sa.Column("min", sa.Float(), nullable=False),
+        sa.Column("max", sa.Float(), nullable=False),
+        sa.Column("runs", sa.Integer(), nullable=False),
+        sa.Column("requested", sa.Integer(), nullable=False),
+        sa.PrimaryKeyConstraint("id", name=op.f("pk_leaderboard_stats")),
+        sa.UniqueConstraint(
+            "recipe_sha256",
+            "hardware_class",
+            "engine_name",
+            "engine_version_key",
+            "origin",
+            "kind",
+            "point",
+            "metric",
+            name=op.f("uq_leaderboard_stats_group_figure"),
+        ),
+    )
     _backfill(bind)
+    _backfill_stats(bind)
 
 
 def _backfill(bind: sa.Connection) -> None:
@@ -150,7 +191,61 @@ def _backfill(bind: sa.Connection) -> None:
         bind.execute(sa.insert(summaries), batch)
 
 
+def _backfill_stats(bind: sa.Connection) -> None:
+    """The pooled leaderboard figures of the runs already stored (the same sums Store.complete keeps)."""
+    meta = sa.MetaData()
+    summaries = sa.Table("run_summaries", meta, autoload_with=bind)
+    measurements = sa.Table("measurements", meta, autoload_with=bind)
+    stats = sa.Table("leaderboard_stats", meta, autoload_with=bind)
+    identity = (
+        summaries.c.recipe_id,
+        summaries.c.recipe_sha256,
+        summaries.c.model_id,
+        summaries.c.model_name,
+        summaries.c.hardware_id,
+        summaries.c.hardware_class,
+        summaries.c.engine_name,
+        summaries.c.engine_version,
+        summaries.c.origin,
+        measurements.c.kind,
+        measurements.c.point,
+        measurements.c.metric,
+    )
+    query = (
+        sa.select(
+            *identity,
+            sa.func.sum(measurements.c.n),
+            sa.func.sum(measurements.c.mean * measurements.c.n),
+            sa.func.min(measurements.c.min),
+            sa.func.max(measurements.c.max),
+            sa.func.count(),
+            sa.func.sum(sa.func.coalesce(measurements.c.requested_repeats, summaries.c.requested_repeats, measurements.c.n)),
+        )
+        .join(measurements, measurements.c.run_id == summaries.c.run_id)
+        .where(measurements.c.kind.in_(LEADERBOARD_KINDS))
+        .group_by(*identity)
+    )
+    names = [column.name for column in identity]
+    rows = [
+        {
+            **dict(zip(names, row[:12], strict=True)),
+            "point": row[10] or "",
+            "engine_version_key": row[7] or "",
+            "n": int(row[12] or 0),
+            "total": float(row[13] or 0.0),
+            "min": float(row[14]),
+            "max": float(row[15]),
+            "runs": int(row[16]),
+            "requested": int(row[17] or 0),
+        }
+        for row in bind.execute(query)
+    ]
+    for start in range(0, len(rows), BACKFILL_BATCH):
+        bind.execute(sa.insert(stats), rows[start : start + BACKFILL_BATCH])
+
+
 def downgrade() -> None:
+    op.drop_table("leaderboard_stats")
     op.drop_index("ix_run_summaries_recipe_id", table_name="run_summaries")
     op.drop_index("ix_run_summaries_job_id", table_name="run_summaries")
     op.drop_index("ix_run_summaries_finished_at", table_name="run_summaries")
