@@ -211,7 +211,8 @@ def _export_chunks(store: Store, fmt: str, filters: ResultFilter) -> Iterator[by
         return
     gathered: list[str] = []
     size = 0
-    for chunk in stream(fmt, service.entries(store, filters), filters):
+    entries = service.entries(store, filters, ordered_values=fmt not in service.UNORDERED_FORMATS)
+    for chunk in stream(fmt, entries, filters):
         gathered.append(chunk)
         size += len(chunk)
         if size >= EXPORT_CHUNK:

@@ -107,11 +107,13 @@ def export(
             raise InputError(f"{fmt!r} is not one of {', '.join(EXPORT_FORMATS)}", field="FORMAT")
         store = open_store(s)
         if fmt == "registry":
-            _export_registry(service.entries(store, filters), output)
+            _export_registry(service.entries(store, filters, ordered_values=False), output)
         elif fmt == "localmaxxing":
             write_chunks([render(fmt, service.load_results(store, filters))], Path(output) if output else None)
         else:
-            write_chunks(stream(fmt, service.entries(store, filters), filters), Path(output) if output else None)
+            ordered = fmt not in service.UNORDERED_FORMATS
+            chunks = stream(fmt, service.entries(store, filters, ordered_values=ordered), filters)
+            write_chunks(chunks, Path(output) if output else None)
 
 
 @filter_options()

@@ -262,16 +262,17 @@ class RunSummary(Base):
     """The short provenance (host, GPUs, driver, engine image, farm commit, cache state): what exports show."""
 
 
-class LeaderboardStat(Base):
-    """One figure key of one leaderboard group (recipe content × hardware class × engine version × origin),
-    pooled over the group's succeeded runs: kept up to date in the transaction that stores each run.
+class GroupFigureStat(Base):
+    """One figure key of one sweep group (recipe content × hardware class × engine version × origin), pooled
+    over the group's succeeded runs (count, sum, min, max): kept up to date in the transaction that stores each
+    run.
 
-    The leaderboard reads this table alone (a few rows per group, whatever the number of runs) unless a filter
-    selects runs by time or job, when it pools `measurements` over `run_summaries` instead. Only the kinds a
-    leaderboard reads are kept (farm.store.leaderboard.LEADERBOARD_KINDS).
+    The leaderboard and the ranks of aggregated entries read this table alone (one row per group and key,
+    whatever the number of runs) unless a filter selects runs by time or job, when they pool `measurements` over
+    `run_summaries` instead.
     """
 
-    __tablename__ = "leaderboard_stats"
+    __tablename__ = "group_stats"
     __table_args__ = (
         UniqueConstraint(
             "recipe_sha256",
@@ -279,10 +280,8 @@ class LeaderboardStat(Base):
             "engine_name",
             "engine_version_key",
             "origin",
-            "kind",
-            "point",
-            "metric",
-            name=conv("uq_leaderboard_stats_group_figure"),  # the convention's name passes PostgreSQL's 63 characters
+            "key",
+            name=conv("uq_group_stats_group_figure"),  # the convention's name passes PostgreSQL's 63 characters
         ),
     )
 
@@ -298,9 +297,11 @@ class LeaderboardStat(Base):
     engine_version_key: Mapped[str] = mapped_column(String(255))
     """`engine_version`, or '' for none: a unique key needs a value that is never NULL."""
     origin: Mapped[str] = mapped_column(String(16))
+    key: Mapped[str] = mapped_column(String(255))
     kind: Mapped[str] = mapped_column(String(64))
     point: Mapped[str] = mapped_column(String(64))
     metric: Mapped[str] = mapped_column(String(64))
+    unit: Mapped[str] = mapped_column(String(32))
     n: Mapped[int] = mapped_column(Integer)
     total: Mapped[float] = mapped_column(Float)
     min: Mapped[float] = mapped_column(Float)

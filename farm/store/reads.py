@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 from collections import defaultdict
 from collections.abc import Iterator, Sequence
-from dataclasses import replace
 from datetime import datetime
 from statistics import median
 from typing import Any, TypeVar
@@ -25,7 +24,7 @@ from sqlalchemy.dialects.postgresql import aggregate_order_by
 from farm.domain import Figure, Origin, Summary, lower_is_better, split_key, spread
 from farm.filters import ResultFilter
 from farm.store.leaderboard import LEADERBOARD_KINDS, rows
-from farm.store.models import LeaderboardStat, Measurement, RecipeRow, Run, RunSummary
+from farm.store.models import GroupFigureStat, Measurement, RecipeRow, Run, RunSummary
 from farm.store.records import (
     Entry,
     GroupStat,
@@ -61,7 +60,7 @@ _ORIGIN_ORDER = case(
 
 def conditions(filters: ResultFilter, table: Any = RunSummary) -> list[ColumnElement[bool]]:
     """The filters as SQL conditions on `run_summaries` (status complete/incomplete is per entry). `table` may
-    be `leaderboard_stats` too, which has the same group columns, for the filters that select whole groups."""
+    be `group_stats` too, which has the same group columns, for the filters that select whole groups."""
     where: list[ColumnElement[bool]] = []
     if filters.real_only:
         where.append(table.origin != Origin.SIMULATED.value)
@@ -134,7 +133,7 @@ def leaderboard(store: Store, filters: ResultFilter) -> list[LeaderboardRow]:
     """The leaderboard of the runs the filters select: pooled statistics per group in SQL, the rules in Python
     (farm.store.leaderboard.rows).
 
-    Filters that select whole groups (model, hardware, engine, origin) read `leaderboard_stats`, kept pooled as
+    Filters that select whole groups (model, hardware, engine, origin) read `group_stats`, kept pooled as
     runs are stored: a few rows per group at any number of runs. Filters that select runs (since, until, job)
     pool `measurements` over the selected `run_summaries` instead."""
     if filters.since is None and filters.until is None and not filters.job_ids:
@@ -197,8 +196,8 @@ def leaderboard(store: Store, filters: ResultFilter) -> list[LeaderboardRow]:
 
 
 def _leaderboard_from_stats(store: Store, filters: ResultFilter) -> list[LeaderboardRow]:
-    where = conditions(filters, LeaderboardStat)
-    stats_query = select(LeaderboardStat).where(*where)
+    where = conditions(filters, GroupFigureStat)
+    stats_query = select(GroupFigureStat).where(GroupFigureStat.kind.in_(LEADERBOARD_KINDS), *where)
     jobs_query = _filtered(
         select(
             RunSummary.recipe_sha256,
@@ -239,7 +238,25 @@ def _leaderboard_from_stats(store: Store, filters: ResultFilter) -> list[Leaderb
 
 
 def _entry_groups(store: Store, filters: ResultFilter) -> dict[tuple[Any, ...], tuple[str, float]]:
-    """(group columns, key) → (unit, pooled mean) of every entry, computed in SQL: what ranking needs."""
+    """(group columns, key) → (unit, pooled mean) of every entry, computed in SQL: what ranking needs.
+
+    From `group_stats` when no filter selects runs by time or job; else pooled from the selected runs."""
+    if filters.since is None and filters.until is None and not filters.job_ids:
+        stat = GroupFigureStat
+        kept = select(
+            stat.recipe_id,
+            stat.recipe_sha256,
+            stat.model_id,
+            stat.hardware_class,
+            stat.engine_name,
+            stat.engine_version,
+            stat.origin,
+            stat.key,
+            stat.unit,
+            stat.total / stat.n,
+        ).where(stat.n > 0, *conditions(filters, stat))
+        with store._read("cannot rank results") as conn:
+            return {tuple(r[:8]): (r[8], float(r[9])) for r in conn.execute(kept)}
     query = _filtered(
         select(
             *_GROUP_COLUMNS,
@@ -356,6 +373,7 @@ def iter_entries(
     *,
     groups: Sequence[tuple[str, str, str, str | None, str]] | None = None,
     with_provenance: bool = True,
+    ordered_values: bool = True,
 ) -> Iterator[Entry]:
     """Every entry (one measurement of one sweep group, pooled over its runs) of the runs the filters select,
     ranked: launched before endpoint before simulated, then by model, recipe, hardware, engine version and key.
@@ -363,7 +381,8 @@ def iter_entries(
     groups; ranks are still among every group the filters select.
 
     One GROUP BY in the database pools each entry's runs: their count, requested repeats, first and last time,
-    and their values and job ids concatenated in time order, parsed once per entry (not once per run)."""
+    and their values and job ids concatenated (in time order unless `ordered_values` is off: the statistics do
+    not need it, and the sort costs most of the query), parsed once per entry (not once per run)."""
     if groups is not None and not groups:
         return
     ranks = _ranks(_entry_groups(store, filters))
@@ -385,21 +404,23 @@ def iter_entries(
             Measurement.unit,
             Measurement.workload,
             Measurement.values,
-        )
-        .join(Measurement, Measurement.run_id == RunSummary.run_id)
-        .order_by(RunSummary.finished_at, RunSummary.job_id),
+        ).join(Measurement, Measurement.run_id == RunSummary.run_id),
         filters,
     )
+    if ordered_values:
+        inner_query = inner_query.order_by(RunSummary.finished_at, RunSummary.job_id)
     if groups is not None:
         inner_query = inner_query.where(_group_where(groups))
     inner = inner_query.subquery()
     postgres = store.url.startswith("postgres")
 
     def concatenated(column: Any) -> Any:
-        if postgres:
+        if postgres and ordered_values:
             return func.string_agg(
                 aggregate_order_by(cast(column, Text), inner.c.finished_at, inner.c.job_id), literal_column("','")
             )
+        if postgres:
+            return func.string_agg(cast(column, Text), literal_column("','"))
         return func.group_concat(cast(column, Text), ",")
 
     group_columns = [inner.c[c.key] for c in _GROUP_COLUMNS]
@@ -435,32 +456,42 @@ def iter_entries(
         )
     )
     with store._read("cannot read results") as conn:
-        pending: list[Entry] = []
-        measurement_ids: list[int] = []
+        batch: list[Any] = []
+        summaries: dict[str, RecipeSummary] = {}
         for row in conn.execute(query):
-            pending.append(_entry(row, recipes, ranks, provenance))
-            measurement_ids.append(row.measurement_id)
-            if len(pending) >= STREAM_BATCH:
-                yield from _with_params(conn, pending, measurement_ids)
-                pending, measurement_ids = [], []
-        yield from _with_params(conn, pending, measurement_ids)
+            batch.append(row)
+            if len(batch) >= STREAM_BATCH:
+                yield from _entries(conn, batch, recipes, summaries, ranks, provenance)
+                batch = []
+        yield from _entries(conn, batch, recipes, summaries, ranks, provenance)
 
 
-def _with_params(conn: Any, entries: list[Entry], measurement_ids: list[int]) -> Iterator[Entry]:
-    """The entries with the params of their latest figure (read for the batch at once, bulky lists left out)."""
-    if not entries:
+def _entries(
+    conn: Any,
+    batch: list[Any],
+    recipes: dict[str, dict[str, Any]],
+    summaries: dict[str, RecipeSummary],
+    ranks: dict[tuple[Any, ...], int],
+    provenance: dict[int, ProvenanceSummary],
+) -> Iterator[Entry]:
+    """The entries of a batch of grouped rows, with the params of their latest figure (read for the batch at
+    once, bulky lists left out)."""
+    if not batch:
         return
-    params = dict(
-        conn.execute(select(Measurement.id, Measurement.params).where(Measurement.id.in_(measurement_ids))).all()
-    )
-    for entry, measurement_id in zip(entries, measurement_ids, strict=True):
-        own = params.get(measurement_id) or {}
-        yield replace(entry, params={k: v for k, v in own.items() if k not in BULKY_PARAMS})
+    ids = [row.measurement_id for row in batch]
+    params = dict(conn.execute(select(Measurement.id, Measurement.params).where(Measurement.id.in_(ids))).all())
+    for row in batch:
+        own = params.get(row.measurement_id) or {}
+        recipe = summaries.get(row.recipe_sha256)
+        if recipe is None:
+            recipe = summaries.setdefault(row.recipe_sha256, _recipe_summary(row, recipes.get(row.recipe_sha256, {})))
+        yield _entry(row, recipe, {k: v for k, v in own.items() if k not in BULKY_PARAMS}, ranks, provenance)
 
 
 def _entry(
     row: Any,
-    recipes: dict[str, dict[str, Any]],
+    recipe: RecipeSummary,
+    params: dict[str, Any],
     ranks: dict[tuple[Any, ...], int],
     provenance: dict[int, ProvenanceSummary],
 ) -> Entry:
@@ -470,7 +501,7 @@ def _entry(
     kind, point, metric = split_key(row.key)
     stats = _summary(values)
     return Entry(
-        recipe=_recipe_summary(row, recipes.get(row.recipe_sha256, {})),
+        recipe=recipe,
         hardware_class=row.hardware_class,
         engine_name=row.engine_name,
         engine_version=row.engine_version,
@@ -494,6 +525,7 @@ def _entry(
         job_ids=tuple(sorted(set(job_ids))),
         first_measured_at=row.first_at,
         measured_at=row.last_at,
+        params=params,
         provenance=tuple(provenance[run_id] for run_id in dict.fromkeys(run_ids) if run_id in provenance),
         rank=ranks.get((*row[:7], row.key)),
         origin=row.origin,

@@ -55,8 +55,7 @@ from farm.errors import InvalidTransition, JobNotFound, LeaseLost, StoreError
 from farm.recipes.model import Recipe
 from farm.store import migrate, queries
 from farm.store.db import READ_ONLY, create_store_engine, is_sqlite, normalise_url, translate_errors
-from farm.store.leaderboard import LEADERBOARD_KINDS
-from farm.store.models import ArtifactRow, Host, Job, LeaderboardStat, Measurement, RecipeRow, Run, RunSummary, Sample
+from farm.store.models import ArtifactRow, GroupFigureStat, Host, Job, Measurement, RecipeRow, Run, RunSummary, Sample
 from farm.store.records import LeaderboardRow, RunState, RunView, WorkerView
 from farm.store.sample_codec import encode as encode_samples
 from farm.store.summaries import run_summary_values
@@ -448,7 +447,7 @@ class Store:
             self._insert_samples(conn, run_id, result.samples)
             self._insert_artifacts(conn, run_id, result.artifacts)
             summary = self._insert_summary(conn, run_id, job_id, attempt, worker_id, when, result.provenance)
-            self._add_to_leaderboard(conn, summary, result.figures)
+            self._add_to_group_stats(conn, summary, result.figures)
 
     @staticmethod
     def _insert_summary(
@@ -501,8 +500,8 @@ class Store:
         return values
 
     @staticmethod
-    def _add_to_leaderboard(conn: Connection, summary: Mapping[str, Any], figures: Iterable[Figure]) -> None:
-        """Pool the run's leaderboard figures into `leaderboard_stats` (count, sum, min, max: additive, so any
+    def _add_to_group_stats(conn: Connection, summary: Mapping[str, Any], figures: Iterable[Figure]) -> None:
+        """Pool the run's figures into `group_stats` (count, sum, min, max per group and key: additive, so any
         number of writers can add at once; the row lock of the upsert orders them)."""
         identity = {
             name: summary[name]
@@ -522,6 +521,8 @@ class Store:
             {
                 **identity,
                 "engine_version_key": summary["engine_version"] or "",
+                "key": figure.key,
+                "unit": figure.unit,
                 "kind": figure.kind,
                 "point": split_key(figure.key)[1],
                 "metric": figure.metric,
@@ -535,12 +536,12 @@ class Store:
                 else (summary["requested_repeats"] if summary["requested_repeats"] is not None else len(figure.values)),
             }
             for figure in figures
-            if figure.kind in LEADERBOARD_KINDS and figure.values
+            if figure.values
         ]
         if not rows:
             return
         postgres = conn.dialect.name == "postgresql"
-        statement = (postgresql if postgres else sqlite).insert(LeaderboardStat).values(rows)
+        statement = (postgresql if postgres else sqlite).insert(GroupFigureStat).values(rows)
         excluded = statement.excluded
         smaller, larger = (func.least, func.greatest) if postgres else (func.min, func.max)
         conn.execute(
@@ -551,17 +552,15 @@ class Store:
                     "engine_name",
                     "engine_version_key",
                     "origin",
-                    "kind",
-                    "point",
-                    "metric",
+                    "key",
                 ],
                 set_={
-                    "n": LeaderboardStat.n + excluded.n,
-                    "total": LeaderboardStat.total + excluded.total,
-                    "min": smaller(LeaderboardStat.min, excluded.min),
-                    "max": larger(LeaderboardStat.max, excluded.max),
-                    "runs": LeaderboardStat.runs + 1,
-                    "requested": LeaderboardStat.requested + excluded.requested,
+                    "n": GroupFigureStat.n + excluded.n,
+                    "total": GroupFigureStat.total + excluded.total,
+                    "min": smaller(GroupFigureStat.min, excluded.min),
+                    "max": larger(GroupFigureStat.max, excluded.max),
+                    "runs": GroupFigureStat.runs + 1,
+                    "requested": GroupFigureStat.requested + excluded.requested,
                 },
             )
         )

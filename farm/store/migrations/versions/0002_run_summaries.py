@@ -4,8 +4,8 @@ Revision ID: 0002_run_summaries
 Revises: 0001
 Create Date: 2026-11-30
 
-- `leaderboard_stats`: the leaderboard's figures pooled per group (count, sum, min, max), kept by
-  `Store.complete`; backfilled here.
+- `group_stats`: every figure key pooled per sweep group (count, sum, min, max), kept by `Store.complete`;
+  backfilled here.
 - `run_summaries`: one row per succeeded run (identity, origin, short provenance) in indexed columns, so that
   leaderboards, aggregates and comparisons are SQL over summaries. Backfilled here for the runs already stored,
   with the same function `Store.complete` uses (farm.store.summaries.run_summary_values, pure).
@@ -23,9 +23,6 @@ from alembic import op
 from sqlalchemy.dialects import postgresql
 
 from farm.store.summaries import run_summary_values
-
-LEADERBOARD_KINDS = ("decode", "prefill", "short_ttft", "memory", "spec_decode")
-"""farm.store.leaderboard.LEADERBOARD_KINDS when this migration was written."""
 
 revision: str = "0002_run_summaries"
 down_revision: str | None = "0001"
@@ -90,7 +87,7 @@ def upgrade() -> None:
     op.create_index("ix_run_summaries_job_id", "run_summaries", ["job_id"], unique=False)
     op.create_index("ix_run_summaries_recipe_id", "run_summaries", ["recipe_id"], unique=False)
     op.create_table(
-        "leaderboard_stats",
+        "group_stats",
         sa.Column("id", sa.Integer(), autoincrement=True, nullable=False),
         sa.Column("recipe_id", sa.String(length=255), nullable=False),
         sa.Column("recipe_sha256", sa.String(length=64), nullable=False),
@@ -102,26 +99,26 @@ def upgrade() -> None:
         sa.Column("engine_version", sa.String(length=255), nullable=True),
         sa.Column("engine_version_key", sa.String(length=255), nullable=False),
         sa.Column("origin", sa.String(length=16), nullable=False),
+        sa.Column("key", sa.String(length=255), nullable=False),
         sa.Column("kind", sa.String(length=64), nullable=False),
         sa.Column("point", sa.String(length=64), nullable=False),
         sa.Column("metric", sa.String(length=64), nullable=False),
+        sa.Column("unit", sa.String(length=32), nullable=False),
         sa.Column("n", sa.Integer(), nullable=False),
         sa.Column("total", sa.Float(), nullable=False),
         sa.Column("min", sa.Float(), nullable=False),
         sa.Column("max", sa.Float(), nullable=False),
         sa.Column("runs", sa.Integer(), nullable=False),
         sa.Column("requested", sa.Integer(), nullable=False),
-        sa.PrimaryKeyConstraint("id", name=op.f("pk_leaderboard_stats")),
+        sa.PrimaryKeyConstraint("id", name=op.f("pk_group_stats")),
         sa.UniqueConstraint(
             "recipe_sha256",
             "hardware_class",
             "engine_name",
             "engine_version_key",
             "origin",
-            "kind",
-            "point",
-            "metric",
-            name=op.f("uq_leaderboard_stats_group_figure"),
+            "key",
+            name=op.f("uq_group_stats_group_figure"),
         ),
     )
     _backfill(bind)
@@ -192,11 +189,11 @@ def _backfill(bind: sa.Connection) -> None:
 
 
 def _backfill_stats(bind: sa.Connection) -> None:
-    """The pooled leaderboard figures of the runs already stored (the same sums Store.complete keeps)."""
+    """The pooled figures of the runs already stored (the same sums Store.complete keeps)."""
     meta = sa.MetaData()
     summaries = sa.Table("run_summaries", meta, autoload_with=bind)
     measurements = sa.Table("measurements", meta, autoload_with=bind)
-    stats = sa.Table("leaderboard_stats", meta, autoload_with=bind)
+    stats = sa.Table("group_stats", meta, autoload_with=bind)
     identity = (
         summaries.c.recipe_id,
         summaries.c.recipe_sha256,
@@ -207,6 +204,7 @@ def _backfill_stats(bind: sa.Connection) -> None:
         summaries.c.engine_name,
         summaries.c.engine_version,
         summaries.c.origin,
+        measurements.c.key,
         measurements.c.kind,
         measurements.c.point,
         measurements.c.metric,
@@ -214,6 +212,7 @@ def _backfill_stats(bind: sa.Connection) -> None:
     query = (
         sa.select(
             *identity,
+            sa.func.max(measurements.c.unit),
             sa.func.sum(measurements.c.n),
             sa.func.sum(measurements.c.mean * measurements.c.n),
             sa.func.min(measurements.c.min),
@@ -222,21 +221,22 @@ def _backfill_stats(bind: sa.Connection) -> None:
             sa.func.sum(sa.func.coalesce(measurements.c.requested_repeats, summaries.c.requested_repeats, measurements.c.n)),
         )
         .join(measurements, measurements.c.run_id == summaries.c.run_id)
-        .where(measurements.c.kind.in_(LEADERBOARD_KINDS))
+        .where(measurements.c.n > 0)
         .group_by(*identity)
     )
     names = [column.name for column in identity]
     rows = [
         {
-            **dict(zip(names, row[:12], strict=True)),
-            "point": row[10] or "",
+            **dict(zip(names, row[:13], strict=True)),
+            "point": row[11] or "",
             "engine_version_key": row[7] or "",
-            "n": int(row[12] or 0),
-            "total": float(row[13] or 0.0),
-            "min": float(row[14]),
-            "max": float(row[15]),
-            "runs": int(row[16]),
-            "requested": int(row[17] or 0),
+            "unit": row[13],
+            "n": int(row[14] or 0),
+            "total": float(row[15] or 0.0),
+            "min": float(row[16]),
+            "max": float(row[17]),
+            "runs": int(row[18]),
+            "requested": int(row[19] or 0),
         }
         for row in bind.execute(query)
     ]
@@ -245,7 +245,7 @@ def _backfill_stats(bind: sa.Connection) -> None:
 
 
 def downgrade() -> None:
-    op.drop_table("leaderboard_stats")
+    op.drop_table("group_stats")
     op.drop_index("ix_run_summaries_recipe_id", table_name="run_summaries")
     op.drop_index("ix_run_summaries_job_id", table_name="run_summaries")
     op.drop_index("ix_run_summaries_finished_at", table_name="run_summaries")
