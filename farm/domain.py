@@ -1,11 +1,19 @@
-"""Job-level domain records shared by the store, the queue, the worker and the CLI (no I/O here)."""
+"""Domain records shared by the store, the queue, the worker, the reports and the CLI (no I/O here).
+
+Jobs (state, phase, failure class, views) and results (a `Figure` with its `Summary`, the figure kinds, the key
+`<kind>/<point>/<metric>` and how to split it, the spread, and where a run came from: launched, simulated or an
+endpoint the farm did not launch). Every reader of results takes these rules from here, so they are written once.
+"""
 
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass, field
+import math
+from dataclasses import astuple, dataclass, field
 from datetime import datetime
 from typing import Any
+
+from farm.errors import MeasurementError
 
 
 class JobState(enum.StrEnum):
@@ -101,16 +109,151 @@ class Artifact:
     media_type: str = "text/plain"
 
 
+# --- results ---------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Summary:
+    """The spread of repeated values of one figure. `spread` is (max - min) / mean, as the seed's page uses."""
+
+    n: int
+    mean: float
+    median: float
+    min: float
+    max: float
+    stdev: float
+    spread: float
+
+
+def spread(low: float, high: float, mean: float) -> float:
+    """(max - min) / mean, the seed's own measure of run-to-run noise ("spread ~7%"); 0 for a zero mean.
+
+    The one definition: figures, leaderboard rows, aggregated entries and comparisons all use it.
+    """
+    return (high - low) / mean if mean else 0.0
+
+
+@dataclass(frozen=True)
+class Figure:
+    """One figure of a sweep, measured `len(values)` times (once per repeat).
+
+    `key` names the measurement point uniquely within a run, e.g. `decode/code/decode_tok_s`,
+    `prefill/107016/prefill_tok_s`, `concurrency/16/ttft_ms_p99`. `params` holds every method parameter that
+    produced it.
+    """
+
+    kind: str
+    key: str
+    metric: str
+    unit: str
+    values: tuple[float, ...]
+    summary: Summary
+    workload: str | None = None
+    params: dict[str, Any] = field(default_factory=dict)
+    requested_repeats: int | None = None
+
+    def __post_init__(self) -> None:
+        # An undefined figure is left out with its reason, never stored as NaN or infinity: the store, the
+        # exports and the API then cannot carry one (JSON has no such numbers, and no mean survives one).
+        numbers = (*self.values, *astuple(self.summary))
+        if not self.values or not all(math.isfinite(number) for number in numbers):
+            raise MeasurementError(f"{self.key}: a figure needs one value or more, all finite, got {self.values}")
+
+
+# The figure names every stage agrees on. A figure's key is "<kind>/<point>/<metric>", where <point> is the
+# workload, the prompt length, the concurrency level or the card: e.g. "decode/code/decode_tok_s",
+# "prefill/107016/prefill_tok_s", "concurrency/16/ttft_ms_p99", "memory/gpu0/peak_memory_gib".
+KIND_DECODE = "decode"  # metric decode_tok_s, point = workload
+KIND_PREFILL = "prefill"  # metrics prefill_tok_s and ttft_ms, point = prompt tokens
+KIND_SHORT_TTFT = "short_ttft"  # metric ttft_ms, point = prompt tokens
+KIND_PREFIX_CACHE = "prefix_cache"  # metric ttft_ms, point = prompt tokens
+KIND_CONCURRENCY = "concurrency"  # point = level; metrics in CONCURRENCY_METRICS
+KIND_SPEC_DECODE = "spec_decode"  # metrics acceptance_rate, mean_acceptance_length; point = workload
+KIND_MEMORY = "memory"  # metric peak_memory_gib, point = gpu<index>
+
+CONCURRENCY_METRICS = (
+    "aggregate_tok_s",
+    "per_stream_tok_s",
+    "ttft_ms_p50",
+    "ttft_ms_p90",
+    "ttft_ms_p99",
+    "itl_ms_p50",
+    "itl_ms_p90",
+    "itl_ms_p99",
+    "tpot_ms_p50",
+    "tpot_ms_p90",
+    "tpot_ms_p99",
+    "e2e_ms_p50",
+    "e2e_ms_p90",
+    "e2e_ms_p99",
+)
+
+LOWER_IS_BETTER_UNITS = frozenset({"ms", "s", "GiB", "GB"})
+"""Units whose smaller values rank first (latency, memory); every other unit (tok/s, acceptance) ranks larger
+values first."""
+
+
+def figure_key(kind: str, point: str | int, metric: str) -> str:
+    """`<kind>/<point>/<metric>`."""
+    return f"{kind}/{point}/{metric}"
+
+
+def split_key(key: str) -> tuple[str, str, str]:
+    """`kind/point/metric` of a figure key (a key of another shape is its own kind with an empty point).
+
+    The one parser of figure keys: the store (its `point` column), the leaderboard and the reports use it.
+    """
+    parts = key.split("/")
+    if len(parts) == 3:
+        return parts[0], parts[1], parts[2]
+    return key, "", parts[-1]
+
+
+def int_point(point: str) -> int | None:
+    """A point that is a number (a prompt length, a concurrency level), else None."""
+    try:
+        return int(point)
+    except ValueError:
+        return None
+
+
+def lower_is_better(unit: str) -> bool:
+    return unit in LOWER_IS_BETTER_UNITS
+
+
+class Origin(enum.StrEnum):
+    """Where a run's figures were measured. Each is ranked only among its own kind."""
+
+    LAUNCHED = "launched"
+    """An engine the farm launched on real hardware."""
+    SIMULATED = "simulated"
+    """The farm's simulator: never ranked with real hardware."""
+    ENDPOINT = "endpoint"
+    """A server the farm did not launch (`farm bench URL`): its command and hardware are what it was told."""
+
+
+def run_origin(provenance: dict[str, Any] | None, simulated_job: bool) -> Origin:
+    """The origin of a run: simulated when its job or its provenance says so; an endpoint when its provenance's
+    engine kind is `endpoint` (`provenance["engine"]["kind"]`, as `farm bench URL` writes it); else launched."""
+    data = provenance or {}
+    engine = data.get("engine") or {}
+    if simulated_job or data.get("simulated"):
+        return Origin.SIMULATED
+    if isinstance(engine, dict) and engine.get("kind") == Origin.ENDPOINT.value:
+        return Origin.ENDPOINT
+    return Origin.LAUNCHED
+
+
 @dataclass(frozen=True)
 class RunResult:
     """Everything one attempt of a job produced, written in one transaction.
 
-    `figures` are farm.bench.records.Figure; `samples` maps a figure key to its raw request samples
+    `figures` are farm.domain.Figure; `samples` maps a figure key to its raw request samples
     (farm.bench.records.RequestSample.to_json()), one list per repeat; `provenance` is
     farm.provenance.Provenance.to_json().
     """
 
-    figures: tuple[Any, ...]
+    figures: tuple[Figure, ...]
     samples: dict[str, list[list[dict[str, Any]]]]
     provenance: dict[str, Any]
     artifacts: tuple[Artifact, ...] = ()

@@ -12,7 +12,8 @@
     │   └── LeaseLost              the caller no longer owns the job's lease (stale owner or attempt)
     ├── BrokerError                the farm's broker (Redis) could not be reached or refused a message
     ├── EngineError                the engine under test failed; carries a failure class and the log tail
-    └── MeasurementError           a measurement could not produce a figure (every request failed, no usage)
+    ├── MeasurementError           a measurement could not produce a figure (every request failed, no usage)
+    └── OutputError                an output file or directory (`-o`) cannot be written; names the path
 
 A failed request inside a sweep is not an exception: it is recorded as data and counted.
 """
@@ -92,3 +93,11 @@ class EngineError(FarmError):
 
 class MeasurementError(FarmError):
     """A measurement could not produce a figure."""
+
+
+class OutputError(FarmError):
+    """An output (`-o FILE` or `-o DIR/`) that cannot be written: a directory given for a file, no permission."""
+
+    def __init__(self, message: str, *, path: str | Path | None = None) -> None:
+        self.path = str(path) if path is not None else None
+        super().__init__(message)

@@ -1,33 +1,38 @@
-"""The read-only HTTP API (`farm serve`): leaderboard, jobs, results and exports as JSON, on aiohttp.
+"""The read-only HTTP API (`farm serve`): leaderboard, jobs, results and exports, on aiohttp.
 
 Every path answers GET (HEAD too); any other method is 405 with an `Allow` header. Errors are JSON
-(`{"error", "status", "parameter"}`): 400 for a bad or unknown query parameter (named), 404 for an unknown job
-or export format, 503 when the store cannot be read. The store is synchronous, so each read runs in a thread.
+(farm.api.schemas.Error): 400 for a bad or unknown query parameter (named; out-of-range dates too), 401 without
+the bearer token when one is set, 404 for an unknown job or export format, 503 when the store cannot be read.
+Error bodies carry the farm's own message, never a driver's text or the request's headers. Lists are paged
+(`limit`, `cursor`); exports stream. The store is synchronous, so each read runs in a thread.
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
+import binascii
 import json
-from collections.abc import Awaitable, Callable
-from dataclasses import asdict
+from collections.abc import Awaitable, Callable, Iterator
+from datetime import datetime
 from typing import Any
 
 from aiohttp import web
+from aiohttp.typedefs import Middleware
 
-from farm.api.openapi import FILTER_PARAMETERS, openapi_document
-from farm.bench.records import figure_to_json
-from farm.domain import JobState, JobView
+from farm.api.auth import bearer_middleware
+from farm.api.openapi import DEFAULT_PAGE, EXPORT_FORMATS, MAX_PAGE, ROUTES, openapi_document
+from farm.api.schemas import ApiModel, Error, Health, JobDetail, JobResults, JobsPage, LeaderboardPage
+from farm.domain import JobState
 from farm.errors import InputError, JobNotFound, StoreError
+from farm.filters import FILTER_NAMES, ResultFilter, filter_from_mapping
 from farm.report import service
-from farm.report.exports import FORMATS, MEDIA_TYPES, render
-from farm.report.filters import ResultFilter, build_filter
 from farm.store import Store
 
 STORE_KEY = web.AppKey("store", Store)
-MAX_JOBS = 1000
-DEFAULT_JOBS = 100
-"""`/v1/jobs` returns a screenful of the newest jobs unless asked for more (at most MAX_JOBS)."""
+PARAMETERS = {route.path: route.parameters for route in ROUTES}
+EXPORT_CHUNK = 64 * 1024
+"""Bytes gathered before an export chunk goes out: few writes, little memory."""
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -41,9 +46,9 @@ class ApiError(Exception):
         self.parameter = parameter
 
 
-def _json(data: Any, status: int = 200, headers: dict[str, str] | None = None) -> web.Response:
+def _send(model: ApiModel, status: int = 200, headers: dict[str, str] | None = None) -> web.Response:
     return web.Response(
-        text=json.dumps(data, indent=2, default=str) + "\n",
+        text=json.dumps(model.model_dump(mode="json"), indent=2) + "\n",
         status=status,
         content_type="application/json",
         headers=headers,
@@ -53,7 +58,7 @@ def _json(data: Any, status: int = 200, headers: dict[str, str] | None = None) -
 def _error(
     status: int, message: str, parameter: str | None = None, headers: dict[str, str] | None = None
 ) -> web.Response:
-    return _json({"error": message, "status": status, "parameter": parameter}, status, headers)
+    return _send(Error(error=message, status=status, parameter=parameter), status, headers)
 
 
 @web.middleware
@@ -67,8 +72,9 @@ async def json_errors(request: web.Request, handler: Handler) -> web.StreamRespo
         return _error(400, exc.detail, exc.field)
     except JobNotFound as exc:
         return _error(404, str(exc))
-    except StoreError as exc:
-        return _error(503, str(exc))
+    except StoreError:
+        # The store's message can name the database (its URL is masked, but the driver's text is not ours).
+        return _error(503, "the store cannot be read; see the server's log")
     except web.HTTPMethodNotAllowed as exc:
         allowed = ", ".join(sorted(exc.allowed_methods))
         return _error(
@@ -84,40 +90,39 @@ def _check_parameters(request: web.Request, allowed: tuple[str, ...]) -> None:
     for name in request.query:
         if name not in allowed:
             raise ApiError(
-                400, f"unknown query parameter {name!r}; this path takes: {', '.join(allowed) or 'none'}", name
+                400,
+                f"unknown query parameter {name[:64]!r}; this path takes: {', '.join(allowed) or 'none'}",
+                name[:64],
             )
 
 
-def _bool(request: web.Request, name: str) -> bool:
-    text = request.query.get(name)
-    if text is None:
-        return False
-    if text.lower() in ("1", "true", "yes"):
-        return True
-    if text.lower() in ("0", "false", "no"):
-        return False
-    raise ApiError(400, f"{name} must be true or false, not {text!r}", name)
-
-
-def filters_from_query(request: web.Request) -> ResultFilter:
+def filters_from_query(request: web.Request, allowed: tuple[str, ...]) -> ResultFilter:
     """The result filters from the query string (InputError naming a bad parameter)."""
-    _check_parameters(request, FILTER_PARAMETERS)
-    q = request.query
-    return build_filter(
-        models=q.getall("model", []),
-        hardware=q.getall("hardware", []),
-        engines=q.getall("engine", []),
-        since=q.get("since"),
-        until=q.get("until"),
-        statuses=q.getall("status", []),
-        job_ids=q.getall("job", []),
-        real_only=_bool(request, "real_only"),
-    )
+    _check_parameters(request, allowed)
+    return filter_from_mapping({name: request.query.getall(name, []) for name in FILTER_NAMES})
 
 
-def _job_json(job: JobView) -> dict[str, Any]:
-    data = asdict(job)
-    data["state"] = job.state.value
+def _limit(request: web.Request) -> int:
+    text = request.query.get("limit", str(DEFAULT_PAGE))
+    if not text.isdigit() or not 1 <= int(text) <= MAX_PAGE:
+        raise ApiError(400, f"limit must be an integer from 1 to {MAX_PAGE}", "limit")
+    return int(text)
+
+
+def encode_cursor(data: list[Any]) -> str:
+    return base64.urlsafe_b64encode(json.dumps(data).encode()).decode().rstrip("=")
+
+
+def decode_cursor(request: web.Request) -> list[Any] | None:
+    text = request.query.get("cursor")
+    if text is None:
+        return None
+    try:
+        data = json.loads(base64.urlsafe_b64decode(text + "=" * (-len(text) % 4)))
+    except (binascii.Error, ValueError, UnicodeDecodeError) as exc:
+        raise ApiError(400, "cursor is not one this API gave out", "cursor") from exc
+    if not isinstance(data, list):
+        raise ApiError(400, "cursor is not one this API gave out", "cursor")
     return data
 
 
@@ -128,32 +133,56 @@ def _store(request: web.Request) -> Store:
 async def healthz(request: web.Request) -> web.Response:
     _check_parameters(request, ())
     revision = await asyncio.to_thread(_store(request).schema_revision)
-    return _json({"status": "ok", "schema_revision": revision})
+    return _send(Health(status="ok", schema_revision=revision))
 
 
 async def openapi(request: web.Request) -> web.Response:
-    return _json(openapi_document())
+    return web.json_response(openapi_document())
 
 
 async def leaderboard(request: web.Request) -> web.Response:
-    filters = filters_from_query(request)
+    filters = filters_from_query(request, PARAMETERS["/v1/leaderboard"])
+    limit = _limit(request)
+    cursor = decode_cursor(request)
+    offset = cursor[0] if cursor and isinstance(cursor[0], int) and cursor[0] >= 0 else 0
     rows = await asyncio.to_thread(service.leaderboard, _store(request), filters)
-    return _json({"filters": filters.as_json(), "rows": [asdict(row) for row in rows]})
+    page = rows[offset : offset + limit]
+    more = offset + limit < len(rows)
+    return _send(
+        LeaderboardPage(
+            filters=filters.as_json(),
+            rows=page,
+            total=len(rows),
+            next_cursor=encode_cursor([offset + limit]) if more else None,
+        )
+    )
 
 
 async def jobs(request: web.Request) -> web.Response:
-    _check_parameters(request, ("state", "sweep", "limit"))
+    _check_parameters(request, PARAMETERS["/v1/jobs"])
     states = request.query.getall("state", [])
     for state in states:
         if state not in {s.value for s in JobState}:
-            raise ApiError(400, f"{state!r} is not a job state ({', '.join(s.value for s in JobState)})", "state")
-    limit_text = request.query.get("limit", str(DEFAULT_JOBS))
-    if not limit_text.isdigit() or not 1 <= int(limit_text) <= MAX_JOBS:
-        raise ApiError(400, f"limit must be an integer from 1 to {MAX_JOBS}, not {limit_text!r}", "limit")
+            raise ApiError(400, f"{state[:32]!r} is not a job state ({', '.join(s.value for s in JobState)})", "state")
+    limit = _limit(request)
+    cursor = decode_cursor(request)
+    after: tuple[datetime, str] | None = None
+    if cursor is not None:
+        try:
+            after = (datetime.fromisoformat(str(cursor[0])), str(cursor[1]))
+        except (ValueError, IndexError) as exc:
+            raise ApiError(400, "cursor is not one this API gave out", "cursor") from exc
     views = await asyncio.to_thread(
-        _store(request).list_jobs, states or None, sweep_name=request.query.get("sweep"), limit=int(limit_text)
+        _store(request).list_jobs, states or None, sweep_name=request.query.get("sweep"), limit=limit + 1, after=after
     )
-    return _json({"jobs": [_job_json(view) for view in views]})
+    page = views[:limit]
+    more = len(views) > limit
+    return _send(
+        JobsPage(
+            jobs=page,
+            next_cursor=encode_cursor([page[-1].created_at.isoformat(), page[-1].id]) if more and page else None,
+        )
+    )
 
 
 async def job(request: web.Request) -> web.Response:
@@ -162,7 +191,7 @@ async def job(request: web.Request) -> web.Response:
     store = _store(request)
     view = await asyncio.to_thread(store.get_job, job_id)
     runs = await asyncio.to_thread(store.runs, job_id)
-    return _json({"job": _job_json(view), "runs": [asdict(run) | {"state": run.state.value} for run in runs]})
+    return _send(JobDetail(job=view, runs=runs))
 
 
 async def results(request: web.Request) -> web.Response:
@@ -171,41 +200,87 @@ async def results(request: web.Request) -> web.Response:
     store = _store(request)
     view = await asyncio.to_thread(store.get_job, job_id)
     figures = await asyncio.to_thread(store.results, job_id)
-    return _json({"job": _job_json(view), "figures": [figure_to_json(f) for f in figures]})
+    return _send(JobResults(job=view, figures=figures))
 
 
-async def export(request: web.Request) -> web.Response:
+def _export_chunks(store: Store, fmt: str, filters: ResultFilter) -> Iterator[bytes]:
+    from farm.report.exports import render, stream
+
+    if fmt == "localmaxxing":
+        yield render(fmt, service.load_results(store, filters)).encode("utf-8")
+        return
+    gathered: list[str] = []
+    size = 0
+    entries = service.entries(store, filters, ordered_values=fmt not in service.UNORDERED_FORMATS)
+    for chunk in stream(fmt, entries, filters):
+        gathered.append(chunk)
+        size += len(chunk)
+        if size >= EXPORT_CHUNK:
+            yield "".join(gathered).encode("utf-8")
+            gathered, size = [], 0
+    if gathered:
+        yield "".join(gathered).encode("utf-8")
+
+
+async def export(request: web.Request) -> web.StreamResponse:
+    from farm.report.exports import MEDIA_TYPES
+
     fmt = request.match_info["format"]
-    if fmt not in FORMATS:
-        raise ApiError(404, f"no export format {fmt!r}; formats: {', '.join(FORMATS)}", "format")
-    filters = filters_from_query(request)
-    loaded = await asyncio.to_thread(service.load_results, _store(request), filters)
+    if fmt not in EXPORT_FORMATS:
+        raise ApiError(404, f"no export format {fmt[:32]!r}; formats: {', '.join(EXPORT_FORMATS)}", "format")
+    filters = filters_from_query(request, PARAMETERS["/v1/export/{format}"])
+    chunks = _export_chunks(_store(request), fmt, filters)
+    sentinel = object()
     try:
-        text = render(fmt, loaded)
+        first = await asyncio.to_thread(next, chunks, sentinel)
     except InputError as exc:
         raise ApiError(500, f"the {fmt} export does not conform: {exc}") from exc
-    return web.Response(text=text, content_type=MEDIA_TYPES[fmt], charset="utf-8")
+    response = web.StreamResponse(headers={"Content-Type": f"{MEDIA_TYPES[fmt]}; charset=utf-8"})
+    await response.prepare(request)
+    chunk = first
+    while chunk is not sentinel:
+        assert isinstance(chunk, bytes)
+        await response.write(chunk)
+        chunk = await asyncio.to_thread(next, chunks, sentinel)
+    await response.write_eof()
+    return response
 
 
-def build_app(store: Store) -> web.Application:
-    """The application over an open store (the caller closes the store)."""
-    app = web.Application(middlewares=[json_errors])
+def build_app(store: Store, *, token: str | None = None) -> web.Application:
+    """The application over an open store (the caller closes the store); `token` makes every request need it."""
+    middlewares: list[Middleware] = [json_errors]
+    if token is not None:
+        middlewares.append(bearer_middleware(token))
+    app = web.Application(middlewares=middlewares)
     app[STORE_KEY] = store
-    app.router.add_get("/healthz", healthz)
-    app.router.add_get("/openapi.json", openapi)
-    app.router.add_get("/v1/leaderboard", leaderboard)
-    app.router.add_get("/v1/jobs", jobs)
-    app.router.add_get("/v1/jobs/{job_id}", job)
-    app.router.add_get("/v1/runs/{job_id}/results", results)
-    app.router.add_get("/v1/export/{format}", export)
+    handlers: dict[str, Handler] = {
+        "/healthz": healthz,
+        "/openapi.json": openapi,
+        "/v1/leaderboard": leaderboard,
+        "/v1/jobs": jobs,
+        "/v1/jobs/{job_id}": job,
+        "/v1/runs/{job_id}/results": results,
+        "/v1/export/{format}": export,
+    }
+    for route in ROUTES:
+        app.router.add_get(route.path, handlers[route.path])
     return app
 
 
-def serve(store: Store, host: str, port: int, *, on_ready: Callable[[str], None] | None = None) -> None:
+def serve(
+    store: Store,
+    host: str,
+    port: int,
+    *,
+    token: str | None = None,
+    on_ready: Callable[[str], None] | None = None,
+) -> None:
     """Serve until interrupted (SIGINT or SIGTERM)."""
 
     def announce(_message: str) -> None:
         if on_ready:
             on_ready(f"http://{host}:{port}")
 
-    web.run_app(build_app(store), host=host, port=port, print=announce, access_log=None, handle_signals=True)
+    web.run_app(
+        build_app(store, token=token), host=host, port=port, print=announce, access_log=None, handle_signals=True
+    )

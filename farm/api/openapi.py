@@ -1,250 +1,212 @@
-"""The OpenAPI 3.1 description of the read-only HTTP API, written by hand (served at /openapi.json)."""
+"""The OpenAPI 3.1 description of the read-only HTTP API, generated (served at /openapi.json).
+
+The components are the JSON Schemas of the response models the handlers send (farm.api.schemas); the filter
+parameters come from their one declaration (farm.filters.FILTERS); the routes from `ROUTES` below, the same
+table farm.api.app registers. Nothing here is written twice.
+"""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
+from pydantic.json_schema import models_json_schema
+
 import farm
-from farm.domain import JobState
-from farm.report.exports import FORMATS
-from farm.report.filters import STATUSES
+from farm.api.schemas import RESPONSE_MODELS, ApiModel, Health, JobDetail, JobResults, JobsPage, LeaderboardPage
+from farm.filters import FILTERS, FilterParameter
 
-FILTER_PARAMETERS = ("model", "hardware", "engine", "since", "until", "status", "job", "real_only")
-"""The query parameters every result endpoint takes (farm.report.filters)."""
+EXPORT_FORMATS = ("registry", "localmaxxing", "csv", "json", "jsonl")
+"""farm.report.exports.FORMATS (a test checks they agree; named here so the API starts without the report)."""
+EXPORT_MEDIA_TYPES = ("application/json", "text/csv", "application/x-ndjson")
+"""What an export answers: json, registry and localmaxxing are JSON, csv is CSV, jsonl is JSON lines."""
+MAX_PAGE = 1000
+DEFAULT_PAGE = 100
+"""A page holds DEFAULT_PAGE items unless `limit` asks for more (at most MAX_PAGE)."""
 
 
-def _query(name: str, description: str, schema: dict[str, Any], *, repeated: bool = False) -> dict[str, Any]:
-    if repeated:
+@dataclass(frozen=True)
+class Route:
+    """One GET path: what it answers, which query parameters it takes, its body's model (None: not JSON)."""
+
+    path: str
+    operation_id: str
+    summary: str
+    parameters: tuple[str, ...]
+    model: type[ApiModel] | None
+    media_type: str = "application/json"
+    errors: tuple[int, ...] = (400,)
+
+
+PAGING = ("limit", "cursor")
+FILTER_NAMES = tuple(p.name for p in FILTERS)
+
+ROUTES: tuple[Route, ...] = (
+    Route("/healthz", "healthz", "Liveness and the store's schema revision", (), Health, errors=()),
+    Route("/openapi.json", "openapi", "This description", (), None, errors=()),
+    Route(
+        "/v1/leaderboard",
+        "leaderboard",
+        "Leaderboard rows, launched, endpoint and simulated ranked apart",
+        (*FILTER_NAMES, *PAGING),
+        LeaderboardPage,
+    ),
+    Route("/v1/jobs", "listJobs", "Jobs, newest first", ("state", "sweep", *PAGING), JobsPage),
+    Route("/v1/jobs/{job_id}", "getJob", "One job and its attempts", (), JobDetail, errors=(404,)),
+    Route(
+        "/v1/runs/{job_id}/results",
+        "getResults",
+        "Every figure of a job's succeeded run",
+        (),
+        JobResults,
+        errors=(404,),
+    ),
+    Route(
+        "/v1/export/{format}",
+        "export",
+        "An export, streamed: registry, localmaxxing, csv, json or jsonl",
+        FILTER_NAMES,
+        None,
+        media_type="export",
+        errors=(400, 404),
+    ),
+)
+
+
+def _filter_parameter(parameter: FilterParameter) -> dict[str, Any]:
+    schema: dict[str, Any] = {"type": "string"}
+    if parameter.kind == "datetime":
+        schema = {"type": "string", "description": "ISO date or date-time (UTC when no zone)"}
+    elif parameter.kind == "boolean":
+        schema = {"type": "boolean"}
+    if parameter.choices:
+        schema = {"type": "string", "enum": list(parameter.choices)}
+    if parameter.repeatable:
         schema = {"type": "array", "items": schema}
     return {
-        "name": name,
+        "name": parameter.name,
         "in": "query",
         "required": False,
-        "description": description,
+        "description": parameter.help,
         "schema": schema,
-        **({"style": "form", "explode": True} if repeated else {}),
+        **({"style": "form", "explode": True} if parameter.repeatable else {}),
     }
 
 
-_FILTERS = [
-    _query("model", "model id, its last part, or recipe id", {"type": "string"}, repeated=True),
-    _query(
-        "hardware",
-        "hardware class (`rtx-pro-6000-blackwell-96gb x 2`) or hardware id",
-        {"type": "string"},
-        repeated=True,
-    ),
-    _query("engine", "engine name, version, or name@version", {"type": "string"}, repeated=True),
-    _query("since", "runs finished at or after this ISO date/time", {"type": "string", "format": "date-time"}),
-    _query("until", "runs finished at or before this ISO date/time (a bare date: that whole day)", {"type": "string"}),
-    _query("status", "entry status", {"type": "string", "enum": list(STATUSES)}, repeated=True),
-    _query("job", "only these job ids", {"type": "string"}, repeated=True),
-    _query("real_only", "leave out simulated results", {"type": "boolean"}),
-]
+_OTHER_PARAMETERS: dict[str, dict[str, Any]] = {
+    "limit": {
+        "name": "limit",
+        "in": "query",
+        "required": False,
+        "description": f"items per page (1 to {MAX_PAGE}, {DEFAULT_PAGE} by default)",
+        "schema": {"type": "integer", "minimum": 1, "maximum": MAX_PAGE},
+    },
+    "cursor": {
+        "name": "cursor",
+        "in": "query",
+        "required": False,
+        "description": "the `next_cursor` of the previous page",
+        "schema": {"type": "string"},
+    },
+    "state": {
+        "name": "state",
+        "in": "query",
+        "required": False,
+        "description": "only jobs in these states",
+        "schema": {
+            "type": "array",
+            "items": {"type": "string", "enum": ["queued", "running", "succeeded", "failed", "cancelled"]},
+        },
+        "style": "form",
+        "explode": True,
+    },
+    "sweep": {
+        "name": "sweep",
+        "in": "query",
+        "required": False,
+        "description": "one sweep",
+        "schema": {"type": "string"},
+    },
+}
 
-_ERROR = {"$ref": "#/components/schemas/Error"}
+
+def parameter(name: str) -> dict[str, Any]:
+    for declared in FILTERS:
+        if declared.name == name:
+            return _filter_parameter(declared)
+    return _OTHER_PARAMETERS[name]
 
 
-def _responses(ok: dict[str, Any], *extra: int, media: str = "application/json") -> dict[str, Any]:
-    out: dict[str, Any] = {"200": {"description": "OK", "content": {media: {"schema": ok}}}}
-    reasons = {400: "bad parameter (named in the error)", 404: "unknown id or format", 503: "store unreachable"}
-    for status in (*extra, 503):
-        out[str(status)] = {"description": reasons[status], "content": {"application/json": {"schema": _ERROR}}}
+def component_schemas() -> dict[str, Any]:
+    """The JSON Schema of every response model, as OpenAPI components."""
+    _, schema = models_json_schema(
+        [(model, "serialization") for model in RESPONSE_MODELS], ref_template="#/components/schemas/{model}"
+    )
+    return dict(schema.get("$defs", {}))
+
+
+def _path_parameters(path: str) -> list[dict[str, Any]]:
+    out = []
+    for part in path.split("/"):
+        if part.startswith("{") and part.endswith("}"):
+            name = part[1:-1]
+            schema: dict[str, Any] = {"type": "string"}
+            if name == "format":
+                schema = {"type": "string", "enum": list(EXPORT_FORMATS)}
+            out.append({"name": name, "in": "path", "required": True, "schema": schema})
     return out
 
 
-def _get(
-    summary: str, operation_id: str, parameters: list[dict[str, Any]], responses: dict[str, Any]
-) -> dict[str, Any]:
-    return {"get": {"summary": summary, "operationId": operation_id, "parameters": parameters, "responses": responses}}
-
-
-_STAT = {
-    "type": "object",
-    "properties": {k: {"type": "number"} for k in ("n", "mean", "min", "max", "spread")},
-    "required": ["n", "mean", "min", "max", "spread"],
-}
-
-SCHEMAS: dict[str, Any] = {
-    "Error": {
-        "type": "object",
-        "required": ["error", "status"],
-        "properties": {
-            "error": {"type": "string"},
-            "status": {"type": "integer"},
-            "parameter": {"type": ["string", "null"], "description": "the query parameter that was wrong"},
-        },
-    },
-    "LeaderboardRow": {
-        "type": "object",
-        "description": "as `farm leaderboard --json`",
-        "properties": {
-            "recipe_id": {"type": "string"},
-            "recipe_sha256": {"type": "string"},
-            "model_id": {"type": "string"},
-            "hardware_class": {"type": "string"},
-            "engine_name": {"type": "string"},
-            "engine_version": {"type": ["string", "null"]},
-            "workload": {"type": "string"},
-            "simulated": {"type": "boolean"},
-            "runs": {"type": "integer"},
-            "decode_tok_s": _STAT,
-            "prefill_tok_s": {"type": ["number", "null"]},
-            "prefill_prompt_tokens": {"type": ["integer", "null"]},
-            "short_ttft_ms": {"type": ["number", "null"]},
-            "peak_memory_gib": {"type": ["number", "null"]},
-            "spec_acceptance_rate": {"type": ["number", "null"]},
-            "job_ids": {"type": "array", "items": {"type": "string"}},
-        },
-    },
-    "Job": {
-        "type": "object",
-        "properties": {
-            "id": {"type": "string"},
-            "state": {"type": "string", "enum": [s.value for s in JobState]},
-            "recipe_id": {"type": "string"},
-            "sweep_name": {"type": "string"},
-            "hardware_class": {"type": "string"},
-            "attempt": {"type": "integer"},
-            "max_attempts": {"type": "integer"},
-            "simulated": {"type": "boolean"},
-            "failure_class": {"type": ["string", "null"]},
-            "failure_message": {"type": ["string", "null"]},
-        },
-        "additionalProperties": True,
-    },
-    "Run": {"type": "object", "description": "one attempt of a job, with its provenance", "additionalProperties": True},
-    "Figure": {
-        "type": "object",
-        "properties": {
-            "kind": {"type": "string"},
-            "key": {"type": "string"},
-            "metric": {"type": "string"},
-            "unit": {"type": "string"},
-            "values": {"type": "array", "items": {"type": "number"}},
-            "summary": {"type": "object"},
-            "workload": {"type": ["string", "null"]},
-            "params": {"type": "object"},
-            "requested_repeats": {"type": ["integer", "null"]},
-        },
-    },
-}
+def _responses(route: Route) -> dict[str, Any]:
+    if route.model is not None:
+        ok: dict[str, Any] = {"application/json": {"schema": {"$ref": f"#/components/schemas/{route.model.__name__}"}}}
+    elif route.media_type == "application/json":
+        ok = {route.media_type: {"schema": {"type": "object"}}}
+    else:
+        ok = {media: {"schema": {"type": "string"}} for media in EXPORT_MEDIA_TYPES}
+    out: dict[str, Any] = {"200": {"description": "OK", "content": ok}}
+    reasons = {
+        400: "bad parameter (named in the error)",
+        401: "a bearer token is needed",
+        404: "unknown id or format",
+        503: "store unreachable",
+    }
+    for status in (*route.errors, 401, 503):
+        out[str(status)] = {
+            "description": reasons[status],
+            "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}},
+        }
+    return out
 
 
 def openapi_document() -> dict[str, Any]:
     """The whole description."""
-    job_id = {"name": "job_id", "in": "path", "required": True, "schema": {"type": "string"}}
+    paths = {
+        route.path: {
+            "get": {
+                "summary": route.summary,
+                "operationId": route.operation_id,
+                "parameters": [*_path_parameters(route.path), *(parameter(name) for name in route.parameters)],
+                "responses": _responses(route),
+            }
+        }
+        for route in ROUTES
+    }
     return {
         "openapi": "3.1.0",
         "info": {
             "title": "bench farm results API",
             "version": farm.__version__,
-            "description": "Read-only: every path answers GET (and HEAD); any other method is 405.",
+            "description": "Read-only. Only succeeded runs count; simulated and endpoint results are marked and "
+            "ranked apart. Beyond loopback every request needs `Authorization: Bearer <FARM_API_TOKEN>`.",
         },
-        "paths": {
-            "/healthz": _get(
-                "liveness and the store's schema revision",
-                "healthz",
-                [],
-                _responses({"type": "object", "properties": {"status": {"const": "ok"}}}),
-            ),
-            "/openapi.json": _get("this description", "openapi", [], _responses({"type": "object"})),
-            "/v1/leaderboard": _get(
-                "one row per recipe × hardware × engine version × workload; simulated rows marked",
-                "leaderboard",
-                _FILTERS,
-                _responses(
-                    {
-                        "type": "object",
-                        "properties": {
-                            "filters": {"type": "object"},
-                            "rows": {"type": "array", "items": {"$ref": "#/components/schemas/LeaderboardRow"}},
-                        },
-                    },
-                    400,
-                ),
-            ),
-            "/v1/jobs": _get(
-                "jobs, newest first",
-                "listJobs",
-                [
-                    _query(
-                        "state",
-                        "only jobs in these states",
-                        {"type": "string", "enum": [s.value for s in JobState]},
-                        repeated=True,
-                    ),
-                    _query("sweep", "only jobs of this sweep", {"type": "string"}),
-                    _query(
-                        "limit",
-                        "at most this many (1-1000, default 100)",
-                        {"type": "integer", "minimum": 1, "maximum": 1000},
-                    ),
-                ],
-                _responses(
-                    {
-                        "type": "object",
-                        "properties": {"jobs": {"type": "array", "items": {"$ref": "#/components/schemas/Job"}}},
-                    },
-                    400,
-                ),
-            ),
-            "/v1/jobs/{job_id}": _get(
-                "one job with every attempt",
-                "getJob",
-                [job_id],
-                _responses(
-                    {
-                        "type": "object",
-                        "properties": {
-                            "job": {"$ref": "#/components/schemas/Job"},
-                            "runs": {"type": "array", "items": {"$ref": "#/components/schemas/Run"}},
-                        },
-                    },
-                    404,
-                ),
-            ),
-            "/v1/runs/{job_id}/results": _get(
-                "every figure of the job's succeeded run (empty while it has none)",
-                "getResults",
-                [job_id],
-                _responses(
-                    {
-                        "type": "object",
-                        "properties": {
-                            "job": {"$ref": "#/components/schemas/Job"},
-                            "figures": {"type": "array", "items": {"$ref": "#/components/schemas/Figure"}},
-                        },
-                    },
-                    404,
-                ),
-            ),
-            "/v1/export/{format}": {
-                "get": {
-                    "summary": "an export: registry (array of local-ai-registry/v1 speed sweeps), localmaxxing "
-                    "(array of submissions), csv, json (every aggregated entry)",
-                    "operationId": "export",
-                    "parameters": [
-                        {
-                            "name": "format",
-                            "in": "path",
-                            "required": True,
-                            "schema": {"type": "string", "enum": list(FORMATS)},
-                        },
-                        *_FILTERS,
-                    ],
-                    "responses": {
-                        **_responses({"type": ["array", "object"]}, 400, 404),
-                        "200": {
-                            "description": "OK",
-                            "content": {
-                                "application/json": {"schema": {"type": ["array", "object"]}},
-                                "text/csv": {"schema": {"type": "string"}},
-                            },
-                        },
-                    },
-                }
-            },
+        "paths": paths,
+        "components": {
+            "schemas": component_schemas(),
+            "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
         },
-        "components": {"schemas": SCHEMAS},
     }
+
+
+JSON_MODELS = {route.path: route.model for route in ROUTES}
+__all__ = ["JSON_MODELS", "ROUTES", "JobDetail", "JobResults", "JobsPage", "LeaderboardPage", "openapi_document"]

@@ -1,12 +1,44 @@
-"""Raw samples and figures as plain frozen records (no I/O)."""
+"""Raw request samples as plain frozen records (no I/O), and the JSON form of a figure.
+
+`Figure`, `Summary`, the figure kinds and keys live in farm.domain (the store and the reports read them without
+importing the measurement package); they are re-exported here for the measurement code that names them.
+"""
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
-from farm.errors import MeasurementError
+from farm.domain import (
+    CONCURRENCY_METRICS,
+    KIND_CONCURRENCY,
+    KIND_DECODE,
+    KIND_MEMORY,
+    KIND_PREFILL,
+    KIND_PREFIX_CACHE,
+    KIND_SHORT_TTFT,
+    KIND_SPEC_DECODE,
+    Figure,
+    Summary,
+    figure_key,
+)
+
+__all__ = [
+    "CONCURRENCY_METRICS",
+    "KIND_CONCURRENCY",
+    "KIND_DECODE",
+    "KIND_MEMORY",
+    "KIND_PREFILL",
+    "KIND_PREFIX_CACHE",
+    "KIND_SHORT_TTFT",
+    "KIND_SPEC_DECODE",
+    "Figure",
+    "RequestSample",
+    "Summary",
+    "figure_from_json",
+    "figure_key",
+    "figure_to_json",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,78 +73,6 @@ class RequestSample:
             "error": self.error,
             "text_sha256": self.text_sha256,
         }
-
-
-@dataclass(frozen=True, slots=True)
-class Summary:
-    """The spread of repeated values of one figure. `spread` is (max - min) / mean, as the seed's page uses."""
-
-    n: int
-    mean: float
-    median: float
-    min: float
-    max: float
-    stdev: float
-    spread: float
-
-
-@dataclass(frozen=True)
-class Figure:
-    """One figure of a sweep, measured `len(values)` times (once per repeat).
-
-    `key` names the measurement point uniquely within a run, e.g. `decode/code`, `prefill/107016`,
-    `concurrency/16`. `params` holds every method parameter that produced it.
-    """
-
-    kind: str
-    key: str
-    metric: str
-    unit: str
-    values: tuple[float, ...]
-    summary: Summary
-    workload: str | None = None
-    params: dict[str, Any] = field(default_factory=dict)
-    requested_repeats: int | None = None
-
-    def __post_init__(self) -> None:
-        # An undefined figure is left out with its reason, never stored as NaN or infinity: the store, the
-        # exports and the API then cannot carry one (JSON has no such numbers, and no mean survives one).
-        numbers = (*self.values, *(getattr(self.summary, name) for name in self.summary.__slots__))
-        if not self.values or not all(math.isfinite(number) for number in numbers):
-            raise MeasurementError(f"{self.key}: a figure needs one value or more, all finite, got {self.values}")
-
-
-# The figure names every stage agrees on. A figure's key is "<kind>/<point>/<metric>", where <point> is the
-# workload, the prompt length, the concurrency level or the card: e.g. "decode/code/decode_tok_s",
-# "prefill/107016/prefill_tok_s", "concurrency/16/ttft_ms_p99", "memory/gpu0/peak_memory_gib".
-KIND_DECODE = "decode"  # metric decode_tok_s, point = workload
-KIND_PREFILL = "prefill"  # metrics prefill_tok_s and ttft_ms, point = prompt tokens
-KIND_SHORT_TTFT = "short_ttft"  # metric ttft_ms, point = prompt tokens
-KIND_PREFIX_CACHE = "prefix_cache"  # metric ttft_ms, point = prompt tokens
-KIND_CONCURRENCY = "concurrency"  # point = level; metrics below
-KIND_SPEC_DECODE = "spec_decode"  # metrics acceptance_rate, mean_acceptance_length; point = workload
-KIND_MEMORY = "memory"  # metric peak_memory_gib, point = gpu<index>
-
-CONCURRENCY_METRICS = (
-    "aggregate_tok_s",
-    "per_stream_tok_s",
-    "ttft_ms_p50",
-    "ttft_ms_p90",
-    "ttft_ms_p99",
-    "itl_ms_p50",
-    "itl_ms_p90",
-    "itl_ms_p99",
-    "tpot_ms_p50",
-    "tpot_ms_p90",
-    "tpot_ms_p99",
-    "e2e_ms_p50",
-    "e2e_ms_p90",
-    "e2e_ms_p99",
-)
-
-
-def figure_key(kind: str, point: str | int, metric: str) -> str:
-    return f"{kind}/{point}/{metric}"
 
 
 def figure_to_json(figure: Figure) -> dict[str, Any]:

@@ -10,10 +10,7 @@ import typer
 from rich.table import Table
 
 from farm.cli.common import console, farm_errors, open_store, print_json, settings
-from farm.cli.workers import print_queue_overview, read_queue_overview
 from farm.domain import JobView
-from farm.queue import submit_sweep
-from farm.recipes.spec import load_sweep
 
 
 def submit(
@@ -24,6 +21,9 @@ def submit(
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:
     """Validate a sweep spec and its recipe, queue the jobs, print their ids. Bad input queues nothing."""
+    from farm.queue import submit_sweep
+    from farm.recipes.spec import load_sweep
+
     s = settings()
     with farm_errors():
         sweep = load_sweep(spec, recipe_override=recipe)
@@ -42,6 +42,8 @@ def status(
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:
     """Jobs with state, host, phase and progress."""
+    from farm.cli.workers import print_queue_overview, read_queue_overview
+
     s = settings()
     with farm_errors():
         store = open_store(s)
@@ -107,7 +109,8 @@ def leaderboard(
     real_only: bool = typer.Option(False, "--real-only", help="leave out simulated results"),
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:
-    """A row per recipe × hardware × engine version × workload. Simulated rows are marked, never ranked."""
+    """A row per recipe × hardware × engine version × workload. Simulated rows are marked and ranked only among
+    themselves; rows measured on an endpoint the farm did not launch are marked too."""
     s = settings()
     with farm_errors():
         rows = open_store(s).leaderboard(include_simulated=not real_only)
@@ -137,7 +140,9 @@ def print_leaderboard(rows: list[Any]) -> None:
         engine_version = (r.engine_version or "").split("+")[0]
         table.add_row(
             r.model_id.split("/")[-1],
-            r.hardware_class.removeprefix("sim:") + (" (sim)" if r.simulated else ""),
+            r.hardware_class.removeprefix("sim:")
+            + (" (sim)" if r.simulated else "")
+            + (" (endpoint)" if r.origin == "endpoint" else ""),
             f"{r.engine_name} {engine_version}".strip(),
             r.workload,
             f"{_num(r.decode_tok_s.mean)} (n={r.decode_tok_s.n})",
@@ -150,6 +155,8 @@ def print_leaderboard(rows: list[Any]) -> None:
     console.print(table)
     if any(r.simulated for r in rows):
         console.print("(sim): measured on the simulator; never ranked with real hardware.", markup=False)
+    if any(r.origin == "endpoint" for r in rows):
+        console.print("(endpoint): measured on a server the farm did not launch.", markup=False)
 
 
 def _num(value: float) -> str:

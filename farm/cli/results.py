@@ -4,151 +4,162 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING, TextIO
 
 import typer
-from rich.table import Table
 
 from farm.cli.common import console, err_console, farm_errors, open_store, print_json, settings
-from farm.errors import InputError
-from farm.report import service
-from farm.report.aggregate import entry_json
-from farm.report.compare import DEFAULT_RESAMPLES, Difference, compare, verdict
-from farm.report.exports import FORMATS, Results, registry_documents, render
-from farm.report.filters import ResultFilter, build_filter
-from farm.report.html import render_report
+from farm.cli.filters import filter_options
+from farm.errors import InputError, OutputError
+from farm.filters import ResultFilter
 
-MODEL = typer.Option([], "--model", help="model id, its last part, or recipe id (repeatable)")
-HARDWARE = typer.Option([], "--hardware", help="hardware class or hardware id (repeatable)")
-ENGINE = typer.Option([], "--engine", help="engine name, version, or name@version (repeatable)")
-SINCE = typer.Option(None, "--since", help="runs finished at or after this ISO date/time")
-UNTIL = typer.Option(None, "--until", help="runs finished at or before this ISO date/time (a date: that day)")
-STATUS = typer.Option([], "--status", help="measured, simulated, complete or incomplete (repeatable)")
-JOB = typer.Option([], "--job", help="only these jobs (repeatable)")
-REAL_ONLY = typer.Option(False, "--real-only", help="leave out simulated results")
+if TYPE_CHECKING:
+    from farm.report.compare import Difference
+
+EXPORT_FORMATS = ("registry", "localmaxxing", "csv", "json", "jsonl")
+"""What `farm export` writes (farm.report.exports.FORMATS; named here so `farm --help` imports no report code)."""
 
 
-def _filters(
-    model: list[str],
-    hardware: list[str],
-    engine: list[str],
-    since: str | None,
-    until: str | None,
-    status: list[str],
-    job: list[str],
-    real_only: bool,
-) -> ResultFilter:
-    return build_filter(
-        models=model,
-        hardware=hardware,
-        engines=engine,
-        since=since,
-        until=until,
-        statuses=status,
-        job_ids=job,
-        real_only=real_only,
-    )
-
-
-def _write(text: str, output: Path | None) -> None:
+@contextmanager
+def output_file(output: Path | None) -> Iterator[TextIO]:
+    """stdout, or the file `output` (its directory made): an OutputError naming it when it cannot be written."""
     if output is None:
-        sys.stdout.write(text)
+        yield sys.stdout
         return
-    output.parent.mkdir(parents=True, exist_ok=True)
-    output.write_text(text, encoding="utf-8")
+    if output.is_dir():
+        raise OutputError(f"{output} is a directory; give a file name", path=output)
+    try:
+        output.parent.mkdir(parents=True, exist_ok=True)
+        handle = output.open("w", encoding="utf-8", newline="")
+    except OSError as exc:
+        raise OutputError(f"cannot write {output}: {exc.strerror or exc}", path=output) from exc
+    try:
+        with handle:
+            yield handle
+    except OSError as exc:
+        raise OutputError(f"cannot write {output}: {exc.strerror or exc}", path=output) from exc
     err_console.print(f"wrote {output}", markup=False, highlight=False)
 
 
-def _export_registry(results: Results, output: str | None) -> None:
+def write_chunks(chunks: Iterable[str], output: Path | None) -> None:
+    """Write text as it comes (an export streams), to stdout or a file."""
+    with output_file(output) as handle:
+        for chunk in chunks:
+            handle.write(chunk)
+
+
+def _export_registry(entries: Iterable[object], output: str | None) -> None:
     """One sweep: the document itself. Several: one file each in a directory, or refused."""
-    documents = registry_documents(results)
-    if not documents:
-        raise InputError("no results to export under these filters", field="registry")
+    from farm.report.exports import iter_registry_documents, stream_registry
+    from farm.report.paths import safe_file_name
+
+    documents = iter_registry_documents(entries)  # type: ignore[arg-type]
     if output is not None and (output.endswith("/") or Path(output).is_dir()):
         directory = Path(output)
-        directory.mkdir(parents=True, exist_ok=True)
+        try:
+            directory.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise OutputError(f"cannot make the directory {directory}: {exc.strerror or exc}", path=directory) from exc
+        written = 0
         for document in documents:
-            _write(json.dumps(document, indent=2) + "\n", directory / f"{document['id']}.json")
+            target = directory / safe_file_name(str(document["id"]), ".json")
+            write_chunks([json.dumps(document, indent=2) + "\n"], target)
+            written += 1
+        if not written:
+            raise InputError("no results to export under these filters", field="registry")
         return
-    if len(documents) > 1:
-        ids = "\n  ".join(str(d["id"]) for d in documents)
+    first = next(documents, None)
+    if first is None:
+        raise InputError("no results to export under these filters", field="registry")
+    second = next(documents, None)
+    if second is not None:
+        ids = [str(first["id"]), str(second["id"]), *(str(d["id"]) for d in documents)]
+        shown = "\n  ".join(ids)
         raise InputError(
-            f"{len(documents)} speed sweeps match (one per recipe × hardware × engine version):\n  {ids}\n"
+            f"{len(ids)} speed sweeps match (one per recipe × hardware × engine version):\n  {shown}\n"
             "narrow them with --job/--model/--hardware/--engine, or give -o DIRECTORY/ for one file each",
             field="registry",
         )
-    _write(json.dumps(documents[0], indent=2) + "\n", Path(output) if output else None)
+    del stream_registry
+    write_chunks([json.dumps(first, indent=2) + "\n"], Path(output) if output else None)
 
 
+@filter_options()
 def export(
-    fmt: str = typer.Argument(..., metavar="FORMAT", help=f"one of {', '.join(FORMATS)}"),
+    fmt: str = typer.Argument(..., metavar="FORMAT", help=f"one of {', '.join(EXPORT_FORMATS)}"),
     output: str | None = typer.Option(
         None, "-o", "--output", help="write here instead of stdout (registry: a DIRECTORY/ gets one file per sweep)"
     ),
-    model: list[str] = MODEL,
-    hardware: list[str] = HARDWARE,
-    engine: list[str] = ENGINE,
-    since: str | None = SINCE,
-    until: str | None = UNTIL,
-    status: list[str] = STATUS,
-    job: list[str] = JOB,
-    real_only: bool = REAL_ONLY,
+    *,
+    filters: ResultFilter,
 ) -> None:
-    """Export aggregated results: registry (local-ai-registry/v1 speed sweep, schema-checked), localmaxxing
-    (run submissions), csv or json (every entry with its spread and provenance)."""
+    """Export aggregated results, streamed: registry (local-ai-registry/v1 speed sweeps, schema-checked),
+    localmaxxing (run submissions), csv, json or jsonl (every entry with its spread and provenance)."""
     s = settings()
     with farm_errors():
-        if fmt not in FORMATS:
-            raise InputError(f"{fmt!r} is not one of {', '.join(FORMATS)}", field="FORMAT")
-        filters = _filters(model, hardware, engine, since, until, status, job, real_only)
-        results = service.load_results(open_store(s), filters)
+        from farm.report import service
+        from farm.report.exports import render, stream
+
+        if fmt not in EXPORT_FORMATS:
+            raise InputError(f"{fmt!r} is not one of {', '.join(EXPORT_FORMATS)}", field="FORMAT")
+        store = open_store(s)
         if fmt == "registry":
-            _export_registry(results, output)
+            _export_registry(service.entries(store, filters, ordered_values=False), output)
+        elif fmt == "localmaxxing":
+            write_chunks([render(fmt, service.load_results(store, filters))], Path(output) if output else None)
         else:
-            _write(render(fmt, results), Path(output) if output else None)
+            ordered = fmt not in service.UNORDERED_FORMATS
+            chunks = stream(fmt, service.entries(store, filters, ordered_values=ordered), filters)
+            write_chunks(chunks, Path(output) if output else None)
 
 
+@filter_options()
 def report(
     output: Path = typer.Option(..., "-o", "--output", help="the HTML file to write"),
-    model: list[str] = MODEL,
-    hardware: list[str] = HARDWARE,
-    engine: list[str] = ENGINE,
-    since: str | None = SINCE,
-    until: str | None = UNTIL,
-    status: list[str] = STATUS,
-    job: list[str] = JOB,
-    real_only: bool = REAL_ONLY,
+    top: int = typer.Option(12, "--top", min=1, help="sweep groups whose charts and measurements the page shows"),
+    *,
+    filters: ResultFilter,
 ) -> None:
-    """One self-contained HTML page: leaderboard, charts (decode by workload, throughput per GPU against tok/s
-    per user, TTFT against prompt length), every measurement and its provenance."""
+    """One self-contained HTML page: the whole leaderboard; for the top groups, charts (decode by workload,
+    throughput per GPU against tok/s per user, TTFT against prompt length), every measurement and provenance."""
     s = settings()
     with farm_errors():
-        filters = _filters(model, hardware, engine, since, until, status, job, real_only)
+        from farm.report import service
+        from farm.report.html import render_report
+
         store = open_store(s)
-        results = service.load_results(store, filters)
-        _write(render_report(results, store_label=store.url_for_display), output)
+        data = service.report_data(store, filters, top=top)
+        write_chunks([render_report(data, store_label=store.url_for_display)], output)
 
 
+@filter_options()
 def aggregate(
-    model: list[str] = MODEL,
-    hardware: list[str] = HARDWARE,
-    engine: list[str] = ENGINE,
-    since: str | None = SINCE,
-    until: str | None = UNTIL,
-    status: list[str] = STATUS,
-    job: list[str] = JOB,
-    real_only: bool = REAL_ONLY,
-    as_json: bool = typer.Option(False, "--json"),
+    as_json: bool = typer.Option(False, "--json", help="a JSON array, written entry by entry"),
+    *,
+    filters: ResultFilter,
 ) -> None:
     """Every measurement per recipe × hardware × engine version × workload: n, mean, median, min, max, stdev,
     spread, and whether it got fewer samples than asked."""
+    from rich.table import Table
+
+    from farm.report import service
+    from farm.report.aggregate import entry_json
+
     s = settings()
-    with farm_errors():
-        filters = _filters(model, hardware, engine, since, until, status, job, real_only)
-        results = service.load_results(open_store(s), filters)
     if as_json:
-        print_json([entry_json(e) for e in results.entries])
+        with farm_errors():
+            store = open_store(s)
+            entries = service.entries(store, filters)
+            sys.stdout.write("[")
+            for index, entry in enumerate(entries):
+                sys.stdout.write(("\n" if index == 0 else ",\n") + json.dumps(entry_json(entry), default=str))
+            sys.stdout.write("\n]\n")
         return
+    with farm_errors():
+        all_entries = list(service.entries(open_store(s), filters))
     table = Table(title="measurements (pooled over every repeat of every run; spread = (max - min) / mean)")
     for column in (
         "recipe",
@@ -166,7 +177,7 @@ def aggregate(
         table.add_column(
             column, justify="left" if column in ("recipe", "hardware", "engine", "measurement", "unit") else "right"
         )
-    for e in results.entries:
+    for e in all_entries:
         table.add_row(
             e.recipe.recipe_id[:40],
             e.hardware_class + (" (sim)" if e.simulated else ""),
@@ -181,7 +192,7 @@ def aggregate(
             str(e.rank or ""),
         )
     console.print(table)
-    if any(e.incomplete for e in results.entries):
+    if any(e.incomplete for e in all_entries):
         console.print("!: fewer samples than the sweep asked for (incomplete)", markup=False)
 
 
@@ -201,25 +212,26 @@ def _difference_json(d: Difference) -> dict[str, object]:
     }
 
 
+@filter_options(exclude=("engine", "job"))
 def compare_command(
     a: str = typer.Argument(..., help="a job id, recipe id or engine version"),
     b: str = typer.Argument(..., help="the same kind as A"),
     by: str = typer.Option("auto", "--by", help="auto, job, recipe or engine"),
-    resamples: int = typer.Option(DEFAULT_RESAMPLES, min=100, help="bootstrap resamples"),
+    resamples: int = typer.Option(10_000, min=100, help="bootstrap resamples"),
     only: list[str] = typer.Option([], "--only", help="only measurements whose key starts with this (repeatable)"),
-    model: list[str] = MODEL,
-    hardware: list[str] = HARDWARE,
-    since: str | None = SINCE,
-    until: str | None = UNTIL,
-    status: list[str] = STATUS,
-    real_only: bool = REAL_ONLY,
     as_json: bool = typer.Option(False, "--json"),
+    *,
+    filters: ResultFilter,
 ) -> None:
     """Two runs, recipes or engine versions side by side: both means, B - A (absolute and %), a 95% bootstrap
     interval of the difference, and whether it is real (interval excludes 0 and |B - A| beats both spreads)."""
+    from rich.table import Table
+
+    from farm.report import service
+    from farm.report.compare import compare, verdict
+
     s = settings()
     with farm_errors():
-        filters = _filters(model, hardware, [], since, until, status, [], real_only)
         kind, side_a, side_b = service.compare_sides(open_store(s), a, b, by=by, filters=filters)
     keys = [k for k in side_a.values if not only or any(k.startswith(prefix) for prefix in only)]
     differences = compare(
@@ -263,14 +275,42 @@ def compare_command(
 def serve_command(
     host: str = typer.Option("127.0.0.1", "--host", help="address to listen on"),
     port: int = typer.Option(8080, "--port", min=0, max=65535),
+    insecure: bool = typer.Option(
+        False, "--insecure", help="listen beyond loopback without a token (everyone who can reach it reads it)"
+    ),
 ) -> None:
-    """Serve the read-only HTTP API (leaderboard, jobs, results, exports; /openapi.json describes it)."""
+    """Serve the read-only HTTP API (leaderboard, jobs, results, exports; /openapi.json describes it).
+
+    On an address beyond loopback it needs FARM_API_TOKEN (then every request must carry `Authorization:
+    Bearer <token>`) or --insecure."""
+    import os
+
     from farm.api import serve
+    from farm.api.auth import is_loopback
 
     s = settings()
+    token = os.environ.get("FARM_API_TOKEN") or None
     with farm_errors():
+        if not is_loopback(host) and token is None and not insecure:
+            raise InputError(
+                f"{host} is not a loopback address: set FARM_API_TOKEN (clients then send it as a bearer token) "
+                "or pass --insecure to serve host names, argv and failure messages to anyone who can reach it",
+                field="--host",
+            )
         store = open_store(s)
+    if not is_loopback(host) and token is None:
+        err_console.print(
+            f"warning: serving {host} without a token (--insecure): anyone who can reach it reads every result",
+            markup=False,
+            highlight=False,
+        )
     try:
-        serve(store, host, port, on_ready=lambda url: err_console.print(f"serving {url} (read-only)", markup=False))
+        serve(
+            store,
+            host,
+            port,
+            token=token,
+            on_ready=lambda url: err_console.print(f"serving {url} (read-only)", markup=False),
+        )
     finally:
         store.close()

@@ -1,5 +1,8 @@
-"""Aggregation: succeeded runs in, one entry per recipe × hardware class × engine version × workload × measurement
-out (pure functions, no I/O).
+"""Aggregation of runs held in memory, and the JSON form of an entry (pure functions, no I/O).
+
+The store streams the same entries from SQL (farm.store.reads.iter_entries); `aggregate` is for runs already in
+memory (tests, a single job). The records (Entry, RecipeSummary, ProvenanceSummary) are the store's read model.
+One entry per recipe × hardware class × engine version × workload × measurement.
 
 An entry pools the repeats of every run in its group: n, mean, median, min, max, standard deviation (sample,
 n - 1; 0 for one value) and spread ((max - min) / mean, as the seed's page uses). It says how many samples the
@@ -13,132 +16,34 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass, field, replace
-from datetime import datetime
+from dataclasses import replace
+from functools import lru_cache
 from typing import Any
 
 from farm.bench.metrics import summarize
-from farm.bench.records import Figure
-from farm.report.filters import ALL, ResultFilter
-from farm.store.reads import RunMeasurements
+from farm.domain import LOWER_IS_BETTER_UNITS, Figure, lower_is_better, split_key
+from farm.filters import ALL, ResultFilter
+from farm.store.leaderboard import ORIGIN_ORDER
+from farm.store.reads import BULKY_PARAMS
+from farm.store.records import Entry, ProvenanceSummary, RecipeSummary, RunMeasurements
+from farm.store.records import GroupKey as RecordsGroupKey
 
-BULKY_PARAMS = frozenset({"server_counter_deltas", "usage_completion_tokens"})
-"""Per-repeat lists in a figure's params: kept in the store, left out of aggregated entries."""
+__all__ = [
+    "BULKY_PARAMS",
+    "LOWER_IS_BETTER_UNITS",
+    "Entry",
+    "GroupKey",
+    "ProvenanceSummary",
+    "RecipeSummary",
+    "aggregate",
+    "entry_json",
+    "groups",
+    "lower_is_better",
+    "rank",
+    "split_key",
+]
 
-LOWER_IS_BETTER_UNITS = frozenset({"ms", "s", "GiB", "GB"})
-"""Units whose smaller values rank first (latency, memory); every other unit (tok/s, acceptance) ranks larger
-values first."""
-
-GroupKey = tuple[str, str, str, str, str | None, bool]
-"""(recipe_id, recipe_sha256, hardware_class, engine_name, engine_version, simulated): one sweep's identity."""
-
-
-@dataclass(frozen=True)
-class RecipeSummary:
-    """What exports need of the recipe behind an entry."""
-
-    recipe_id: str
-    recipe_sha256: str
-    model_id: str
-    hardware_id: str
-    hardware_count: int
-    argv: tuple[str, ...]
-    tensor_parallel: int | None
-    max_context_tokens: int | None
-
-
-@dataclass(frozen=True)
-class ProvenanceSummary:
-    """The provenance of one run, in short: enough to tell where and how a figure was measured."""
-
-    job_id: str
-    attempt: int
-    worker_id: str
-    measured_at: str
-    host: str | None
-    cpu: str | None
-    os: str | None
-    gpu_names: tuple[str, ...]
-    gpu_count: int | None
-    driver_version: str | None
-    cuda_version: str | None
-    engine: str
-    engine_version: str | None
-    image_digest: str | None
-    farm_version: str | None
-    farm_commit: str | None
-    cache_state: str | None
-    simulated: bool
-
-
-@dataclass(frozen=True)
-class Entry:
-    """One measurement of one sweep group, pooled over every repeat of every run in the group."""
-
-    recipe: RecipeSummary
-    hardware_class: str
-    engine_name: str
-    engine_version: str | None
-    simulated: bool
-    workload: str | None
-    key: str
-    kind: str
-    point: str
-    metric: str
-    unit: str
-    n: int
-    mean: float
-    median: float
-    min: float
-    max: float
-    stdev: float
-    spread: float
-    values: tuple[float, ...]
-    runs: int
-    requested: int
-    job_ids: tuple[str, ...]
-    first_measured_at: datetime
-    measured_at: datetime
-    params: dict[str, Any] = field(default_factory=dict)
-    provenance: tuple[ProvenanceSummary, ...] = ()
-    rank: int | None = None
-
-    @property
-    def incomplete(self) -> bool:
-        """Fewer samples than the sweeps asked for."""
-        return self.n < self.requested
-
-    @property
-    def status(self) -> str:
-        """`simulated` or `measured` (on real hardware)."""
-        return "simulated" if self.simulated else "measured"
-
-    @property
-    def group(self) -> GroupKey:
-        return (
-            self.recipe.recipe_id,
-            self.recipe.recipe_sha256,
-            self.hardware_class,
-            self.engine_name,
-            self.engine_version,
-            self.simulated,
-        )
-
-    @property
-    def gpu_count(self) -> int:
-        return self.recipe.hardware_count
-
-
-def split_key(key: str) -> tuple[str, str, str]:
-    """`kind/point/metric` of a figure key (a key of another shape is its own kind with an empty point)."""
-    parts = key.split("/")
-    if len(parts) == 3:
-        return parts[0], parts[1], parts[2]
-    return key, "", parts[-1]
-
-
-def lower_is_better(unit: str) -> bool:
-    return unit in LOWER_IS_BETTER_UNITS
+GroupKey = RecordsGroupKey
 
 
 def provenance_summary(run: RunMeasurements) -> ProvenanceSummary:
@@ -254,14 +159,15 @@ def _entry(key: str, pairs: list[tuple[RunMeasurements, Figure]]) -> Entry:
         measured_at=last_run.measured_at,
         params={k: v for k, v in last_figure.params.items() if k not in BULKY_PARAMS},
         provenance=tuple(provenance_summary(run) for run in runs.values()),
+        origin="simulated" if last_run.simulated else last_run.origin,
     )
 
 
 def rank(entries: Iterable[Entry]) -> list[Entry]:
-    """The entries with `rank` set (1 is best) within each measurement, real and simulated ranked apart."""
-    pools: dict[tuple[str, bool], list[Entry]] = defaultdict(list)
+    """The entries with `rank` set (1 is best) within each measurement, each origin ranked apart."""
+    pools: dict[tuple[str, str, bool], list[Entry]] = defaultdict(list)
     for entry in entries:
-        pools[(entry.key, entry.simulated)].append(entry)
+        pools[(entry.key, entry.origin, entry.simulated)].append(entry)
     ranked: list[Entry] = []
     for pool in pools.values():
         descending = not lower_is_better(pool[0].unit)
@@ -269,11 +175,14 @@ def rank(entries: Iterable[Entry]) -> list[Entry]:
         ranked.extend(_with_rank(entry, position) for position, entry in enumerate(ordered, start=1))
     ranked.sort(
         key=lambda e: (
+            ORIGIN_ORDER.get(e.origin, 9),
             e.simulated,
             e.recipe.model_id,
             e.recipe.recipe_id,
             e.hardware_class,
             e.engine_version or "",
+            e.recipe.recipe_sha256,
+            e.engine_name,
             e.key,
         )
     )
@@ -292,9 +201,34 @@ def groups(entries: Iterable[Entry]) -> dict[GroupKey, list[Entry]]:
     return dict(out)
 
 
-def entry_json(entry: Entry) -> dict[str, Any]:
-    """An entry as plain JSON: identity, statistics, completeness, rank, params and provenance summary."""
+@lru_cache(maxsize=65536)
+def provenance_json(p: ProvenanceSummary) -> dict[str, Any]:
+    """A run's short provenance as JSON (cached: one run's appears in every entry of its group)."""
     return {
+        "job_id": p.job_id,
+        "attempt": p.attempt,
+        "worker_id": p.worker_id,
+        "measured_at": p.measured_at,
+        "host": p.host,
+        "cpu": p.cpu,
+        "os": p.os,
+        "gpu_names": list(p.gpu_names),
+        "gpu_count": p.gpu_count,
+        "driver_version": p.driver_version,
+        "cuda_version": p.cuda_version,
+        "engine": p.engine,
+        "engine_version": p.engine_version,
+        "image_digest": p.image_digest,
+        "farm_version": p.farm_version,
+        "farm_commit": p.farm_commit,
+        "cache_state": p.cache_state,
+        "simulated": p.simulated,
+    }
+
+
+def entry_json(entry: Entry, *, provenance: bool = True) -> dict[str, Any]:
+    """An entry as plain JSON: identity, statistics, completeness, rank, params and provenance summary."""
+    data = {
         "recipe_id": entry.recipe.recipe_id,
         "recipe_sha256": entry.recipe.recipe_sha256,
         "model_id": entry.recipe.model_id,
@@ -303,6 +237,7 @@ def entry_json(entry: Entry) -> dict[str, Any]:
         "engine_name": entry.engine_name,
         "engine_version": entry.engine_version,
         "simulated": entry.simulated,
+        "origin": entry.origin,
         "status": entry.status,
         "workload": entry.workload,
         "key": entry.key,
@@ -323,10 +258,12 @@ def entry_json(entry: Entry) -> dict[str, Any]:
         "got": entry.n,
         "incomplete": entry.incomplete,
         "rank": entry.rank,
-        "ranked_among": "simulated" if entry.simulated else "real",
+        "ranked_among": "simulated" if entry.simulated else ("endpoint" if entry.origin == "endpoint" else "real"),
         "job_ids": list(entry.job_ids),
         "first_measured_at": entry.first_measured_at.isoformat(),
         "measured_at": entry.measured_at.isoformat(),
         "params": entry.params,
-        "provenance": [asdict(p) | {"gpu_names": list(p.gpu_names)} for p in entry.provenance],
     }
+    if provenance:
+        data["provenance"] = [provenance_json(p) for p in entry.provenance]
+    return data

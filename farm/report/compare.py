@@ -23,6 +23,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from statistics import fmean
 
+from farm.domain import spread as domain_spread
+
 DEFAULT_RESAMPLES = 10_000
 """Enough that the 2.5th and 97.5th percentiles move by well under 1% of the difference between seeds."""
 DEFAULT_CONFIDENCE = 0.95
@@ -62,9 +64,8 @@ class Difference:
 
 
 def spread(values: Sequence[float]) -> float:
-    """(max - min) / mean; 0 for a zero mean."""
-    mean = fmean(values)
-    return (max(values) - min(values)) / mean if mean else 0.0
+    """(max - min) / mean; 0 for a zero mean (farm.domain.spread, the one definition)."""
+    return domain_spread(min(values), max(values), fmean(values))
 
 
 def bootstrap_mean_difference(
@@ -85,9 +86,13 @@ def bootstrap_mean_difference(
     rng = random.Random(seed)
     a_values, b_values = list(a), list(b)
     n_a, n_b = len(a_values), len(b_values)
-    choices = rng.choices
+    # Every draw at once (one call per side), then the resamples as consecutive slices: the same bootstrap as
+    # drawing resample by resample, several times faster in pure Python.
+    draws_b = rng.choices(b_values, k=n_b * resamples)
+    draws_a = rng.choices(a_values, k=n_a * resamples)
     differences = sorted(
-        sum(choices(b_values, k=n_b)) / n_b - sum(choices(a_values, k=n_a)) / n_a for _ in range(resamples)
+        sum(draws_b[i * n_b : (i + 1) * n_b]) / n_b - sum(draws_a[i * n_a : (i + 1) * n_a]) / n_a
+        for i in range(resamples)
     )
     tail = (1 - confidence) / 2
     low_index = max(0, math.floor(tail * resamples))

@@ -1,7 +1,13 @@
 """Exports of aggregated results as text: json, csv, registry (speed sweeps), localmaxxing (pure).
 
-`render(format, results)` is what `farm export` writes and what `GET /v1/export/{format}` answers. A registry
-export is checked against the speed-sweep schema before it is handed out (farm.report.registry_schema).
+The exports stream: `stream(format, entries, filters)` yields text chunks as the entries come (the store hands
+them over group by group), so an export of any size holds one group in memory. It is what `farm export` writes
+and what `GET /v1/export/{format}` streams. The json export is one JSON document whose `entries` array is written
+entry by entry; `jsonl` is one entry per line. A registry export is checked against the speed-sweep schema
+(farm.report.registry_schema) document by document, recipe group by recipe group.
+
+CSV cells that a spreadsheet would run as a formula (starting with `=`, `+`, `-`, `@`, a tab or a carriage
+return) are written with a leading `'`, as OWASP advises against CSV injection; numbers are written as numbers.
 """
 
 from __future__ import annotations
@@ -9,21 +15,22 @@ from __future__ import annotations
 import csv
 import io
 import json
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from itertools import groupby
 from typing import Any
 
 import farm
 from farm.errors import InputError
+from farm.filters import ResultFilter
 from farm.report.aggregate import Entry, entry_json
-from farm.report.filters import ResultFilter
 from farm.report.localmaxxing import submissions
 from farm.report.registry import speed_sweeps
 from farm.report.registry_schema import check_speed_sweep
-from farm.store.reads import RunMeasurements
+from farm.store.records import RunMeasurements
 
-FORMATS = ("registry", "localmaxxing", "csv", "json")
+FORMATS = ("registry", "localmaxxing", "csv", "json", "jsonl")
 """What `farm export` writes."""
 
 MEDIA_TYPES = {
@@ -31,7 +38,11 @@ MEDIA_TYPES = {
     "localmaxxing": "application/json",
     "csv": "text/csv",
     "json": "application/json",
+    "jsonl": "application/x-ndjson",
 }
+
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+"""What makes a spreadsheet read a cell as a formula."""
 
 CSV_COLUMNS = (
     "recipe_id",
@@ -75,59 +86,120 @@ class Results:
     filters: ResultFilter
 
 
-def entries_document(results: Results, *, now: datetime | None = None) -> dict[str, Any]:
-    """The json export: every entry with its spread and provenance summary, under a header."""
+DEFINITIONS = {
+    "spread": "(max - min) / mean of the pooled values",
+    "stdev": "sample standard deviation (n - 1) of the pooled values; 0 for one value",
+    "incomplete": "got (n) is below requested (the repeats the sweeps asked for)",
+    "rank": "1 is best within one measurement; launched, endpoint and simulated entries are ranked apart",
+}
+
+
+def _header(filters: ResultFilter, now: datetime | None) -> dict[str, Any]:
     return {
         "generated_at": (now or datetime.now(UTC)).isoformat(),
         "farm_version": farm.__version__,
-        "filters": results.filters.as_json(),
-        "definitions": {
-            "spread": "(max - min) / mean of the pooled values",
-            "stdev": "sample standard deviation (n - 1) of the pooled values; 0 for one value",
-            "incomplete": "got (n) is below requested (the repeats the sweeps asked for)",
-            "rank": "1 is best within one measurement; real and simulated entries are ranked apart",
-        },
-        "entries": [entry_json(entry) for entry in results.entries],
+        "filters": filters.as_json(),
+        "definitions": DEFINITIONS,
     }
 
 
-def csv_text(entries: Sequence[Entry]) -> str:
-    """One line per entry; provenance summarised as hosts, GPUs and farm commits."""
+def entries_document(results: Results, *, now: datetime | None = None) -> dict[str, Any]:
+    """The json export: every entry with its spread and provenance summary, under a header."""
+    return {**_header(results.filters, now), "entries": [entry_json(entry) for entry in results.entries]}
+
+
+def stream_json(entries: Iterable[Entry], filters: ResultFilter, *, now: datetime | None = None) -> Iterator[str]:
+    """The json export, written entry by entry: the same document as `entries_document`."""
+    header = json.dumps(_header(filters, now), indent=2)
+    yield header[: header.rindex("}")].rstrip() + ',\n  "entries": ['
+    first = True
+    for entry in entries:
+        yield ("\n    " if first else ",\n    ") + json.dumps(entry_json(entry))
+        first = False
+    yield "\n  ]\n}\n" if not first else "]\n}\n"
+
+
+def stream_jsonl(entries: Iterable[Entry]) -> Iterator[str]:
+    """One entry per line (JSON lines)."""
+    for entry in entries:
+        yield json.dumps(entry_json(entry)) + "\n"
+
+
+def csv_cell(value: object) -> object:
+    """A value safe for a spreadsheet: text that would start a formula gets a leading `'`."""
+    if isinstance(value, str) and value.startswith(FORMULA_STARTS):
+        return "'" + value
+    return value
+
+
+def csv_row(entry: Entry) -> dict[str, object]:
+    data = entry_json(entry, provenance=False)
+    row = {
+        **{column: data.get(column) for column in CSV_COLUMNS},
+        "job_ids": " ".join(entry.job_ids),
+        "hosts": " ".join(sorted({p.host or "?" for p in entry.provenance})),
+        "gpus": " ".join(sorted({f"{len(p.gpu_names)}x {p.gpu_names[0]}" for p in entry.provenance if p.gpu_names})),
+        "farm_commits": " ".join(sorted({p.farm_commit or "?" for p in entry.provenance})),
+    }
+    return {column: csv_cell(value) for column, value in row.items()}
+
+
+def stream_csv(entries: Iterable[Entry]) -> Iterator[str]:
+    """One line per entry, written as it comes; provenance summarised as hosts, GPUs and farm commits."""
     out = io.StringIO()
     writer = csv.DictWriter(out, fieldnames=CSV_COLUMNS, lineterminator="\n")
     writer.writeheader()
     for entry in entries:
-        data = entry_json(entry)
-        writer.writerow(
-            {
-                **{column: data.get(column) for column in CSV_COLUMNS},
-                "job_ids": " ".join(entry.job_ids),
-                "hosts": " ".join(sorted({p.host or "?" for p in entry.provenance})),
-                "gpus": " ".join(
-                    sorted({f"{len(p.gpu_names)}x {p.gpu_names[0]}" for p in entry.provenance if p.gpu_names})
-                ),
-                "farm_commits": " ".join(sorted({p.farm_commit or "?" for p in entry.provenance})),
-            }
-        )
-    return out.getvalue()
+        writer.writerow(csv_row(entry))
+        if out.tell() > 65536:
+            yield out.getvalue()
+            out.seek(0)
+            out.truncate()
+    yield out.getvalue()
+
+
+def csv_text(entries: Sequence[Entry]) -> str:
+    return "".join(stream_csv(entries))
+
+
+def iter_registry_documents(entries: Iterable[Entry]) -> Iterator[dict[str, Any]]:
+    """The speed sweeps, one per group as the entries come (grouped), each checked against the schema
+    (InputError naming the field when one breaks it)."""
+    for _group, members in groupby(entries, key=lambda e: e.group):
+        for document in speed_sweeps(list(members)):
+            check_speed_sweep(document, source=f"speed sweep {document.get('id')}")
+            yield document
 
 
 def registry_documents(results: Results) -> list[dict[str, Any]]:
-    """The speed sweeps, each checked against the schema (InputError naming the field when one breaks it)."""
-    documents = speed_sweeps(results.entries)
-    for document in documents:
-        check_speed_sweep(document, source=f"speed sweep {document.get('id')}")
-    return documents
+    return list(iter_registry_documents(results.entries))
+
+
+def stream_registry(entries: Iterable[Entry]) -> Iterator[str]:
+    """The registry export as a JSON array, written document by document."""
+    first = True
+    yield "["
+    for document in iter_registry_documents(entries):
+        yield ("\n" if first else ",\n") + json.dumps(document, indent=2)
+        first = False
+    yield "\n]\n" if not first else "]\n"
+
+
+def stream(fmt: str, entries: Iterable[Entry], filters: ResultFilter) -> Iterator[str]:
+    """The export as text chunks, streamed (localmaxxing needs whole runs: use `render`)."""
+    if fmt == "json":
+        return stream_json(entries, filters)
+    if fmt == "jsonl":
+        return stream_jsonl(entries)
+    if fmt == "csv":
+        return stream_csv(entries)
+    if fmt == "registry":
+        return stream_registry(entries)
+    raise InputError(f"{fmt!r} is not one of {', '.join(f for f in FORMATS if f != 'localmaxxing')}", field="format")
 
 
 def render(fmt: str, results: Results) -> str:
     """The export as text. A registry or localmaxxing export of several groups is a JSON array."""
-    if fmt == "json":
-        return json.dumps(entries_document(results), indent=2) + "\n"
-    if fmt == "csv":
-        return csv_text(results.entries)
-    if fmt == "registry":
-        return json.dumps(registry_documents(results), indent=2) + "\n"
     if fmt == "localmaxxing":
         return json.dumps(submissions(results.entries, results.runs), indent=2) + "\n"
-    raise InputError(f"{fmt!r} is not one of {', '.join(FORMATS)}", field="format")
+    return "".join(stream(fmt, results.entries, results.filters))

@@ -16,36 +16,25 @@ from datetime import UTC, datetime
 from html import escape
 
 import farm
-from farm.bench.records import (
+from farm.domain import (
     KIND_CONCURRENCY,
     KIND_DECODE,
-    KIND_MEMORY,
     KIND_PREFILL,
     KIND_SHORT_TTFT,
-    KIND_SPEC_DECODE,
+    int_point,
 )
-from farm.report.aggregate import Entry, GroupKey, groups
+from farm.filters import ResultFilter
+from farm.report.aggregate import Entry, groups
 from farm.report.charts import Bar, Series, bar_chart, line_chart
-from farm.report.exports import Results
+from farm.store.records import LeaderboardRow
 
-
-@dataclass(frozen=True)
-class BoardRow:
-    """A leaderboard line: one sweep group and workload (the same numbers as `farm leaderboard --json`)."""
-
-    group: GroupKey
-    label: str
-    workload: str
-    decode: Entry
-    prefill_tok_s: float | None
-    prefill_prompt_tokens: int | None
-    short_ttft_ms: float | None
-    peak_memory_gib: float | None
-    spec_acceptance_rate: float | None
-
-    @property
-    def simulated(self) -> bool:
-        return self.decode.simulated
+TOP_GROUPS = 12
+"""Sweep groups whose charts, measurements and provenance the page shows: the page stays a few hundred KB at
+any store size; the leaderboard itself lists every row."""
+PROVENANCE_RUNS = 5
+"""Runs per group whose provenance the page lists (the latest); the rest are one command away."""
+JOBS_PER_ROW = 5
+"""Job ids a leaderboard row lists (the latest)."""
 
 
 def group_label(entry: Entry) -> str:
@@ -57,45 +46,7 @@ def group_label(entry: Entry) -> str:
 
 
 def _int(point: str) -> int | None:
-    try:
-        return int(point)
-    except ValueError:
-        return None
-
-
-def board_rows(entries: Sequence[Entry]) -> list[BoardRow]:
-    """The leaderboard, by the same rules as farm.store.leaderboard: prefill at the longest prompt, short TTFT
-    at the shortest, the largest card's peak memory, acceptance of the workload. Real rows first, each part
-    ordered by model and workload, fastest decode first."""
-    rows = []
-    for key, members in groups(entries).items():
-        by_key = {e.key: e for e in members}
-        prefill = [
-            (n, e) for e in members if e.kind == KIND_PREFILL and e.metric == "prefill_tok_s" if (n := _int(e.point))
-        ]
-        short = [(n, e) for e in members if e.kind == KIND_SHORT_TTFT and e.metric == "ttft_ms" if (n := _int(e.point))]
-        memory = [e.max for e in members if e.kind == KIND_MEMORY and e.metric == "peak_memory_gib"]
-        longest = max(prefill, key=lambda pair: pair[0], default=None)
-        shortest = min(short, key=lambda pair: pair[0], default=None)
-        for decode in members:
-            if decode.kind != KIND_DECODE or decode.metric != "decode_tok_s":
-                continue
-            accept = by_key.get(f"{KIND_SPEC_DECODE}/{decode.point}/acceptance_rate")
-            rows.append(
-                BoardRow(
-                    group=key,
-                    label=group_label(decode),
-                    workload=decode.point,
-                    decode=decode,
-                    prefill_tok_s=longest[1].mean if longest else None,
-                    prefill_prompt_tokens=longest[0] if longest else None,
-                    short_ttft_ms=shortest[1].mean if shortest else None,
-                    peak_memory_gib=max(memory) if memory else None,
-                    spec_acceptance_rate=accept.mean if accept else None,
-                )
-            )
-    rows.sort(key=lambda r: (r.simulated, r.decode.recipe.model_id, r.workload, -r.decode.mean))
-    return rows
+    return int_point(point)
 
 
 def decode_bars(entries: Sequence[Entry]) -> list[Bar]:
@@ -150,40 +101,50 @@ def _sim_badge(simulated: bool) -> str:
     return ' <span class="badge sim">simulated</span>' if simulated else ""
 
 
-def _board_table(rows: Sequence[BoardRow], caption: str, table_id: str) -> str:
+def row_label(row: LeaderboardRow) -> str:
+    version = (row.engine_version or "").split("+")[0]
+    return f"{row.recipe_id} · {row.hardware_class.removeprefix('sim:')} · {row.engine_name} {version}".strip()
+
+
+def _board_table(rows: Sequence[LeaderboardRow], caption: str, table_id: str) -> str:
     if not rows:
         return f'<p class="none" id="{table_id}-none">No {escape(caption.lower())} results.</p>'
     head = (
         "<tr><th>#</th><th>model</th><th>hardware</th><th>engine</th><th>workload</th><th>decode tok/s</th>"
         "<th>n</th><th>spread</th><th>prefill tok/s</th><th>short TTFT ms</th><th>GiB/card</th><th>accept</th>"
-        "<th>jobs</th></tr>"
+        "<th>runs</th></tr>"
     )
     body = []
     for r in rows:
-        d = r.decode
-        version = (d.engine_version or "").split("+")[0]
+        d = r.decode_tok_s
+        version = (r.engine_version or "").split("+")[0]
         incomplete = (
-            f' <span class="badge warn" title="requested {d.requested}, got {d.n}">'
-            f"incomplete {d.n}/{d.requested}</span>"
-            if d.incomplete
+            f' <span class="badge warn" title="requested {r.requested}, got {d.n}">'
+            f"incomplete {d.n}/{r.requested}</span>"
+            if r.incomplete
             else ""
         )
+        shown_jobs = r.job_ids[-JOBS_PER_ROW:]
+        more = f" (+{len(r.job_ids) - len(shown_jobs)} more)" if len(r.job_ids) > len(shown_jobs) else ""
+        classes = "board-row" + (" simulated" if r.simulated else "") + (" endpoint" if r.origin == "endpoint" else "")
         body.append(
-            f'<tr class="board-row{" simulated" if r.simulated else ""}" data-recipe-id="{escape(d.recipe.recipe_id)}" '
-            f'data-recipe-sha256="{d.recipe.recipe_sha256}" data-hardware-class="{escape(d.hardware_class)}" '
-            f'data-engine-name="{escape(d.engine_name)}" data-engine-version="{escape(d.engine_version or "")}" '
+            f'<tr class="{classes}" '
+            f'data-recipe-id="{escape(r.recipe_id)}" '
+            f'data-recipe-sha256="{r.recipe_sha256}" data-hardware-class="{escape(r.hardware_class)}" '
+            f'data-engine-name="{escape(r.engine_name)}" data-engine-version="{escape(r.engine_version or "")}" '
             f'data-workload="{escape(r.workload)}" data-simulated="{str(r.simulated).lower()}" '
+            f'data-origin="{escape(r.origin)}" '
             f'data-decode-mean="{_attr(d.mean)}" data-decode-n="{d.n}" data-decode-min="{_attr(d.min)}" '
             f'data-decode-max="{_attr(d.max)}" data-decode-spread="{_attr(d.spread)}" '
             f'data-prefill-tok-s="{_attr(r.prefill_tok_s)}" '
             f'data-prefill-prompt-tokens="{_attr(r.prefill_prompt_tokens)}" '
             f'data-short-ttft-ms="{_attr(r.short_ttft_ms)}" data-peak-memory-gib="{_attr(r.peak_memory_gib)}" '
-            f'data-spec-acceptance-rate="{_attr(r.spec_acceptance_rate)}" data-runs="{d.runs}" '
-            f'data-job-ids="{" ".join(d.job_ids)}">'
-            f'<td class="rank">{d.rank or ""}</td>'
-            f"<td>{escape(d.recipe.model_id)}</td>"
-            f"<td>{escape(d.hardware_class)}{_sim_badge(r.simulated)}</td>"
-            f"<td>{escape(d.engine_name)} {escape(version)}</td>"
+            f'data-spec-acceptance-rate="{_attr(r.spec_acceptance_rate)}" data-runs="{r.runs}" '
+            f'data-job-ids="{escape(" ".join(shown_jobs))}">'
+            f'<td class="rank">{r.rank or ""}</td>'
+            f"<td>{escape(r.model_id)}</td>"
+            f"<td>{escape(r.hardware_class)}{_sim_badge(r.simulated)}{_endpoint_badge(r.origin)}</td>"
+            f"<td>{escape(r.engine_name)} {escape(version)}</td>"
             f"<td>{escape(r.workload)}</td>"
             f'<td class="num decode-mean">{_num(d.mean)}{incomplete}</td>'
             f'<td class="num">{d.n}</td>'
@@ -193,12 +154,16 @@ def _board_table(rows: Sequence[BoardRow], caption: str, table_id: str) -> str:
             f'<td class="num">{_num(r.short_ttft_ms)}</td>'
             f'<td class="num">{_num(r.peak_memory_gib)}</td>'
             f'<td class="num">{f"{r.spec_acceptance_rate:.1%}" if r.spec_acceptance_rate is not None else "–"}</td>'
-            f'<td class="mono">{escape(" ".join(d.job_ids))}</td></tr>'
+            f'<td class="mono">{r.runs}: {escape(" ".join(shown_jobs))}{more}</td></tr>'
         )
     return (
         f'<table class="board" id="{table_id}"><caption>{escape(caption)}</caption><thead>{head}</thead>'
         f"<tbody>{''.join(body)}</tbody></table>"
     )
+
+
+def _endpoint_badge(origin: str) -> str:
+    return ' <span class="badge endpoint">endpoint</span>' if origin == "endpoint" else ""
 
 
 def _entries_table(entries: Sequence[Entry]) -> str:
@@ -226,8 +191,14 @@ def _provenance(entries: Sequence[Entry]) -> str:
     for members in groups(entries).values():
         first = members[0]
         runs = {(p.job_id, p.attempt): p for e in members for p in e.provenance}
+        latest = sorted(runs.values(), key=lambda p: (p.measured_at, p.job_id))[-PROVENANCE_RUNS:]
         rows = []
-        for _, p in sorted(runs.items()):
+        if len(runs) > len(latest):
+            rows.append(
+                f'<tr class="provenance-more"><td colspan="8">the latest {len(latest)} of {len(runs)} runs; '
+                "<code>farm results JOB</code> or <code>GET /v1/jobs/JOB</code> shows any run</td></tr>"
+            )
+        for p in latest:
             gpus = f"{len(p.gpu_names)}× {p.gpu_names[0]}" if p.gpu_names else f"{p.gpu_count or '?'} GPU(s)"
             rows.append(
                 f'<tr class="provenance-run" data-job-id="{escape(p.job_id)}">'
@@ -264,7 +235,7 @@ th{background:#f6f6f6}td.num{text-align:right;font-variant-numeric:tabular-nums;
 caption{text-align:left;font-weight:600;padding:6px 0}
 tr.simulated td{background:#fbf7ee}.mono{font-family:ui-monospace,Menlo,Consolas,monospace;font-size:12px}
 .badge{display:inline-block;border-radius:3px;padding:0 5px;font-size:11px;font-weight:600}
-.badge.sim{background:#f0ad4e;color:#fff}.badge.warn{background:#d9534f;color:#fff}
+.badge.sim{background:#f0ad4e;color:#fff}.badge.endpoint{background:#5b7db1;color:#fff}.badge.warn{background:#d9534f;color:#fff}
 .note{background:#fbf7ee;border-left:4px solid #f0ad4e;padding:6px 10px}
 svg.chart{background:#fff;border:1px solid #eee;max-width:100%;height:auto}
 svg .grid{stroke:#eee}svg .tick,svg .legend,svg .axis-label,svg .empty{font-size:11px;fill:#444}
@@ -275,14 +246,26 @@ figure{margin:0}figcaption{font-size:13px;color:#555;margin:4px 0}
 """
 
 
-def render_report(results: Results, *, now: datetime | None = None, store_label: str = "") -> str:
+@dataclass(frozen=True)
+class ReportData:
+    """What the page shows: the whole leaderboard, and the entries of the top groups only (bounded)."""
+
+    board: tuple[LeaderboardRow, ...]
+    entries: tuple[Entry, ...]
+    run_count: int
+    filters: ResultFilter
+    groups_total: int
+    groups_shown: int
+
+
+def render_report(data: ReportData, *, now: datetime | None = None, store_label: str = "") -> str:
     """The whole page."""
-    entries = list(results.entries)
-    board = board_rows(entries)
-    real = [r for r in board if not r.simulated]
-    simulated = [r for r in board if r.simulated]
+    entries = list(data.entries)
+    real = [r for r in data.board if r.origin == "launched"]
+    endpoints = [r for r in data.board if r.origin == "endpoint"]
+    simulated = [r for r in data.board if r.simulated]
     generated = (now or datetime.now(UTC)).isoformat(timespec="seconds")
-    filters = {k: v for k, v in results.filters.as_json().items() if v not in (None, [], False)}
+    filters = {k: v for k, v in data.filters.as_json().items() if v not in (None, [], False)}
     charts = [
         (
             "decode",
@@ -314,21 +297,31 @@ def render_report(results: Results, *, now: datetime | None = None, store_label:
     )
     incomplete = sum(1 for e in entries if e.incomplete)
     source = f" from {escape(store_label)}" if store_label else ""
+    bounded = (
+        f'<p class="note" id="bounded">Charts, measurements and provenance show the top {data.groups_shown} of '
+        f"{data.groups_total} sweep groups (by decode rank); <code>farm aggregate --json</code>, <code>farm export"
+        "</code> and the API have every one.</p>"
+        if data.groups_shown < data.groups_total
+        else ""
+    )
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
 <title>bench farm report</title><style>{STYLE}</style></head>
 <body>
 <h1>bench farm report</h1>
 <p>Generated {escape(generated)} by farm {escape(farm.__version__)}{source}
-· <span id="run-count" data-value="{len(results.runs)}">{len(results.runs)}</span> succeeded run(s),
-<span id="entry-count" data-value="{len(entries)}">{len(entries)}</span> measurement(s)
+· <span id="run-count" data-value="{data.run_count}">{data.run_count}</span> succeeded run(s),
+<span id="entry-count" data-value="{len(entries)}">{len(entries)}</span> measurement(s) shown
 {f"· {incomplete} incomplete" if incomplete else ""}
 {f'· filters <span class="mono">{escape(str(filters))}</span>' if filters else ""}</p>
 <p class="note">Failed and cancelled runs never count. Rows marked <span class="badge sim">simulated</span> were
-measured on the simulator: they are shown apart and never ranked with real hardware. Spread = (max − min) / mean
-of every repeat of every run.</p>
+measured on the simulator: they are shown apart and never ranked with real hardware. Rows marked
+<span class="badge endpoint">endpoint</span> were measured on a server the farm did not launch. Spread =
+(max − min) / mean of every repeat of every run.</p>
+{bounded}
 <h2 id="leaderboard">Leaderboard</h2>
 {_board_table(real, "Real hardware", "board-real")}
+{_board_table(endpoints, "Endpoints (servers the farm did not launch)", "board-endpoint") if endpoints else ""}
 {_board_table(simulated, "Simulated (ranked among simulated only)", "board-simulated")}
 <h2 id="charts">Charts</h2>
 <div class="charts">{chart_html}</div>

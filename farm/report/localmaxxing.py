@@ -19,9 +19,9 @@ import shlex
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from farm.bench.records import KIND_DECODE, KIND_MEMORY, KIND_PREFILL, KIND_SHORT_TTFT, KIND_SPEC_DECODE
+from farm.domain import KIND_DECODE, KIND_MEMORY, KIND_PREFILL, KIND_SHORT_TTFT, KIND_SPEC_DECODE
 from farm.report.aggregate import Entry, GroupKey, group_of, groups
-from farm.store.reads import RunMeasurements
+from farm.store.records import RunMeasurements
 
 HEADLINE_WORKLOAD = "code"
 """The workload `tokSOut` reports, as the seed's page does ("tokSOut 276.0 is single-stream CODE generation")."""

@@ -1,56 +1,73 @@
-"""The reads that the CLI and the HTTP API share: results under filters, and a leaderboard under filters.
+"""The reads that the CLI and the HTTP API share: entries, the leaderboard and comparisons under filters.
 
-The one module of farm.report that talks to the store (through farm.store.reads); everything it hands on is
-frozen records for the pure modules (aggregate, exports, html, compare).
+The one module of farm.report that talks to the store, and only through farm.store.reads (the one query layer);
+everything it hands on is frozen records for the pure modules (aggregate, exports, html, compare). Lists come as
+iterators, so exports stream.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 
 from farm.errors import InputError, JobNotFound
-from farm.report.aggregate import Entry, aggregate
+from farm.filters import ALL, ResultFilter
 from farm.report.exports import Results
-from farm.report.filters import ALL, ResultFilter, engine_matches
-from farm.store import LeaderboardRow, Store
-from farm.store.leaderboard import LEADERBOARD_KINDS
-from farm.store.leaderboard import aggregate as leaderboard_aggregate
-from farm.store.reads import RunMeasurements, run_measurements
-from farm.store.records import MeasuredRun
+from farm.report.html import TOP_GROUPS, ReportData
+from farm.store import LeaderboardRow, Store, reads
+from farm.store.leaderboard import ORIGIN_ORDER
+from farm.store.records import Entry
+
+
+def entries(
+    store: Store, filters: ResultFilter = ALL, *, with_provenance: bool = True, ordered_values: bool = True
+) -> Iterator[Entry]:
+    """Every aggregated entry of the runs the filters select, streamed, with the status filter applied.
+    `ordered_values=False` when the values' order does not show (CSV, registry, report, compare): cheaper."""
+    for entry in reads.iter_entries(store, filters, with_provenance=with_provenance, ordered_values=ordered_values):
+        if filters.matches_status(entry.simulated, entry.incomplete):
+            yield entry
 
 
 def load_results(store: Store, filters: ResultFilter = ALL) -> Results:
-    """The succeeded runs the filters select, and their aggregated entries."""
-    runs = run_measurements(store, since=filters.since, until=filters.until, job_ids=filters.job_ids)
-    selected = tuple(run for run in runs if filters.matches_run(run))
-    return Results(runs=selected, entries=tuple(aggregate(selected, filters)), filters=filters)
-
-
-def leaderboard(store: Store, filters: ResultFilter = ALL) -> list[LeaderboardRow]:
-    """`farm leaderboard`'s rows (farm.store.leaderboard.aggregate) over the runs the filters select."""
-    runs = run_measurements(store, since=filters.since, until=filters.until, job_ids=filters.job_ids)
-    return leaderboard_aggregate(
-        measured_runs(run for run in runs if filters.matches_run(run)), include_simulated=not filters.real_only
+    """The runs and entries the filters select, in memory (the LocalMaxxing export needs whole runs)."""
+    return Results(
+        runs=tuple(reads.run_measurements(store, filters)),
+        entries=tuple(entries(store, filters)),
+        filters=filters,
     )
 
 
-def measured_runs(runs: Iterable[RunMeasurements]) -> list[MeasuredRun]:
-    """The leaderboard's view of runs: identity and the values of the figure kinds it reads."""
-    return [
-        MeasuredRun(
-            job_id=run.job_id,
-            recipe_id=run.recipe_id,
-            recipe_sha256=run.recipe_sha256,
-            model_id=run.model_id,
-            hardware_class=run.hardware_class,
-            engine_name=run.engine_name,
-            engine_version=run.engine_version,
-            simulated=run.simulated,
-            values={f.key: f.values for f in run.figures if f.kind in LEADERBOARD_KINDS},
-        )
-        for run in runs
-    ]
+def leaderboard(store: Store, filters: ResultFilter = ALL) -> list[LeaderboardRow]:
+    """`farm leaderboard`'s rows over the runs the filters select (SQL over the run summaries)."""
+    return reads.leaderboard(store, filters)
+
+
+def report_data(store: Store, filters: ResultFilter = ALL, *, top: int = TOP_GROUPS) -> ReportData:
+    """What `farm report` shows: the whole leaderboard, and the entries of the `top` sweep groups (by their
+    best decode rank, launched first): the page stays bounded at any store size."""
+    board = leaderboard(store, filters)
+    ordered = sorted(board, key=lambda r: (ORIGIN_ORDER.get(r.origin, 9), r.rank or 0, -r.decode_tok_s.mean))
+    chosen: list[tuple[str, str, str, str | None, str]] = []
+    every: set[tuple[str, str, str, str | None, str]] = set()
+    for row in ordered:
+        group = (row.recipe_sha256, row.hardware_class, row.engine_name, row.engine_version, row.origin)
+        every.add(group)
+        if group not in chosen and len(chosen) < top:
+            chosen.append(group)
+    shown = tuple(
+        e
+        for e in reads.iter_entries(store, filters, groups=chosen)
+        if filters.matches_status(e.simulated, e.incomplete)
+    )
+    return ReportData(
+        board=tuple(board),
+        entries=shown,
+        run_count=reads.run_count(store, filters),
+        filters=filters,
+        groups_total=len(every),
+        groups_shown=len(chosen),
+    )
 
 
 COMPARE_KINDS = ("job", "recipe", "engine")
@@ -68,27 +85,28 @@ class CompareSide:
     units: dict[str, str]
 
 
-def _side(name: str, entries: Sequence[Entry], what: str) -> CompareSide:
-    if not entries:
+def _side(name: str, side_entries: Sequence[Entry], what: str) -> CompareSide:
+    if not side_entries:
         raise InputError(f"no succeeded results for {what} {name!r} under these filters", field=what)
-    kinds = {e.simulated for e in entries}
+    kinds = {e.simulated for e in side_entries}
     if len(kinds) > 1:
         raise InputError(
             f"{what} {name!r} has both real and simulated results; they are never pooled: "
             "add --real-only or --status simulated",
             field=what,
         )
+    values: dict[str, list[float]] = {}
+    units: dict[str, str] = {}
+    for e in side_entries:
+        values.setdefault(e.key, []).extend(e.values)
+        units[e.key] = e.unit
     return CompareSide(
         name=name,
-        job_ids=tuple(sorted({job for e in entries for job in e.job_ids})),
+        job_ids=tuple(sorted({job for e in side_entries for job in e.job_ids})),
         simulated=kinds.pop(),
-        values={e.key: _pool(e.key, entries) for e in entries},
-        units={e.key: e.unit for e in entries},
+        values={key: tuple(v) for key, v in values.items()},
+        units=units,
     )
-
-
-def _pool(key: str, entries: Sequence[Entry]) -> tuple[float, ...]:
-    return tuple(value for e in entries if e.key == key for value in e.values)
 
 
 def _is_job(store: Store, job_id: str) -> bool:
@@ -99,34 +117,40 @@ def _is_job(store: Store, job_id: str) -> bool:
     return True
 
 
+def _side_entries(store: Store, filters: ResultFilter) -> list[Entry]:
+    return list(entries(store, filters, with_provenance=False, ordered_values=False))
+
+
 def compare_sides(
     store: Store, a: str, b: str, *, by: str = "auto", filters: ResultFilter = ALL
 ) -> tuple[str, CompareSide, CompareSide]:
     """Resolve A and B as jobs, recipes or engine versions (`by="auto"`: the first kind both names are) and
-    pool each side's values per measurement. Returns the kind and both sides."""
+    pool each side's values per measurement. Only the two sides' runs are read. Returns the kind and both."""
     if by not in (*COMPARE_KINDS, "auto"):
         raise InputError(f"{by!r} is not one of auto, {', '.join(COMPARE_KINDS)}", field="by")
     if by in ("auto", "job") and _is_job(store, a) and _is_job(store, b):
-        sides = [load_results(store, replace(filters, job_ids=(name,))).entries for name in (a, b)]
+        sides = [_side_entries(store, replace(filters, job_ids=(name,))) for name in (a, b)]
         return "job", _side(a, sides[0], "job"), _side(b, sides[1], "job")
     if by == "job":
         missing = a if not _is_job(store, a) else b
         raise InputError(f"no job {missing!r}", field="job")
-    entries = load_results(store, filters).entries
-    recipes = {e.recipe.recipe_id for e in entries}
-    if by in ("auto", "recipe") and {a, b} <= recipes:
-        return (
-            "recipe",
-            _side(a, [e for e in entries if e.recipe.recipe_id == a], "recipe"),
-            _side(b, [e for e in entries if e.recipe.recipe_id == b], "recipe"),
-        )
-    side_a = [e for e in entries if engine_matches(a, e.engine_name, e.engine_version)]
-    side_b = [e for e in entries if engine_matches(b, e.engine_name, e.engine_version)]
+    if by in ("auto", "recipe"):
+        recipe_sides = [
+            [e for e in _side_entries(store, replace(filters, models=(name,))) if e.recipe.recipe_id == name]
+            for name in (a, b)
+        ]
+        if by == "recipe" or all(recipe_sides):
+            return "recipe", _side(a, recipe_sides[0], "recipe"), _side(b, recipe_sides[1], "recipe")
+    side_a = _side_entries(store, replace(filters, engines=(a,)))
+    side_b = _side_entries(store, replace(filters, engines=(b,)))
     if by == "engine" or (side_a and side_b):
         return "engine", _side(a, side_a, "engine"), _side(b, side_b, "engine")
-    unknown = [name for name in (a, b) if name not in recipes and not _is_job(store, name)]
     raise InputError(
-        f"cannot tell what to compare: {', '.join(repr(n) for n in unknown or (a, b))} is neither a job id, "
-        "a recipe id with results, nor an engine version with results",
+        f"cannot tell what to compare: {a!r} and {b!r} are not both job ids, recipe ids with results, "
+        "or engine versions with results",
         field="by",
     )
+
+
+UNORDERED_FORMATS = frozenset({"csv", "registry"})
+"""Exports that show no list of values, so their order need not be kept (a cheaper query)."""

@@ -1,7 +1,7 @@
 """The store: jobs, claims, leases, the reaper and results, in SQLite (embedded) or PostgreSQL (farm).
 
 `Store` is the seam; the ORM models stay inside this package and callers get farm.domain records and the
-records of farm.store.records.
+records of farm.store.records. `farm.store.reads` is the one query layer for results.
 """
 
 from farm.store.records import LeaderboardRow, RunState, RunView, Stat, WorkerView

@@ -1,141 +1,165 @@
-"""Leaderboard aggregation: succeeded runs' figures in, one row per recipe × hardware × engine × workload out.
+"""The leaderboard rules, written once: pooled figure statistics in, one row per recipe × hardware class × engine
+version × workload × origin out (pure functions, no I/O).
 
-Pure functions over farm.store.records.MeasuredRun (no I/O); the store reads the runs and calls `aggregate`.
+The store computes the statistics in SQL over the run summaries (farm.store.reads.leaderboard); `aggregate`
+computes the same statistics from runs in memory for callers that hold them. Both hand them to `rows`:
+- decode: the workload's `decode_tok_s` values of every run, pooled (n, mean, min, max, spread);
+- prefill: the mean rate at the longest prompt any run measured; short TTFT: the mean at the shortest prompt;
+- peak memory: the largest card's peak; acceptance: the mean acceptance rate of the workload.
+Launched rows come first, then endpoint rows, then simulated ones; within each, by model and workload, the
+fastest decode first.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
-from statistics import fmean
+from collections.abc import Iterable
+from dataclasses import replace
 
-from farm.bench.records import KIND_DECODE, KIND_MEMORY, KIND_PREFILL, KIND_SHORT_TTFT, KIND_SPEC_DECODE
-from farm.store.records import LeaderboardRow, MeasuredRun, Stat
+from farm.domain import (
+    KIND_DECODE,
+    KIND_MEMORY,
+    KIND_PREFILL,
+    KIND_SHORT_TTFT,
+    KIND_SPEC_DECODE,
+    Origin,
+    int_point,
+    split_key,
+    spread,
+)
+from farm.store.records import GroupStat, LeaderboardRow, MeasuredRun, Stat
 
 LEADERBOARD_KINDS = (KIND_DECODE, KIND_PREFILL, KIND_SHORT_TTFT, KIND_MEMORY, KIND_SPEC_DECODE)
-"""The figure kinds a leaderboard row reads; the store loads only these."""
+"""The figure kinds a leaderboard row reads; the store reads only these."""
 
-_GroupKey = tuple[str, str, str, str | None, bool, str]
+ORIGIN_ORDER = {Origin.LAUNCHED.value: 0, Origin.ENDPOINT.value: 1, Origin.SIMULATED.value: 2}
+"""Launched rows first, then endpoints, then the simulator."""
+
+_Group = tuple[str, str, str, str | None, str]
 
 
-def pooled_stat(values: Sequence[float]) -> Stat:
-    """Mean, min, max, count and spread ((max - min) / mean, as the seed's page uses) of pooled values."""
-    if not values:
+def pooled_stat(n: int, total: float, low: float, high: float) -> Stat:
+    """Mean, min, max, count and spread of pooled values given their count, sum, min and max."""
+    if n <= 0:
         raise ValueError("no values to summarise")
-    mean = fmean(values)
-    low, high = min(values), max(values)
-    return Stat(n=len(values), mean=mean, min=low, max=high, spread=(high - low) / mean if mean else 0.0)
+    mean = total / n
+    return Stat(n=n, mean=mean, min=low, max=high, spread=spread(low, high, mean))
 
 
-def _split(key: str) -> tuple[str, str, str] | None:
-    parts = key.split("/")
-    if len(parts) != 3:
-        return None
-    return parts[0], parts[1], parts[2]
+def _group(stat: GroupStat) -> _Group:
+    return (stat.recipe_sha256, stat.hardware_class, stat.engine_name, stat.engine_version, stat.origin)
 
 
-def _int_point(point: str) -> int | None:
-    try:
-        return int(point)
-    except ValueError:
-        return None
+def rows(stats: Iterable[GroupStat], job_ids: dict[_Group, list[str]] | None = None) -> list[LeaderboardRow]:
+    """The leaderboard from pooled statistics per group and figure key (see the module docstring)."""
+    by_group: dict[_Group, list[GroupStat]] = defaultdict(list)
+    for stat in stats:
+        by_group[_group(stat)].append(stat)
+    out = []
+    for group, members in by_group.items():
+        prefill = [
+            (length, s)
+            for s in members
+            if s.kind == KIND_PREFILL and s.metric == "prefill_tok_s"
+            if (length := int_point(s.point)) is not None
+        ]
+        short = [
+            (length, s)
+            for s in members
+            if s.kind == KIND_SHORT_TTFT and s.metric == "ttft_ms"
+            if (length := int_point(s.point)) is not None
+        ]
+        memory = [
+            s.max
+            for s in members
+            if s.kind == KIND_MEMORY and s.point.startswith("gpu") and s.metric == "peak_memory_gib"
+        ]
+        longest = max(prefill, key=lambda pair: pair[0], default=None)
+        shortest = min(short, key=lambda pair: pair[0], default=None)
+        accept = {s.point: s for s in members if s.kind == KIND_SPEC_DECODE and s.metric == "acceptance_rate"}
+        for decode in members:
+            if decode.kind != KIND_DECODE or decode.metric != "decode_tok_s" or decode.n == 0:
+                continue
+            rate = accept.get(decode.point)
+            out.append(
+                LeaderboardRow(
+                    recipe_id=decode.recipe_id,
+                    recipe_sha256=decode.recipe_sha256,
+                    model_id=decode.model_id,
+                    hardware_class=decode.hardware_class,
+                    engine_name=decode.engine_name,
+                    engine_version=decode.engine_version,
+                    workload=decode.point,
+                    simulated=decode.origin == Origin.SIMULATED.value,
+                    runs=decode.runs,
+                    decode_tok_s=pooled_stat(decode.n, decode.total, decode.min, decode.max),
+                    prefill_tok_s=longest[1].total / longest[1].n if longest else None,
+                    prefill_prompt_tokens=longest[0] if longest else None,
+                    short_ttft_ms=shortest[1].total / shortest[1].n if shortest else None,
+                    peak_memory_gib=max(memory) if memory else None,
+                    spec_acceptance_rate=rate.total / rate.n if rate and rate.n else None,
+                    job_ids=tuple(sorted((job_ids or {}).get(group, ()))),
+                    origin=decode.origin,
+                    requested=decode.requested,
+                )
+            )
+    out.sort(key=lambda row: (ORIGIN_ORDER.get(row.origin, 9), row.model_id, row.workload, -row.decode_tok_s.mean))
+    return _ranked(out)
 
 
-def _prefill(runs: Iterable[MeasuredRun]) -> tuple[float | None, int | None]:
-    """The mean prefill rate at the largest prompt length any of the runs measured."""
-    by_length: dict[int, list[float]] = defaultdict(list)
-    for run in runs:
-        for key, values in run.values.items():
-            parts = _split(key)
-            if parts and parts[0] == KIND_PREFILL and parts[2] == "prefill_tok_s":
-                length = _int_point(parts[1])
-                if length is not None and values:
-                    by_length[length].extend(values)
-    if not by_length:
-        return None, None
-    longest = max(by_length)
-    return fmean(by_length[longest]), longest
-
-
-def _short_ttft(runs: Iterable[MeasuredRun]) -> float | None:
-    """The mean short-prompt TTFT at the shortest prompt measured (there is normally only one)."""
-    by_length: dict[int, list[float]] = defaultdict(list)
-    for run in runs:
-        for key, values in run.values.items():
-            parts = _split(key)
-            if parts and parts[0] == KIND_SHORT_TTFT and parts[2] == "ttft_ms":
-                length = _int_point(parts[1])
-                if length is not None and values:
-                    by_length[length].extend(values)
-    return fmean(by_length[min(by_length)]) if by_length else None
-
-
-def _peak_memory(runs: Iterable[MeasuredRun]) -> float | None:
-    peaks = [
-        value
-        for run in runs
-        for key, values in run.values.items()
-        if (parts := _split(key)) and parts[0] == KIND_MEMORY and parts[1].startswith("gpu")
-        if parts[2] == "peak_memory_gib"
-        for value in values
-    ]
-    return max(peaks) if peaks else None
-
-
-def _acceptance(runs: Iterable[MeasuredRun], workload: str) -> float | None:
-    key = f"{KIND_SPEC_DECODE}/{workload}/acceptance_rate"
-    rates = [value for run in runs for value in run.values.get(key, ())]
-    return fmean(rates) if rates else None
+def _ranked(board: list[LeaderboardRow]) -> list[LeaderboardRow]:
+    """Rank 1 is the fastest decode of a workload among rows of the same origin."""
+    pools: dict[tuple[str, str], list[LeaderboardRow]] = defaultdict(list)
+    for row in board:
+        pools[(row.origin, row.workload)].append(row)
+    ranks: dict[int, int] = {}
+    for pool in pools.values():
+        for position, row in enumerate(sorted(pool, key=lambda r: -r.decode_tok_s.mean), start=1):
+            ranks[id(row)] = position
+    return [replace(row, rank=ranks[id(row)]) for row in board]
 
 
 def aggregate(runs: Iterable[MeasuredRun], *, include_simulated: bool = True) -> list[LeaderboardRow]:
-    """One row per recipe content × hardware class × engine version × workload × simulated flag.
-
-    A run adds to the row of every workload it has a decode figure for. Real rows come before simulated ones;
-    within each, rows are ordered by model and workload, the fastest decode first.
-    """
-    groups: dict[_GroupKey, list[MeasuredRun]] = defaultdict(list)
+    """The leaderboard of runs held in memory, by the same rules (`rows`) as the store's SQL."""
+    pooled: dict[tuple[_Group, str], list[float]] = defaultdict(list)
+    identity: dict[_Group, MeasuredRun] = {}
+    counts: dict[tuple[_Group, str], int] = defaultdict(int)
+    job_ids: dict[_Group, list[str]] = defaultdict(list)
     for run in runs:
         if run.simulated and not include_simulated:
             continue
-        for key in run.values:
-            parts = _split(key)
-            if parts and parts[0] == KIND_DECODE and parts[2] == "decode_tok_s":
-                group = (
-                    run.recipe_sha256,
-                    run.hardware_class,
-                    run.engine_name,
-                    run.engine_version,
-                    run.simulated,
-                    parts[1],
-                )
-                groups[group].append(run)
-    rows = []
-    for (_sha, hardware, engine, version, simulated, workload), members in groups.items():
-        first = members[0]
-        decode = [v for run in members for v in run.values[f"{KIND_DECODE}/{workload}/decode_tok_s"]]
-        if not decode:
-            continue
-        prefill_rate, prefill_tokens = _prefill(members)
-        rows.append(
-            LeaderboardRow(
-                recipe_id=first.recipe_id,
-                recipe_sha256=first.recipe_sha256,
-                model_id=first.model_id,
-                hardware_class=hardware,
-                engine_name=engine,
-                engine_version=version,
-                workload=workload,
-                simulated=simulated,
-                runs=len(members),
-                decode_tok_s=pooled_stat(decode),
-                prefill_tok_s=prefill_rate,
-                prefill_prompt_tokens=prefill_tokens,
-                short_ttft_ms=_short_ttft(members),
-                peak_memory_gib=_peak_memory(members),
-                spec_acceptance_rate=_acceptance(members, workload),
-                job_ids=tuple(sorted({run.job_id for run in members})),
+        origin = Origin.SIMULATED.value if run.simulated else run.origin
+        group = (run.recipe_sha256, run.hardware_class, run.engine_name, run.engine_version, origin)
+        identity.setdefault(group, run)
+        has_decode = False
+        for key, values in run.values.items():
+            if values and split_key(key)[0] in LEADERBOARD_KINDS:
+                pooled[(group, key)].extend(values)
+                counts[(group, key)] += 1
+                has_decode = has_decode or split_key(key)[0] == KIND_DECODE
+        if has_decode:
+            job_ids[group].append(run.job_id)
+    stats = []
+    for (group, key), pooled_values in pooled.items():
+        run = identity[group]
+        kind, point, metric = split_key(key)
+        stats.append(
+            GroupStat(
+                recipe_id=run.recipe_id,
+                recipe_sha256=run.recipe_sha256,
+                model_id=run.model_id,
+                hardware_class=run.hardware_class,
+                engine_name=run.engine_name,
+                engine_version=run.engine_version,
+                origin=group[4],
+                kind=kind,
+                point=point,
+                metric=metric,
+                n=len(pooled_values),
+                total=sum(pooled_values),
+                min=min(pooled_values),
+                max=max(pooled_values),
+                runs=counts[(group, key)],
             )
         )
-    rows.sort(key=lambda row: (row.simulated, row.model_id, row.workload, -row.decode_tok_s.mean))
-    return rows
+    return rows(stats, job_ids)

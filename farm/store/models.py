@@ -17,6 +17,7 @@ from sqlalchemy import (
     ForeignKey,
     Index,
     Integer,
+    LargeBinary,
     MetaData,
     String,
     Text,
@@ -25,6 +26,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+from sqlalchemy.sql.elements import conv
 
 NAMING_CONVENTION = {
     "ix": "ix_%(table_name)s_%(column_0_N_name)s",
@@ -155,12 +157,17 @@ class Measurement(Base):
     """One figure of a run with the summary of its repeats."""
 
     __tablename__ = "measurements"
-    __table_args__ = (UniqueConstraint("run_id", "key"),)
+    __table_args__ = (
+        UniqueConstraint("run_id", "key"),
+        Index("ix_measurements_kind_metric", "kind", "metric", "run_id"),
+    )
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
     run_id: Mapped[int] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"))
     key: Mapped[str] = mapped_column(String(255))
     kind: Mapped[str] = mapped_column(String(64))
+    point: Mapped[str | None] = mapped_column(String(64))
+    """The key's middle part (workload, prompt length, level, card), so SQL can pick a point without parsing."""
     workload: Mapped[str | None] = mapped_column(String(64))
     metric: Mapped[str] = mapped_column(String(64))
     unit: Mapped[str] = mapped_column(String(32))
@@ -177,7 +184,11 @@ class Measurement(Base):
 
 
 class Sample(Base):
-    """The raw per-request records of one repeat of one figure."""
+    """The raw per-request records of one repeat of one figure.
+
+    New rows keep them in `data`, compact (farm.store.sample_codec: every chunk timestamp as a delta, packed and
+    compressed); rows written before revision 0002 have them as JSON in `samples`. Exactly one of the two is set.
+    """
 
     __tablename__ = "samples"
     __table_args__ = (UniqueConstraint("run_id", "figure_key", "repeat_index"),)
@@ -186,7 +197,8 @@ class Sample(Base):
     run_id: Mapped[int] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"))
     figure_key: Mapped[str] = mapped_column(String(255))
     repeat_index: Mapped[int] = mapped_column(Integer)
-    samples: Mapped[list[dict[str, Any]]] = mapped_column(JSONType)
+    samples: Mapped[list[dict[str, Any]] | None] = mapped_column(JSONType)
+    data: Mapped[bytes | None] = mapped_column(LargeBinary)
 
 
 class ArtifactRow(Base):
@@ -200,3 +212,99 @@ class ArtifactRow(Base):
     name: Mapped[str] = mapped_column(String(255))
     media_type: Mapped[str] = mapped_column(String(128))
     content: Mapped[str] = mapped_column(Text)
+
+
+class RunSummary(Base):
+    """One succeeded run as every reader of results sees it, written in the same transaction as its results.
+
+    It holds the run's identity (recipe, model, hardware, engine read from the provenance, origin) and the short
+    provenance, in indexed columns: leaderboards, aggregates, exports and comparisons are SQL over this table and
+    `measurements`, never a parse of every run's provenance JSON. Only succeeded runs of succeeded jobs have a row.
+    """
+
+    __tablename__ = "run_summaries"
+    __table_args__ = (
+        Index(
+            "ix_run_summaries_group",
+            "origin",
+            "recipe_sha256",
+            "hardware_class",
+            "engine_name",
+            "engine_version",
+        ),
+        Index("ix_run_summaries_finished_at", "finished_at"),
+        Index("ix_run_summaries_job_id", "job_id"),
+        Index("ix_run_summaries_recipe_id", "recipe_id"),
+    )
+
+    run_id: Mapped[int] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"), primary_key=True)
+    job_id: Mapped[str] = mapped_column(String(64))
+    attempt: Mapped[int] = mapped_column(Integer)
+    worker_id: Mapped[str] = mapped_column(String(200))
+    sweep_name: Mapped[str] = mapped_column(String(255))
+    finished_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    recipe_id: Mapped[str] = mapped_column(String(255))
+    recipe_sha256: Mapped[str] = mapped_column(String(64))
+    model_id: Mapped[str] = mapped_column(String(255))
+    model_name: Mapped[str] = mapped_column(String(255))
+    """The model id's last part, lower case (the `--model` filter matches it)."""
+    hardware_id: Mapped[str] = mapped_column(String(255))
+    hardware_count: Mapped[int] = mapped_column(Integer)
+    hardware_class: Mapped[str] = mapped_column(String(255))
+    engine_name: Mapped[str] = mapped_column(String(64))
+    engine_version: Mapped[str | None] = mapped_column(String(255))
+    origin: Mapped[str] = mapped_column(String(16))
+    """launched, simulated or endpoint (farm.domain.Origin)."""
+    simulated: Mapped[bool] = mapped_column(Boolean)
+    requested_repeats: Mapped[int | None] = mapped_column(Integer)
+    host: Mapped[str | None] = mapped_column(String(255))
+    provenance_summary: Mapped[dict[str, Any]] = mapped_column(JSONType)
+    """The short provenance (host, GPUs, driver, engine image, farm commit, cache state): what exports show."""
+
+
+class GroupFigureStat(Base):
+    """One figure key of one sweep group (recipe content × hardware class × engine version × origin), pooled
+    over the group's succeeded runs (count, sum, min, max): kept up to date in the transaction that stores each
+    run.
+
+    The leaderboard and the ranks of aggregated entries read this table alone (one row per group and key,
+    whatever the number of runs) unless a filter selects runs by time or job, when they pool `measurements` over
+    `run_summaries` instead.
+    """
+
+    __tablename__ = "group_stats"
+    __table_args__ = (
+        UniqueConstraint(
+            "recipe_sha256",
+            "hardware_class",
+            "engine_name",
+            "engine_version_key",
+            "origin",
+            "key",
+            name=conv("uq_group_stats_group_figure"),  # the convention's name passes PostgreSQL's 63 characters
+        ),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    recipe_id: Mapped[str] = mapped_column(String(255))
+    recipe_sha256: Mapped[str] = mapped_column(String(64))
+    model_id: Mapped[str] = mapped_column(String(255))
+    model_name: Mapped[str] = mapped_column(String(255))
+    hardware_id: Mapped[str] = mapped_column(String(255))
+    hardware_class: Mapped[str] = mapped_column(String(255))
+    engine_name: Mapped[str] = mapped_column(String(64))
+    engine_version: Mapped[str | None] = mapped_column(String(255))
+    engine_version_key: Mapped[str] = mapped_column(String(255))
+    """`engine_version`, or '' for none: a unique key needs a value that is never NULL."""
+    origin: Mapped[str] = mapped_column(String(16))
+    key: Mapped[str] = mapped_column(String(255))
+    kind: Mapped[str] = mapped_column(String(64))
+    point: Mapped[str] = mapped_column(String(64))
+    metric: Mapped[str] = mapped_column(String(64))
+    unit: Mapped[str] = mapped_column(String(32))
+    n: Mapped[int] = mapped_column(Integer)
+    total: Mapped[float] = mapped_column(Float)
+    min: Mapped[float] = mapped_column(Float)
+    max: Mapped[float] = mapped_column(Float)
+    runs: Mapped[int] = mapped_column(Integer)
+    requested: Mapped[int] = mapped_column(Integer)

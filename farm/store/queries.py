@@ -4,16 +4,16 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable
+from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, Row, func, select
+from sqlalchemy import Connection, Row, and_, func, or_, select
 
-from farm.bench.records import Figure, Summary
-from farm.domain import Artifact, JobState, JobView
+from farm.domain import Artifact, Figure, JobState, JobView, Summary
 from farm.errors import JobNotFound
-from farm.store.leaderboard import LEADERBOARD_KINDS
 from farm.store.models import ArtifactRow, Host, Job, Measurement, RecipeRow, Run, Sample
-from farm.store.records import MeasuredRun, RunState, RunView, WorkerView
+from farm.store.records import RunState, RunView, WorkerView
+from farm.store.sample_codec import decode as decode_samples
 
 _JOB_VIEW_COLUMNS = (
     Job.id,
@@ -66,9 +66,16 @@ def get_job(conn: Connection, job_id: str) -> JobView:
 
 
 def list_jobs(
-    conn: Connection, states: Iterable[JobState | str] | None, sweep_name: str | None, limit: int
+    conn: Connection,
+    states: Iterable[JobState | str] | None,
+    sweep_name: str | None,
+    limit: int,
+    after: tuple[datetime, str] | None = None,
 ) -> list[JobView]:
     query = select(*_JOB_VIEW_COLUMNS).join(RecipeRow, RecipeRow.sha256 == Job.recipe_sha256)
+    if after is not None:
+        created, job_id = after
+        query = query.where(or_(Job.created_at < created, and_(Job.created_at == created, Job.id > job_id)))
     if states is not None:
         query = query.where(Job.state.in_([JobState(state).value for state in states]))
     if sweep_name is not None:
@@ -152,11 +159,12 @@ def figures(conn: Connection, run_id: int) -> list[Figure]:
 def samples(conn: Connection, run_id: int) -> dict[str, list[list[dict[str, Any]]]]:
     out: dict[str, list[list[dict[str, Any]]]] = defaultdict(list)
     for row in conn.execute(
-        select(Sample.figure_key, Sample.samples)
+        select(Sample.figure_key, Sample.samples, Sample.data)
         .where(Sample.run_id == run_id)
         .order_by(Sample.figure_key, Sample.repeat_index)
     ):
-        out[row.figure_key].append(list(row.samples))
+        # Rows written before revision 0002 hold JSON in `samples`; newer ones hold the compact form in `data`.
+        out[row.figure_key].append(decode_samples(row.data) if row.data is not None else list(row.samples or ()))
     return dict(out)
 
 
@@ -169,52 +177,6 @@ def artifacts(conn: Connection, job_id: str, attempt: int) -> list[Artifact]:
         .order_by(ArtifactRow.name)
     )
     return [Artifact(name=row.name, content=row.content, media_type=row.media_type) for row in rows]
-
-
-def measured_runs(conn: Connection) -> list[MeasuredRun]:
-    """Every succeeded run with the figures a leaderboard reads."""
-    run_rows = conn.execute(
-        select(
-            Run.id,
-            Run.job_id,
-            Run.provenance,
-            Job.hardware_class,
-            Job.simulated,
-            RecipeRow.recipe_id,
-            RecipeRow.sha256,
-            RecipeRow.model_id,
-            RecipeRow.engine_name,
-            RecipeRow.engine_version,
-        )
-        .join(Job, Job.id == Run.job_id)
-        .join(RecipeRow, RecipeRow.sha256 == Job.recipe_sha256)
-        .where(Run.state == RunState.SUCCEEDED.value)
-    ).all()
-    values: dict[int, dict[str, tuple[float, ...]]] = defaultdict(dict)
-    for run_id, key, figure_values in conn.execute(
-        select(Measurement.run_id, Measurement.key, Measurement.values)
-        .join(Run, Run.id == Measurement.run_id)
-        .where(Run.state == RunState.SUCCEEDED.value, Measurement.kind.in_(LEADERBOARD_KINDS))
-    ):
-        values[run_id][key] = tuple(float(value) for value in figure_values)
-    out = []
-    for row in run_rows:
-        provenance = row.provenance or {}
-        engine = provenance.get("engine") or {}
-        out.append(
-            MeasuredRun(
-                job_id=row.job_id,
-                recipe_id=row.recipe_id,
-                recipe_sha256=row.sha256,
-                model_id=row.model_id,
-                hardware_class=row.hardware_class,
-                engine_name=str(engine.get("name") or row.engine_name),
-                engine_version=engine.get("version") or row.engine_version,
-                simulated=bool(row.simulated or provenance.get("simulated")),
-                values=values.get(row.id, {}),
-            )
-        )
-    return out
 
 
 def queue_depth(conn: Connection) -> dict[str, int]:

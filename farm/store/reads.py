@@ -1,149 +1,607 @@
-"""Reads for results people use (aggregation, exports, reports, the HTTP API): succeeded runs with every figure.
+"""The one query layer for results people use: the CLI, the HTTP API, the report, the exports and compare.
 
-Only the succeeded run of a succeeded job is read: failed, cancelled and released attempts never count, and a
-job that is still running has no results yet. What comes out is frozen records (farm.bench.records.Figure and
-`RunMeasurements`), never ORM rows. The functions take a Store and open one read-only transaction on it
-(through its package-private `_read`, which is why they live in this package).
+Every read goes through `run_summaries` (one row per succeeded run of a succeeded job, written with its results)
+under the same filters (farm.filters.ResultFilter, turned into SQL here) and the same "counts" rules: only
+succeeded runs, simulated and endpoint results kept apart by their origin. Leaderboards and aggregates are SQL
+over the summaries and `measurements`; raw samples are never read here. Lists come out as iterators that stream
+rows, so an export of any size holds one group in memory. What comes out is frozen records, never ORM rows.
+The functions take a Store and open one read-only transaction on it (through its package-private `_read`).
 """
 
 from __future__ import annotations
 
+import json
 from collections import defaultdict
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Iterator, Sequence
 from datetime import datetime
-from typing import Any
+from statistics import median
+from typing import Any, TypeVar
+from typing import cast as typed
 
-from sqlalchemy import select
+from sqlalchemy import ColumnElement, Text, and_, case, cast, func, literal_column, or_, select
+from sqlalchemy.dialects.postgresql import aggregate_order_by
 
-from farm.bench.records import Figure, Summary
-from farm.domain import JobState
-from farm.store.models import Job, Measurement, RecipeRow, Run
-from farm.store.records import RunState
+from farm.domain import Figure, Origin, Summary, lower_is_better, split_key, spread
+from farm.filters import ResultFilter
+from farm.store.leaderboard import LEADERBOARD_KINDS, rows
+from farm.store.models import GroupFigureStat, Measurement, RecipeRow, Run, RunSummary
+from farm.store.records import (
+    Entry,
+    GroupStat,
+    LeaderboardRow,
+    ProvenanceSummary,
+    RecipeSummary,
+    RunMeasurements,
+)
 from farm.store.store import Store
 
+BULKY_PARAMS = frozenset({"server_counter_deltas", "usage_completion_tokens"})
+"""Per-repeat lists in a figure's params: kept in the store, left out of aggregated entries."""
 
-@dataclass(frozen=True)
-class RunMeasurements:
-    """One succeeded run: who and what it measured, how many repeats its plan asked for, and every figure.
+Q = TypeVar("Q")
+RUN_SUMMARY: Any = RunSummary
 
-    `engine_name` and `engine_version` are what the run's provenance read from the engine (the simulator says
-    `sim`), falling back to the recipe's. `simulated` is set when the job or its provenance says so.
-    """
+STREAM_BATCH = 2000
+"""Rows fetched at a time when streaming: small enough to bound memory, large enough to amortise round trips."""
 
-    job_id: str
-    attempt: int
-    worker_id: str
-    sweep_name: str
-    recipe_id: str
-    recipe_sha256: str
-    model_id: str
-    hardware_id: str
-    hardware_count: int
-    hardware_class: str
-    engine_name: str
-    engine_version: str | None
-    simulated: bool
-    measured_at: datetime
-    requested_repeats: int | None
-    recipe_argv: tuple[str, ...]
-    tensor_parallel: int | None
-    max_context_tokens: int | None
-    provenance: dict[str, Any]
-    figures: tuple[Figure, ...]
+_GROUP_COLUMNS = (
+    RunSummary.recipe_id,
+    RunSummary.recipe_sha256,
+    RunSummary.model_id,
+    RunSummary.hardware_class,
+    RunSummary.engine_name,
+    RunSummary.engine_version,
+    RunSummary.origin,
+)
+_ORIGIN_ORDER = case(
+    (RunSummary.origin == Origin.LAUNCHED.value, 0), (RunSummary.origin == Origin.ENDPOINT.value, 1), else_=2
+)
 
 
-def run_measurements(
-    store: Store,
-    *,
-    since: datetime | None = None,
-    until: datetime | None = None,
-    job_ids: Sequence[str] = (),
-) -> list[RunMeasurements]:
-    """Every succeeded run measured in [since, until] (either end open), optionally only of `job_ids`,
-    oldest first."""
-    query = (
+def conditions(filters: ResultFilter, table: Any = RunSummary) -> list[ColumnElement[bool]]:
+    """The filters as SQL conditions on `run_summaries` (status complete/incomplete is per entry). `table` may
+    be `group_stats` too, which has the same group columns, for the filters that select whole groups."""
+    where: list[ColumnElement[bool]] = []
+    if filters.real_only:
+        where.append(table.origin != Origin.SIMULATED.value)
+    origins = filters.origin_statuses
+    if origins and not (filters.statuses and set(filters.statuses) - origins):
+        # Only measured/simulated asked: select runs by origin. With complete/incomplete too, an entry passes
+        # when it matches any value, so the origin cannot narrow the runs here.
+        if origins == {"simulated"}:
+            where.append(table.origin == Origin.SIMULATED.value)
+        elif origins == {"measured"}:
+            where.append(table.origin != Origin.SIMULATED.value)
+    if table is not RUN_SUMMARY:
+        return where + _group_conditions(filters, table)
+    if filters.since is not None:
+        where.append(table.finished_at >= filters.since)
+    if filters.until is not None:
+        where.append(table.finished_at <= filters.until)
+    if filters.job_ids:
+        where.append(table.job_id.in_(list(filters.job_ids)))
+    return where + _group_conditions(filters, table)
+
+
+def _group_conditions(filters: ResultFilter, table: Any) -> list[ColumnElement[bool]]:
+    """The filters that select whole sweep groups (model, hardware, engine), on either table."""
+    where: list[ColumnElement[bool]] = []
+    if filters.models:
+        options = []
+        for wanted in filters.models:
+            w = wanted.casefold()
+            options += [func.lower(table.model_id) == w, table.model_name == w]
+            options.append(func.lower(table.recipe_id) == w)
+        where.append(or_(*options))
+    if filters.hardware:
+        options = []
+        for wanted in filters.hardware:
+            w = wanted.casefold().strip()
+            cls = func.lower(table.hardware_class)
+            options += [cls == w, cls == f"sim:{w}", func.lower(table.hardware_id) == w]
+        where.append(or_(*options))
+    if filters.engines:
+        where.append(or_(*(_engine_condition(table, wanted) for wanted in filters.engines)))
+    return where
+
+
+def _version_condition(table: Any, wanted: str) -> ColumnElement[bool]:
+    return or_(table.engine_version == wanted, table.engine_version.startswith(wanted + "+", autoescape=True))
+
+
+def _engine_condition(table: Any, wanted: str) -> ColumnElement[bool]:
+    name, at, version = wanted.partition("@")
+    if at:
+        return and_(table.engine_name == name, _version_condition(table, version))
+    return or_(table.engine_name == wanted, _version_condition(table, wanted))
+
+
+def _filtered(query: Q, filters: ResultFilter) -> Q:
+    """The query (a select over run_summaries) restricted by the filters."""
+    where = conditions(filters)
+    statement: Any = query
+    return typed(Q, statement.where(*where)) if where else query
+
+
+def run_count(store: Store, filters: ResultFilter) -> int:
+    """How many succeeded runs the filters select."""
+    with store._read("cannot count runs") as conn:
+        return int(conn.execute(_filtered(select(func.count()).select_from(RunSummary), filters)).scalar_one())
+
+
+def leaderboard(store: Store, filters: ResultFilter) -> list[LeaderboardRow]:
+    """The leaderboard of the runs the filters select: pooled statistics per group in SQL, the rules in Python
+    (farm.store.leaderboard.rows).
+
+    Filters that select whole groups (model, hardware, engine, origin) read `group_stats`, kept pooled as
+    runs are stored: a few rows per group at any number of runs. Filters that select runs (since, until, job)
+    pool `measurements` over the selected `run_summaries` instead."""
+    if filters.since is None and filters.until is None and not filters.job_ids:
+        return _leaderboard_from_stats(store, filters)
+    stats_query = _filtered(
         select(
-            Run.id,
-            Run.job_id,
-            Run.attempt,
-            Run.worker_id,
-            Run.finished_at,
-            Run.started_at,
-            Run.provenance,
-            Job.sweep_name,
-            Job.hardware_class,
-            Job.simulated,
-            Job.plan,
-            RecipeRow.recipe_id,
-            RecipeRow.sha256,
-            RecipeRow.model_id,
-            RecipeRow.hardware_id,
-            RecipeRow.hardware_count,
-            RecipeRow.engine_name,
-            RecipeRow.engine_version,
-            RecipeRow.document,
+            *_GROUP_COLUMNS,
+            Measurement.kind,
+            Measurement.point,
+            Measurement.metric,
+            func.sum(Measurement.n),
+            func.sum(Measurement.mean * Measurement.n),
+            func.min(Measurement.min),
+            func.max(Measurement.max),
+            func.count(),
+            func.sum(func.coalesce(Measurement.requested_repeats, RunSummary.requested_repeats, Measurement.n)),
         )
-        .join(Job, Job.id == Run.job_id)
-        .join(RecipeRow, RecipeRow.sha256 == Job.recipe_sha256)
-        .where(Run.state == RunState.SUCCEEDED.value, Job.state == JobState.SUCCEEDED.value)
-        .order_by(Run.finished_at, Run.id)
+        .join(Measurement, Measurement.run_id == RunSummary.run_id)
+        .where(Measurement.kind.in_(LEADERBOARD_KINDS))
+        .group_by(*_GROUP_COLUMNS, Measurement.kind, Measurement.point, Measurement.metric),
+        filters,
     )
-    if since is not None:
-        query = query.where(Run.finished_at >= since)
-    if until is not None:
-        query = query.where(Run.finished_at <= until)
-    if job_ids:
-        query = query.where(Run.job_id.in_(list(job_ids)))
-    with store._read("cannot read results") as conn:
-        rows = conn.execute(query).all()
-        figures: dict[int, list[Figure]] = defaultdict(list)
-        run_ids = [row.id for row in rows]
-        if run_ids:
-            for m in conn.execute(select(Measurement).where(Measurement.run_id.in_(run_ids)).order_by(Measurement.key)):
-                figures[m.run_id].append(
-                    Figure(
-                        kind=m.kind,
-                        key=m.key,
-                        metric=m.metric,
-                        unit=m.unit,
-                        values=tuple(float(value) for value in m.values),
-                        summary=Summary(
-                            n=m.n, mean=m.mean, median=m.median, min=m.min, max=m.max, stdev=m.stdev, spread=m.spread
-                        ),
-                        workload=m.workload,
-                        params=dict(m.params),
-                        requested_repeats=m.requested_repeats,
-                    )
-                )
-    return [_run_measurements(row, tuple(figures.get(row.id, ()))) for row in rows]
+    jobs_query = _filtered(
+        select(
+            RunSummary.recipe_sha256,
+            RunSummary.hardware_class,
+            RunSummary.engine_name,
+            RunSummary.engine_version,
+            RunSummary.origin,
+            RunSummary.job_id,
+        ),
+        filters,
+    )
+    with store._read("cannot read the leaderboard") as conn:
+        stats = [
+            GroupStat(
+                recipe_id=r[0],
+                recipe_sha256=r[1],
+                model_id=r[2],
+                hardware_class=r[3],
+                engine_name=r[4],
+                engine_version=r[5],
+                origin=r[6],
+                kind=r[7],
+                point=r[8] or "",
+                metric=r[9],
+                n=int(r[10] or 0),
+                total=float(r[11] or 0.0),
+                min=float(r[12]),
+                max=float(r[13]),
+                runs=int(r[14]),
+                requested=int(r[15]) if r[15] is not None else None,
+            )
+            for r in conn.execute(stats_query)
+        ]
+        job_ids: dict[tuple[str, str, str, str | None, str], list[str]] = defaultdict(list)
+        for sha, cls, name, version, origin, job_id in conn.execute(jobs_query):
+            job_ids[(sha, cls, name, version, origin)].append(job_id)
+    return rows(stats, job_ids)
 
 
-def _run_measurements(row: Any, figures: tuple[Figure, ...]) -> RunMeasurements:
-    provenance: dict[str, Any] = dict(row.provenance or {})
-    engine = provenance.get("engine") or {}
-    document: dict[str, Any] = dict(row.document or {})
+def _leaderboard_from_stats(store: Store, filters: ResultFilter) -> list[LeaderboardRow]:
+    where = conditions(filters, GroupFigureStat)
+    stats_query = select(GroupFigureStat).where(GroupFigureStat.kind.in_(LEADERBOARD_KINDS), *where)
+    jobs_query = _filtered(
+        select(
+            RunSummary.recipe_sha256,
+            RunSummary.hardware_class,
+            RunSummary.engine_name,
+            RunSummary.engine_version,
+            RunSummary.origin,
+            RunSummary.job_id,
+        ),
+        filters,
+    )
+    with store._read("cannot read the leaderboard") as conn:
+        stats = [
+            GroupStat(
+                recipe_id=r.recipe_id,
+                recipe_sha256=r.recipe_sha256,
+                model_id=r.model_id,
+                hardware_class=r.hardware_class,
+                engine_name=r.engine_name,
+                engine_version=r.engine_version,
+                origin=r.origin,
+                kind=r.kind,
+                point=r.point,
+                metric=r.metric,
+                n=r.n,
+                total=r.total,
+                min=r.min,
+                max=r.max,
+                runs=r.runs,
+                requested=r.requested,
+            )
+            for r in conn.execute(stats_query)
+        ]
+        job_ids: dict[tuple[str, str, str, str | None, str], list[str]] = defaultdict(list)
+        for sha, cls, name, version, origin, job_id in conn.execute(jobs_query):
+            job_ids[(sha, cls, name, version, origin)].append(job_id)
+    return rows(stats, job_ids)
+
+
+def _entry_groups(store: Store, filters: ResultFilter) -> dict[tuple[Any, ...], tuple[str, float]]:
+    """(group columns, key) → (unit, pooled mean) of every entry, computed in SQL: what ranking needs.
+
+    From `group_stats` when no filter selects runs by time or job; else pooled from the selected runs."""
+    if filters.since is None and filters.until is None and not filters.job_ids:
+        stat = GroupFigureStat
+        kept = select(
+            stat.recipe_id,
+            stat.recipe_sha256,
+            stat.model_id,
+            stat.hardware_class,
+            stat.engine_name,
+            stat.engine_version,
+            stat.origin,
+            stat.key,
+            stat.unit,
+            stat.total / stat.n,
+        ).where(stat.n > 0, *conditions(filters, stat))
+        with store._read("cannot rank results") as conn:
+            return {tuple(r[:8]): (r[8], float(r[9])) for r in conn.execute(kept)}
+    query = _filtered(
+        select(
+            *_GROUP_COLUMNS,
+            Measurement.key,
+            func.max(Measurement.unit),
+            func.sum(Measurement.mean * Measurement.n) / func.sum(Measurement.n),
+        )
+        .join(Measurement, Measurement.run_id == RunSummary.run_id)
+        .where(Measurement.n > 0)
+        .group_by(*_GROUP_COLUMNS, Measurement.key),
+        filters,
+    )
+    with store._read("cannot rank results") as conn:
+        return {tuple(r[:8]): (r[8], float(r[9] or 0.0)) for r in conn.execute(query)}
+
+
+def _ranks(means: dict[tuple[Any, ...], tuple[str, float]]) -> dict[tuple[Any, ...], int]:
+    """1 is best within one measurement; each origin is ranked apart."""
+    pools: dict[tuple[str, str], list[tuple[tuple[Any, ...], str, float]]] = defaultdict(list)
+    for ident, (unit, mean) in means.items():
+        pools[(ident[7], ident[6])].append((ident, unit, mean))
+    ranks: dict[tuple[Any, ...], int] = {}
+    for pool in pools.values():
+        descending = not lower_is_better(pool[0][1])
+        ordered = sorted(pool, key=lambda item: -item[2] if descending else item[2])
+        for position, (ident, _, _) in enumerate(ordered, start=1):
+            ranks[ident] = position
+    return ranks
+
+
+def _recipes(store: Store, shas: Sequence[str] | None = None) -> dict[str, dict[str, Any]]:
+    query = select(RecipeRow.sha256, RecipeRow.document)
+    if shas is not None:
+        query = query.where(RecipeRow.sha256.in_(list(shas)))
+    with store._read("cannot read recipes") as conn:
+        return {sha: dict(document or {}) for sha, document in conn.execute(query)}
+
+
+def _recipe_summary(row: Any, document: dict[str, Any]) -> RecipeSummary:
     serving = document.get("serving") or {}
-    repeats = (row.plan or {}).get("repeats")
-    return RunMeasurements(
-        job_id=row.job_id,
-        attempt=row.attempt,
-        worker_id=row.worker_id,
-        sweep_name=row.sweep_name,
+    return RecipeSummary(
         recipe_id=row.recipe_id,
-        recipe_sha256=row.sha256,
+        recipe_sha256=row.recipe_sha256,
         model_id=row.model_id,
         hardware_id=row.hardware_id,
         hardware_count=row.hardware_count,
-        hardware_class=row.hardware_class,
-        engine_name=str(engine.get("name") or row.engine_name),
-        engine_version=engine.get("version") or row.engine_version,
-        simulated=bool(row.simulated or provenance.get("simulated")),
-        measured_at=row.finished_at or row.started_at,
-        requested_repeats=int(repeats) if isinstance(repeats, int) else None,
-        recipe_argv=tuple(str(arg) for arg in document.get("argv") or ()),
+        argv=tuple(str(arg) for arg in document.get("argv") or ()),
         tensor_parallel=serving.get("tensor_parallel"),
         max_context_tokens=serving.get("max_context_tokens"),
-        provenance=provenance,
-        figures=figures,
     )
+
+
+def _provenance(row: Any) -> ProvenanceSummary:
+    p: dict[str, Any] = dict(row.provenance_summary or {})
+    return ProvenanceSummary(
+        job_id=row.job_id,
+        attempt=row.attempt,
+        worker_id=str(p.get("worker_id") or row.worker_id),
+        measured_at=row.finished_at.isoformat(),
+        host=p.get("host"),
+        cpu=p.get("cpu"),
+        os=p.get("os"),
+        gpu_names=tuple(str(name) for name in p.get("gpu_names") or ()),
+        gpu_count=p.get("gpu_count"),
+        driver_version=p.get("driver_version"),
+        cuda_version=p.get("cuda_version"),
+        engine=row.engine_name,
+        engine_version=row.engine_version,
+        image_digest=p.get("image_digest"),
+        farm_version=p.get("farm_version"),
+        farm_commit=p.get("farm_commit"),
+        cache_state=p.get("cache_state"),
+        simulated=row.origin == Origin.SIMULATED.value,
+    )
+
+
+def _group_where(groups: Sequence[tuple[str, str, str, str | None, str]]) -> ColumnElement[bool]:
+    return or_(
+        *(
+            and_(
+                RunSummary.recipe_sha256 == sha,
+                RunSummary.hardware_class == cls,
+                RunSummary.engine_name == name,
+                RunSummary.engine_version == version if version is not None else RunSummary.engine_version.is_(None),
+                RunSummary.origin == origin,
+            )
+            for sha, cls, name, version, origin in groups
+        )
+    )
+
+
+def _run_provenance(store: Store, filters: ResultFilter) -> dict[int, ProvenanceSummary]:
+    query = _filtered(
+        select(
+            RunSummary.run_id,
+            RunSummary.job_id,
+            RunSummary.attempt,
+            RunSummary.worker_id,
+            RunSummary.finished_at,
+            RunSummary.engine_name,
+            RunSummary.engine_version,
+            RunSummary.origin,
+            RunSummary.provenance_summary,
+        ),
+        filters,
+    )
+    with store._read("cannot read provenance") as conn:
+        return {row.run_id: _provenance(row) for row in conn.execute(query)}
+
+
+def iter_entries(
+    store: Store,
+    filters: ResultFilter,
+    *,
+    groups: Sequence[tuple[str, str, str, str | None, str]] | None = None,
+    with_provenance: bool = True,
+    ordered_values: bool = True,
+) -> Iterator[Entry]:
+    """Every entry (one measurement of one sweep group, pooled over its runs) of the runs the filters select,
+    ranked: launched before endpoint before simulated, then by model, recipe, hardware, engine version and key.
+    `groups` (recipe sha256, hardware class, engine name, engine version, origin) limits it to those sweep
+    groups; ranks are still among every group the filters select.
+
+    One GROUP BY in the database pools each entry's runs: their count, requested repeats, first and last time,
+    and their values and job ids concatenated (in time order unless `ordered_values` is off: the statistics do
+    not need it, and the sort costs most of the query), parsed once per entry (not once per run)."""
+    if groups is not None and not groups:
+        return
+    ranks = _ranks(_entry_groups(store, filters))
+    recipes = _recipes(store)
+    provenance = _run_provenance(store, filters) if with_provenance else {}
+    inner_query = _filtered(
+        select(
+            *_GROUP_COLUMNS,
+            RunSummary.run_id,
+            RunSummary.job_id,
+            RunSummary.finished_at,
+            RunSummary.hardware_id,
+            RunSummary.hardware_count,
+            func.coalesce(Measurement.requested_repeats, RunSummary.requested_repeats, Measurement.n).label(
+                "requested"
+            ),
+            Measurement.id.label("measurement_id"),
+            Measurement.key,
+            Measurement.unit,
+            Measurement.workload,
+            Measurement.values,
+        ).join(Measurement, Measurement.run_id == RunSummary.run_id),
+        filters,
+    )
+    if ordered_values:
+        inner_query = inner_query.order_by(RunSummary.finished_at, RunSummary.job_id)
+    if groups is not None:
+        inner_query = inner_query.where(_group_where(groups))
+    inner = inner_query.subquery()
+    postgres = store.url.startswith("postgres")
+
+    def concatenated(column: Any) -> Any:
+        if postgres and ordered_values:
+            return func.string_agg(
+                aggregate_order_by(cast(column, Text), inner.c.finished_at, inner.c.job_id), literal_column("','")
+            )
+        if postgres:
+            return func.string_agg(cast(column, Text), literal_column("','"))
+        return func.group_concat(cast(column, Text), ",")
+
+    group_columns = [inner.c[c.key] for c in _GROUP_COLUMNS]
+    origin_order = case(
+        (inner.c.origin == Origin.LAUNCHED.value, 0), (inner.c.origin == Origin.ENDPOINT.value, 1), else_=2
+    )
+    query = (
+        select(
+            *group_columns,
+            inner.c.key,
+            func.max(inner.c.hardware_id).label("hardware_id"),
+            func.max(inner.c.hardware_count).label("hardware_count"),
+            func.sum(inner.c.requested).label("requested"),
+            func.min(inner.c.finished_at).label("first_at"),
+            func.max(inner.c.finished_at).label("last_at"),
+            func.max(inner.c.unit).label("unit"),
+            func.max(inner.c.workload).label("workload"),
+            func.max(inner.c.measurement_id).label("measurement_id"),
+            concatenated(inner.c["values"]).label("values_text"),
+            concatenated(inner.c.job_id).label("job_ids_text"),
+            concatenated(inner.c.run_id).label("run_ids_text"),
+        )
+        .group_by(*group_columns, inner.c.key)
+        .order_by(
+            origin_order,
+            inner.c.model_id,
+            inner.c.recipe_id,
+            inner.c.hardware_class,
+            func.coalesce(inner.c.engine_version, ""),
+            inner.c.recipe_sha256,
+            inner.c.engine_name,
+            inner.c.key,
+        )
+    )
+    with store._read("cannot read results") as conn:
+        batch: list[Any] = []
+        summaries: dict[str, RecipeSummary] = {}
+        for row in conn.execute(query):
+            batch.append(row)
+            if len(batch) >= STREAM_BATCH:
+                yield from _entries(conn, batch, recipes, summaries, ranks, provenance)
+                batch = []
+        yield from _entries(conn, batch, recipes, summaries, ranks, provenance)
+
+
+def _entries(
+    conn: Any,
+    batch: list[Any],
+    recipes: dict[str, dict[str, Any]],
+    summaries: dict[str, RecipeSummary],
+    ranks: dict[tuple[Any, ...], int],
+    provenance: dict[int, ProvenanceSummary],
+) -> Iterator[Entry]:
+    """The entries of a batch of grouped rows, with the params of their latest figure (read for the batch at
+    once, bulky lists left out)."""
+    if not batch:
+        return
+    ids = [row.measurement_id for row in batch]
+    params = dict(conn.execute(select(Measurement.id, Measurement.params).where(Measurement.id.in_(ids))).all())
+    for row in batch:
+        own = params.get(row.measurement_id) or {}
+        recipe = summaries.get(row.recipe_sha256)
+        if recipe is None:
+            recipe = summaries.setdefault(row.recipe_sha256, _recipe_summary(row, recipes.get(row.recipe_sha256, {})))
+        yield _entry(row, recipe, {k: v for k, v in own.items() if k not in BULKY_PARAMS}, ranks, provenance)
+
+
+def _entry(
+    row: Any,
+    recipe: RecipeSummary,
+    params: dict[str, Any],
+    ranks: dict[tuple[Any, ...], int],
+    provenance: dict[int, ProvenanceSummary],
+) -> Entry:
+    values = tuple(float(v) for repeat in json.loads(f"[{row.values_text}]") for v in repeat)
+    job_ids = row.job_ids_text.split(",")
+    run_ids = [int(run_id) for run_id in row.run_ids_text.split(",")]
+    kind, point, metric = split_key(row.key)
+    stats = _summary(values)
+    return Entry(
+        recipe=recipe,
+        hardware_class=row.hardware_class,
+        engine_name=row.engine_name,
+        engine_version=row.engine_version,
+        simulated=row.origin == Origin.SIMULATED.value,
+        workload=row.workload,
+        key=row.key,
+        kind=kind,
+        point=point,
+        metric=metric,
+        unit=row.unit,
+        n=stats.n,
+        mean=stats.mean,
+        median=stats.median,
+        min=stats.min,
+        max=stats.max,
+        stdev=stats.stdev,
+        spread=stats.spread,
+        values=values,
+        runs=len(set(job_ids)),
+        requested=int(row.requested or 0),
+        job_ids=tuple(sorted(set(job_ids))),
+        first_measured_at=row.first_at,
+        measured_at=row.last_at,
+        params=params,
+        provenance=tuple(provenance[run_id] for run_id in dict.fromkeys(run_ids) if run_id in provenance),
+        rank=ranks.get((*row[:7], row.key)),
+        origin=row.origin,
+    )
+
+
+def _summary(values: Sequence[float]) -> Summary:
+    """n, mean, median, min, max, sample stdev and spread of pooled values (no values: all zero)."""
+    if not values:
+        return Summary(n=0, mean=0.0, median=0.0, min=0.0, max=0.0, stdev=0.0, spread=0.0)
+    n = len(values)
+    mean = sum(values) / n
+    low, high = min(values), max(values)
+    stdev = (sum((v - mean) ** 2 for v in values) / (n - 1)) ** 0.5 if n > 1 else 0.0
+    return Summary(
+        n=n, mean=mean, median=median(values), min=low, max=high, stdev=stdev, spread=spread(low, high, mean)
+    )
+
+
+def job_figures(store: Store, job_ids: Sequence[str]) -> dict[str, list[Figure]]:
+    """The figures of the succeeded runs of these jobs, by job (what compare reads for two jobs)."""
+    from farm.store import queries
+
+    with store._read("cannot read results") as conn:
+        found = conn.execute(
+            select(RunSummary.job_id, RunSummary.run_id).where(RunSummary.job_id.in_(list(job_ids)))
+        ).all()
+        return {job_id: queries.figures(conn, run_id) for job_id, run_id in found}
+
+
+def measured_at_range(store: Store, filters: ResultFilter) -> tuple[datetime | None, datetime | None]:
+    """When the first and the last selected run finished."""
+    query = _filtered(select(func.min(RunSummary.finished_at), func.max(RunSummary.finished_at)), filters)
+    with store._read("cannot read results") as conn:
+        low, high = conn.execute(query).one()
+    return low, high
+
+
+def run_measurements(store: Store, filters: ResultFilter) -> Iterator[RunMeasurements]:
+    """Every succeeded run the filters select with all its figures and provenance, oldest first, streamed.
+
+    For the few readers that need whole runs (the LocalMaxxing export's hashes); the rest read entries."""
+    from farm.store import queries
+
+    recipes = _recipes(store)
+    query = _filtered(
+        select(RunSummary, Run.provenance)
+        .join(Run, Run.id == RunSummary.run_id)
+        .order_by(RunSummary.finished_at, RunSummary.run_id),
+        filters,
+    )
+    with store._read("cannot read results") as conn:
+        summaries = conn.execute(query).all()
+        for row in summaries:
+            document = recipes.get(row.recipe_sha256, {})
+            serving = document.get("serving") or {}
+            yield RunMeasurements(
+                job_id=row.job_id,
+                attempt=row.attempt,
+                worker_id=row.worker_id,
+                sweep_name=row.sweep_name,
+                recipe_id=row.recipe_id,
+                recipe_sha256=row.recipe_sha256,
+                model_id=row.model_id,
+                hardware_id=row.hardware_id,
+                hardware_count=row.hardware_count,
+                hardware_class=row.hardware_class,
+                engine_name=row.engine_name,
+                engine_version=row.engine_version,
+                simulated=row.origin == Origin.SIMULATED.value,
+                measured_at=row.finished_at,
+                requested_repeats=row.requested_repeats,
+                recipe_argv=tuple(str(arg) for arg in document.get("argv") or ()),
+                tensor_parallel=serving.get("tensor_parallel"),
+                max_context_tokens=serving.get("max_context_tokens"),
+                provenance=dict(row.provenance or {}),
+                figures=tuple(queries.figures(conn, row.run_id)),
+                origin=row.origin,
+            )

@@ -7,6 +7,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from farm.domain import Figure
+
 
 class RunState(enum.StrEnum):
     """How one attempt of a job ended (or that it is still running)."""
@@ -66,7 +68,8 @@ class Stat:
 class LeaderboardRow:
     """One recipe × hardware class × engine version × workload, aggregated from succeeded runs.
 
-    Rows measured on the simulator carry `simulated=True` and are never ranked with real ones.
+    Rows measured on the simulator carry `simulated=True` and are never ranked with real ones; rows measured on
+    an endpoint the farm did not launch carry `origin="endpoint"` and are shown apart from launched ones.
     """
 
     recipe_id: str
@@ -85,6 +88,142 @@ class LeaderboardRow:
     peak_memory_gib: float | None = None
     spec_acceptance_rate: float | None = None
     job_ids: tuple[str, ...] = field(default=())
+    origin: str = "launched"
+    """launched, endpoint (a server the farm did not launch) or simulated: each is ranked only among its own."""
+    requested: int | None = None
+    """Decode samples the sweeps asked for (fewer than `decode_tok_s.n`: the row is incomplete)."""
+    rank: int | None = None
+    """1 is the fastest decode of its workload among rows of the same origin."""
+
+    @property
+    def incomplete(self) -> bool:
+        return self.requested is not None and self.decode_tok_s.n < self.requested
+
+
+@dataclass(frozen=True)
+class GroupStat:
+    """One figure key of one leaderboard group, pooled over the group's runs (the store computes it in SQL).
+
+    `total` is the sum of the pooled values, so `total / n` is their mean; `runs` counts the runs that have it.
+    """
+
+    recipe_id: str
+    recipe_sha256: str
+    model_id: str
+    hardware_class: str
+    engine_name: str
+    engine_version: str | None
+    origin: str
+    kind: str
+    point: str
+    metric: str
+    n: int
+    total: float
+    min: float
+    max: float
+    runs: int
+    requested: int | None = None
+
+
+@dataclass(frozen=True)
+class RecipeSummary:
+    """What exports need of the recipe behind an entry."""
+
+    recipe_id: str
+    recipe_sha256: str
+    model_id: str
+    hardware_id: str
+    hardware_count: int
+    argv: tuple[str, ...]
+    tensor_parallel: int | None
+    max_context_tokens: int | None
+
+
+@dataclass(frozen=True)
+class ProvenanceSummary:
+    """The provenance of one run, in short: enough to tell where and how a figure was measured."""
+
+    job_id: str
+    attempt: int
+    worker_id: str
+    measured_at: str
+    host: str | None
+    cpu: str | None
+    os: str | None
+    gpu_names: tuple[str, ...]
+    gpu_count: int | None
+    driver_version: str | None
+    cuda_version: str | None
+    engine: str
+    engine_version: str | None
+    image_digest: str | None
+    farm_version: str | None
+    farm_commit: str | None
+    cache_state: str | None
+    simulated: bool
+
+
+GroupKey = tuple[str, str, str, str, str | None, bool]
+"""(recipe_id, recipe_sha256, hardware_class, engine_name, engine_version, simulated): one sweep's identity."""
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One measurement of one sweep group, pooled over every repeat of every run in the group."""
+
+    recipe: RecipeSummary
+    hardware_class: str
+    engine_name: str
+    engine_version: str | None
+    simulated: bool
+    workload: str | None
+    key: str
+    kind: str
+    point: str
+    metric: str
+    unit: str
+    n: int
+    mean: float
+    median: float
+    min: float
+    max: float
+    stdev: float
+    spread: float
+    values: tuple[float, ...]
+    runs: int
+    requested: int
+    job_ids: tuple[str, ...]
+    first_measured_at: datetime
+    measured_at: datetime
+    params: dict[str, Any] = field(default_factory=dict)
+    provenance: tuple[ProvenanceSummary, ...] = ()
+    rank: int | None = None
+    origin: str = "launched"
+
+    @property
+    def incomplete(self) -> bool:
+        """Fewer samples than the sweeps asked for."""
+        return self.n < self.requested
+
+    @property
+    def status(self) -> str:
+        """`simulated` or `measured` (on real hardware)."""
+        return "simulated" if self.simulated else "measured"
+
+    @property
+    def group(self) -> GroupKey:
+        return (
+            self.recipe.recipe_id,
+            self.recipe.recipe_sha256,
+            self.hardware_class,
+            self.engine_name,
+            self.engine_version,
+            self.simulated,
+        )
+
+    @property
+    def gpu_count(self) -> int:
+        return self.recipe.hardware_count
 
 
 @dataclass(frozen=True)
@@ -100,3 +239,35 @@ class MeasuredRun:
     engine_version: str | None
     simulated: bool
     values: dict[str, tuple[float, ...]]
+    origin: str = "launched"
+
+
+@dataclass(frozen=True)
+class RunMeasurements:
+    """One succeeded run: who and what it measured, how many repeats its plan asked for, and every figure.
+
+    `engine_name` and `engine_version` are what the run's provenance read from the engine (the simulator says
+    `sim`), falling back to the recipe's. `simulated` is set when the job or its provenance says so.
+    """
+
+    job_id: str
+    attempt: int
+    worker_id: str
+    sweep_name: str
+    recipe_id: str
+    recipe_sha256: str
+    model_id: str
+    hardware_id: str
+    hardware_count: int
+    hardware_class: str
+    engine_name: str
+    engine_version: str | None
+    simulated: bool
+    measured_at: datetime
+    requested_repeats: int | None
+    recipe_argv: tuple[str, ...]
+    tensor_parallel: int | None
+    max_context_tokens: int | None
+    provenance: dict[str, Any]
+    figures: tuple[Figure, ...]
+    origin: str = "launched"

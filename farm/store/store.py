@@ -35,19 +35,30 @@ from datetime import UTC, datetime, timedelta
 from types import TracebackType
 from typing import Any
 
-from sqlalchemy import ColumnElement, Connection, Row, and_, case, insert, select, update
+from sqlalchemy import ColumnElement, Connection, Row, and_, case, func, insert, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 
 import farm
-from farm.bench.records import Figure
-from farm.domain import NOT_RETRIED, Artifact, ClaimedJob, FailureClass, JobState, JobView, Phase, RunResult
+from farm.domain import (
+    NOT_RETRIED,
+    Artifact,
+    ClaimedJob,
+    FailureClass,
+    Figure,
+    JobState,
+    JobView,
+    Phase,
+    RunResult,
+    split_key,
+)
 from farm.errors import InvalidTransition, JobNotFound, LeaseLost, StoreError
 from farm.recipes.model import Recipe
 from farm.store import migrate, queries
 from farm.store.db import READ_ONLY, create_store_engine, is_sqlite, normalise_url, translate_errors
-from farm.store.leaderboard import aggregate
-from farm.store.models import ArtifactRow, Host, Job, Measurement, RecipeRow, Run, Sample
+from farm.store.models import ArtifactRow, GroupFigureStat, Host, Job, Measurement, RecipeRow, Run, RunSummary, Sample
 from farm.store.records import LeaderboardRow, RunState, RunView, WorkerView
+from farm.store.sample_codec import encode as encode_samples
+from farm.store.summaries import run_summary_values
 
 DEFAULT_LIST_LIMIT = 100
 """How many jobs `list_jobs` returns unless asked: a screenful of the newest."""
@@ -435,6 +446,124 @@ class Store:
             self._insert_figures(conn, run_id, result.figures)
             self._insert_samples(conn, run_id, result.samples)
             self._insert_artifacts(conn, run_id, result.artifacts)
+            summary = self._insert_summary(conn, run_id, job_id, attempt, worker_id, when, result.provenance)
+            self._add_to_group_stats(conn, summary, result.figures)
+
+    @staticmethod
+    def _insert_summary(
+        conn: Connection,
+        run_id: int,
+        job_id: str,
+        attempt: int,
+        worker_id: str,
+        finished_at: datetime,
+        provenance: Mapping[str, Any],
+    ) -> dict[str, Any]:
+        """The run's row of `run_summaries`, in the transaction that stores its results; returns its values."""
+        row = conn.execute(
+            select(
+                Job.sweep_name,
+                Job.hardware_class,
+                Job.simulated,
+                Job.plan,
+                RecipeRow.recipe_id,
+                RecipeRow.sha256,
+                RecipeRow.model_id,
+                RecipeRow.hardware_id,
+                RecipeRow.hardware_count,
+                RecipeRow.engine_name,
+                RecipeRow.engine_version,
+            )
+            .join(RecipeRow, RecipeRow.sha256 == Job.recipe_sha256)
+            .where(Job.id == job_id)
+        ).one()
+        values = run_summary_values(
+            run_id=run_id,
+            job_id=job_id,
+            attempt=attempt,
+            worker_id=worker_id,
+            sweep_name=row.sweep_name,
+            finished_at=finished_at,
+            simulated_job=row.simulated,
+            plan=row.plan,
+            provenance=provenance,
+            recipe_id=row.recipe_id,
+            recipe_sha256=row.sha256,
+            model_id=row.model_id,
+            hardware_id=row.hardware_id,
+            hardware_count=row.hardware_count,
+            hardware_class=row.hardware_class,
+            recipe_engine_name=row.engine_name,
+            recipe_engine_version=row.engine_version,
+        )
+        conn.execute(insert(RunSummary).values(values))
+        return values
+
+    @staticmethod
+    def _add_to_group_stats(conn: Connection, summary: Mapping[str, Any], figures: Iterable[Figure]) -> None:
+        """Pool the run's figures into `group_stats` (count, sum, min, max per group and key: additive, so any
+        number of writers can add at once; the row lock of the upsert orders them)."""
+        identity = {
+            name: summary[name]
+            for name in (
+                "recipe_id",
+                "recipe_sha256",
+                "model_id",
+                "model_name",
+                "hardware_id",
+                "hardware_class",
+                "engine_name",
+                "engine_version",
+                "origin",
+            )
+        }
+        rows = [
+            {
+                **identity,
+                "engine_version_key": summary["engine_version"] or "",
+                "key": figure.key,
+                "unit": figure.unit,
+                "kind": figure.kind,
+                "point": split_key(figure.key)[1],
+                "metric": figure.metric,
+                "n": len(figure.values),
+                "total": float(sum(figure.values)),
+                "min": float(min(figure.values)),
+                "max": float(max(figure.values)),
+                "runs": 1,
+                "requested": figure.requested_repeats
+                if figure.requested_repeats is not None
+                else (summary["requested_repeats"] if summary["requested_repeats"] is not None else len(figure.values)),
+            }
+            for figure in figures
+            if figure.values
+        ]
+        if not rows:
+            return
+        postgres = conn.dialect.name == "postgresql"
+        statement = (postgresql if postgres else sqlite).insert(GroupFigureStat).values(rows)
+        excluded = statement.excluded
+        smaller, larger = (func.least, func.greatest) if postgres else (func.min, func.max)
+        conn.execute(
+            statement.on_conflict_do_update(
+                index_elements=[
+                    "recipe_sha256",
+                    "hardware_class",
+                    "engine_name",
+                    "engine_version_key",
+                    "origin",
+                    "key",
+                ],
+                set_={
+                    "n": GroupFigureStat.n + excluded.n,
+                    "total": GroupFigureStat.total + excluded.total,
+                    "min": smaller(GroupFigureStat.min, excluded.min),
+                    "max": larger(GroupFigureStat.max, excluded.max),
+                    "runs": GroupFigureStat.runs + 1,
+                    "requested": GroupFigureStat.requested + excluded.requested,
+                },
+            )
+        )
 
     @staticmethod
     def _already_completed(conn: Connection, job_id: str, attempt: int, worker_id: str) -> bool:
@@ -452,6 +581,7 @@ class Store:
                 "run_id": run_id,
                 "key": figure.key,
                 "kind": figure.kind,
+                "point": split_key(figure.key)[1],
                 "workload": figure.workload,
                 "metric": figure.metric,
                 "unit": figure.unit,
@@ -474,7 +604,13 @@ class Store:
     @staticmethod
     def _insert_samples(conn: Connection, run_id: int, samples: Mapping[str, Sequence[Sequence[Any]]]) -> None:
         rows = [
-            {"run_id": run_id, "figure_key": key, "repeat_index": index, "samples": list(repeat)}
+            {
+                "run_id": run_id,
+                "figure_key": key,
+                "repeat_index": index,
+                "samples": None,
+                "data": encode_samples(repeat),
+            }
             for key, repeats in samples.items()
             for index, repeat in enumerate(repeats)
         ]
@@ -711,10 +847,12 @@ class Store:
         *,
         sweep_name: str | None = None,
         limit: int = DEFAULT_LIST_LIMIT,
+        after: tuple[datetime, str] | None = None,
     ) -> list[JobView]:
-        """Jobs, newest first, optionally only those in `states` or of one sweep."""
+        """Jobs, newest first, optionally only those in `states` or of one sweep; `after` (created_at, id) of
+        the last job of a page gives the next page."""
         with self._read("cannot list jobs") as conn:
-            return queries.list_jobs(conn, states, sweep_name, limit)
+            return queries.list_jobs(conn, states, sweep_name, limit, after)
 
     def runs(self, job_id: str) -> list[RunView]:
         """Every attempt of a job, oldest first."""
@@ -739,10 +877,12 @@ class Store:
             return queries.artifacts(conn, job_id, attempt)
 
     def leaderboard(self, include_simulated: bool = True) -> list[LeaderboardRow]:
-        """One row per recipe × hardware class × engine version × workload, from succeeded runs."""
-        with self._read("cannot read the leaderboard") as conn:
-            measured = queries.measured_runs(conn)
-        return aggregate(measured, include_simulated=include_simulated)
+        """One row per recipe × hardware class × engine version × workload × origin, from succeeded runs
+        (SQL over the run summaries: farm.store.reads.leaderboard)."""
+        from farm.filters import ResultFilter
+        from farm.store import reads
+
+        return reads.leaderboard(self, ResultFilter(real_only=not include_simulated))
 
     def queue_depth(self) -> dict[str, int]:
         """Queued jobs per hardware class (classes with none are left out)."""

@@ -202,3 +202,135 @@ def test_bad_filters_are_400_naming_the_parameter(base_url: str, query: str, par
     assert status == 400
     error = json.loads(body)
     assert error["parameter"] == parameter, error
+
+
+def _validator(document: dict[str, Any], name: str) -> Any:
+    """A jsonschema validator for one component of the OpenAPI document (its $refs resolved within it)."""
+    import jsonschema
+
+    schema = {"$ref": f"#/components/schemas/{name}", "components": document["components"]}
+    return jsonschema.Draft202012Validator(schema)
+
+
+def test_every_json_route_answers_what_its_schema_says(base_url: str, filled: ResultsStore) -> None:
+    """Each route's real answer (200 and an error) validates against the schema the OpenAPI document gives it."""
+    document = get_json(base_url + "/openapi.json")
+    fill = {"{job_id}": filled.new_jobs[0], "{format}": "json"}
+    checked = 0
+    for path, item in document["paths"].items():
+        schema = item["get"]["responses"]["200"]["content"].get("application/json", {}).get("schema", {})
+        ref = schema.get("$ref")
+        if ref is None:
+            continue
+        concrete = path
+        for placeholder, value in fill.items():
+            concrete = concrete.replace(placeholder, value)
+        answer = get_json(base_url + concrete)
+        errors = list(_validator(document, ref.rsplit("/", 1)[-1]).iter_errors(answer))
+        assert not errors, (path, [e.message for e in errors[:3]])
+        checked += 1
+    assert checked == 5
+    _status, _headers, body = request(base_url + "/v1/jobs/no-such-job")
+    assert not list(_validator(document, "Error").iter_errors(json.loads(body)))
+
+
+def test_jobs_and_leaderboard_are_paged_with_a_cursor(base_url: str) -> None:
+    """Pages of one item walk every job once, newest first; the leaderboard pages the same way."""
+    everything = [job["id"] for job in get_json(base_url + "/v1/jobs?limit=1000")["jobs"]]
+    walked: list[str] = []
+    url = base_url + "/v1/jobs?limit=2"
+    while True:
+        page = get_json(url)
+        walked += [job["id"] for job in page["jobs"]]
+        if page["next_cursor"] is None:
+            break
+        url = base_url + f"/v1/jobs?limit=2&cursor={page['next_cursor']}"
+    assert walked == everything
+    assert len(everything) >= 5
+    board = get_json(base_url + "/v1/leaderboard")
+    first = get_json(base_url + "/v1/leaderboard?limit=1")
+    assert first["total"] == len(board["rows"])
+    assert first["rows"] == board["rows"][:1]
+    second = get_json(base_url + f"/v1/leaderboard?limit=1&cursor={first['next_cursor']}")
+    assert second["rows"] == board["rows"][1:2]
+
+
+@pytest.mark.parametrize(
+    ("query", "parameter"),
+    [
+        ("/v1/leaderboard?until=9999-12-31", "until"),
+        ("/v1/leaderboard?since=0001-01-01", "since"),
+        ("/v1/export/csv?until=9999-12-31T23:59:59", "until"),
+        ("/v1/jobs?cursor=%%%", "cursor"),
+        ("/v1/leaderboard?since=2026-01-01&since=2026-02-01", "since"),
+    ],
+)
+def test_out_of_range_dates_and_bad_cursors_are_400(base_url: str, query: str, parameter: str) -> None:
+    """Dates a run cannot have, a cursor the API did not give and a repeated single filter are 400s, named."""
+    status, _headers, body = request(base_url + query)
+    assert status == 400, body[:300]
+    assert json.loads(body)["parameter"] == parameter
+
+
+def test_csv_export_streams_with_its_media_type(base_url: str) -> None:
+    """The CSV export answers text/csv, chunked, with a header line and one line per entry."""
+    status, headers, body = request(base_url + "/v1/export/csv")
+    assert status == 200
+    assert headers["Content-Type"].startswith("text/csv")
+    assert headers.get("Transfer-Encoding") == "chunked"
+    lines = body.decode().splitlines()
+    assert lines[0].startswith("recipe_id,")
+    assert len(lines) > 10
+
+
+def test_a_token_guards_every_path_but_health(filled: ResultsStore, tmp_path_factory: pytest.TempPathFactory) -> None:
+    """With FARM_API_TOKEN set, requests without the bearer token get 401 (echoing nothing), with it 200."""
+    token = "s3cret-token-value"
+    port = _free_port()
+    env = {
+        **os.environ,
+        "FARM_DATABASE_URL": filled.url,
+        "FARM_DATA_DIR": str(tmp_path_factory.mktemp("data-token")),
+        "FARM_API_TOKEN": token,
+    }
+    process = subprocess.Popen(
+        [sys.executable, "-m", "farm", "serve", "--host", "127.0.0.1", "--port", str(port)],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while request_or_none(url + "/healthz") is None:
+            assert process.poll() is None, "farm serve exited"
+            assert time.monotonic() < deadline, "farm serve did not start"
+            time.sleep(0.2)
+        status, headers, body = request(url + "/v1/leaderboard")
+        assert status == 401
+        assert "Bearer" in headers["WWW-Authenticate"]
+        assert token.encode() not in body
+        assert authorized_status(url + "/v1/leaderboard", "Bearer wrong") == 401
+        assert authorized_status(url + "/v1/leaderboard", f"Bearer {token}") == 200
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
+
+
+def request_or_none(url: str) -> int | None:
+    """The status of a GET, or None while nothing listens."""
+    try:
+        return request(url)[0]
+    except OSError:
+        return None
+
+
+def authorized_status(url: str, authorization: str) -> int:
+    """The status of a GET carrying this Authorization header."""
+    req = urllib.request.Request(url, headers={"Authorization": authorization})  # noqa: S310 - a URL the test built
+    try:
+        with urllib.request.urlopen(req, timeout=10) as response:  # noqa: S310 - an http URL the test built
+            return int(response.status)
+    except urllib.error.HTTPError as error:
+        with error:
+            return error.code

@@ -84,6 +84,7 @@ def make_recipe(argv: list[str]) -> Recipe:
         provenance=RecipeProvenance(source_format="local-ai-registry/v1", content_sha256="0" * 64),
     )
 
+
 SUBMIT_WHY = {"the job has 1": "runs on 2 device(s)"}
 
 

@@ -226,3 +226,34 @@ def test_compare_refuses_what_it_cannot_resolve(filled: ResultsStore) -> None:
     code, _out, err = farm("compare", "nothing-a", "nothing-b")
     assert code == 2
     assert "nothing-a" in err
+
+
+def test_leaderboard_from_pooled_stats_equals_the_one_pooled_from_runs(filled: ResultsStore) -> None:
+    """The leaderboard kept pooled as runs are stored (no run filter) equals the one pooled from the runs' own
+    measurements (a `since` filter selects runs), row for row; and `farm leaderboard --json` gives the same."""
+    from dataclasses import asdict
+
+    from farm.filters import build_filter
+    from farm.report import service
+    from farm.store import LeaderboardRow, Store
+
+    with Store.open(filled.url) as store:
+        kept = service.leaderboard(store, build_filter())
+        pooled = service.leaderboard(store, build_filter(since="2000-01-01"))
+
+    def identity(r: LeaderboardRow) -> tuple[object, ...]:
+        return (r.recipe_sha256, r.hardware_class, r.engine_version, r.workload, r.origin, r.runs, r.job_ids, r.rank)
+
+    assert [identity(r) for r in kept] == [identity(r) for r in pooled]
+    for a, b in zip(kept, pooled, strict=True):
+        assert a.decode_tok_s.mean == pytest.approx(b.decode_tok_s.mean)
+        assert (a.decode_tok_s.n, a.decode_tok_s.min, a.decode_tok_s.max) == (
+            b.decode_tok_s.n,
+            b.decode_tok_s.min,
+            b.decode_tok_s.max,
+        )
+        assert a.prefill_tok_s == pytest.approx(b.prefill_tok_s)
+        assert a.requested == b.requested
+    assert len(kept) >= 4
+    assert {r.origin for r in kept} == {"launched", "simulated"}
+    assert farm_json("leaderboard", "--json") == json.loads(json.dumps([asdict(r) for r in kept], default=str))

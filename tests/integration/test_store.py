@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sqlite3
 import threading
 from collections.abc import Callable
@@ -528,3 +529,46 @@ def test_leaderboard_aggregates_succeeded_runs(
     assert rows[-1].simulated
     assert all(not row.simulated for row in store.leaderboard(include_simulated=False))
     assert len(store.leaderboard(include_simulated=False)) == 3
+
+
+def test_a_store_from_before_revision_0002_is_backfilled_and_still_read(
+    store_url: str, make_recipe: Callable[..., Recipe], make_result: Callable[..., RunResult]
+) -> None:
+    """A store at revision 0001 holding results (raw samples as JSON) upgrades: every succeeded run gets its
+    summary and pooled stats, the leaderboard is the same as if written today, old samples still read."""
+    from alembic import command
+
+    from farm.store import migrate
+
+    figures = {"decode/code/decode_tok_s": (270.0, 276.0, 282.0), "prefill/4096/prefill_tok_s": (9000.0, 9100.0)}
+    with Store.open(store_url, auto_upgrade=True) as fresh:
+        recipe = make_recipe()
+        job_ids = []
+        for version in ("0.11.0", "0.12.0"):
+            [job_id] = fresh.submit(recipe, "s", {"repeats": 3}, "ab" * 32, 1, simulated=False)
+            claimed = fresh.claim_job(job_id, "w1", [recipe.hardware_class], lease_s=60)
+            assert claimed is not None
+            fresh.complete(job_id, claimed.attempt, "w1", make_result(figures, engine_version=version))
+            job_ids.append(job_id)
+        board_now = fresh.leaderboard()
+        samples_now = fresh.samples(job_ids[0])
+        config = migrate.alembic_config()
+        with fresh._engine.begin() as conn:
+            config.attributes["connection"] = conn
+            command.downgrade(config, "0001")
+        with fresh._engine.begin() as conn:
+            # What a 0001 store holds: the raw samples as JSON (the downgrade dropped the compact ones).
+            run_id = conn.execute(sa.text("SELECT id FROM runs WHERE job_id = :j"), {"j": job_ids[0]}).scalar_one()
+            for key, repeats in samples_now.items():
+                for index, repeat in enumerate(repeats):
+                    conn.execute(
+                        sa.text(
+                            "INSERT INTO samples (run_id, figure_key, repeat_index, samples) VALUES (:r, :k, :i, :s)"
+                        ),
+                        {"r": run_id, "k": key, "i": index, "s": json.dumps(repeat)},
+                    )
+    with Store.open(store_url, auto_upgrade=True) as upgraded:
+        assert upgraded.schema_revision() == head_revision()
+        assert upgraded.leaderboard() == board_now
+        assert [r.runs for r in board_now] == [1, 1]
+        assert upgraded.samples(job_ids[0]) == samples_now

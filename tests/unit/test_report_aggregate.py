@@ -12,7 +12,7 @@ from farm.bench.records import Figure, Summary
 from farm.errors import InputError
 from farm.report.aggregate import aggregate
 from farm.report.filters import build_filter, engine_matches
-from farm.store.reads import RunMeasurements
+from farm.store.records import RunMeasurements
 
 T0 = datetime(2026, 8, 30, 9, 0, tzinfo=UTC)
 

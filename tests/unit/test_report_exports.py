@@ -13,12 +13,24 @@ from test_report_aggregate import fig, run
 
 from farm.errors import InputError
 from farm.report.aggregate import aggregate
-from farm.report.exports import CSV_COLUMNS, Results, csv_text, entries_document, render
+from farm.report.exports import (
+    CSV_COLUMNS,
+    Results,
+    csv_cell,
+    csv_text,
+    entries_document,
+    render,
+    stream_json,
+    stream_jsonl,
+)
 from farm.report.filters import ALL
-from farm.report.html import board_rows, render_report
+from farm.report.html import ReportData, render_report
 from farm.report.localmaxxing import SUBMISSION_FIELDS, engine_commit, submissions, tensor_parallel
+from farm.report.paths import safe_file_name
 from farm.report.registry import speed_sweeps
 from farm.report.registry_schema import check_speed_sweep, speed_sweep_errors
+from farm.store.leaderboard import aggregate as leaderboard
+from farm.store.records import LeaderboardRow, MeasuredRun, RunMeasurements
 
 REGISTRY_SWEEP_OF_THE_SEED_RUN: dict[str, Any] = {
     "accepted_at": None,
@@ -82,6 +94,25 @@ def results(*runs_: Any) -> Results:
     """Results of hand-made runs, unfiltered."""
     runs = runs_ or (run("j-1", SWEEP_FIGURES),)
     return Results(runs=tuple(runs), entries=tuple(aggregate(runs)), filters=ALL)
+
+
+def board(runs: tuple[RunMeasurements, ...]) -> list[LeaderboardRow]:
+    """The leaderboard of hand-made runs, by the store's own rules."""
+    return leaderboard(
+        MeasuredRun(
+            job_id=r.job_id,
+            recipe_id=r.recipe_id,
+            recipe_sha256=r.recipe_sha256,
+            model_id=r.model_id,
+            hardware_class=r.hardware_class,
+            engine_name=r.engine_name,
+            engine_version=r.engine_version,
+            simulated=r.simulated,
+            values={f.key: f.values for f in r.figures},
+            origin=r.origin,
+        )
+        for r in runs
+    )
 
 
 def sweep() -> dict[str, Any]:
@@ -287,9 +318,19 @@ def test_html_report_marks_numbers_and_simulated_rows() -> None:
         run("j-real", SWEEP_FIGURES),
         run("j-sim", (fig("decode/code/decode_tok_s", (999.0,)),), simulated=True, engine_name="sim"),
     )
-    page = render_report(data)
-    board = {(r.workload, r.simulated): r for r in board_rows(data.entries)}
-    real_code = board[("code", False)]
+    rows = board(data.runs)
+    page = render_report(
+        ReportData(
+            board=tuple(rows),
+            entries=data.entries,
+            run_count=len(data.runs),
+            filters=ALL,
+            groups_total=2,
+            groups_shown=2,
+        )
+    )
+    board_by = {(r.workload, r.simulated): r for r in rows}
+    real_code = board_by[("code", False)]
     assert real_code.prefill_prompt_tokens == 107016
     assert real_code.peak_memory_gib == 94.6
     assert 'data-decode-mean="276.0"' in page
@@ -297,3 +338,76 @@ def test_html_report_marks_numbers_and_simulated_rows() -> None:
     assert 'id="board-simulated"' in page
     assert "<script" not in page
     assert "http://" not in page.replace('xmlns="http://www.w3.org/2000/svg"', "")
+
+
+@pytest.mark.parametrize(
+    ("value", "written"),
+    [
+        ('=HYPERLINK("http://x")', '\'=HYPERLINK("http://x")'),
+        ("+1+2", "'+1+2"),
+        ("-2+3", "'-2+3"),
+        ("@SUM(A1)", "'@SUM(A1)"),
+        ("\tcmd", "'\tcmd"),
+        ("\rcmd", "'\rcmd"),
+        ("vllm", "vllm"),
+        (-2.5, -2.5),
+        (None, None),
+    ],
+)
+def test_csv_cells_are_escaped_against_formulas(value: object, written: object) -> None:
+    """Text a spreadsheet would run as a formula gets a leading quote; numbers and plain text pass."""
+    assert csv_cell(value) == written
+
+
+def test_csv_export_escapes_a_recipe_id_that_is_a_formula() -> None:
+    """A recipe id starting with `=` goes out quoted in the CSV, not as a live formula."""
+    data = results(run("j-1", SWEEP_FIGURES, recipe_id="=cmd|' /C calc'!A0"))
+    rows = list(csv.DictReader(io.StringIO(csv_text(data.entries))))
+    assert {r["recipe_id"] for r in rows} == {"'=cmd|' /C calc'!A0"}
+
+
+def test_streamed_json_is_the_same_document_entry_by_entry() -> None:
+    """The streamed json export parses to the in-memory document; JSON lines hold one entry per line."""
+    data = results()
+    streamed = json.loads("".join(stream_json(data.entries, ALL)))
+    whole = entries_document(data)
+    assert streamed["entries"] == whole["entries"]
+    assert streamed["definitions"] == whole["definitions"]
+    lines = "".join(stream_jsonl(data.entries)).splitlines()
+    assert [json.loads(line)["key"] for line in lines] == [e.key for e in data.entries]
+    assert json.loads("".join(stream_json((), ALL)))["entries"] == []
+
+
+@pytest.mark.parametrize(
+    "identifier",
+    ["../../etc/passwd", "..", ".", "a/b", "/abs", "con", "x\x00y", "ok-id_1.2", "", "é" * 400, "..\\win"],
+)
+def test_file_names_from_ids_stay_one_plain_component(identifier: str) -> None:
+    """Every id maps to one path component without separators or a leading dot; changed ids carry a hash."""
+    name = safe_file_name(identifier, ".json")
+    stem = name.removesuffix(".json")
+    assert "/" not in name
+    assert "\\" not in name
+    assert "\x00" not in name
+    assert not name.startswith(".")
+    assert stem not in ("", ".", "..")
+    assert len(name) < 200
+    if identifier == "ok-id_1.2":
+        assert name == "ok-id_1.2.json"
+    else:
+        assert safe_file_name(identifier + "x") != name
+
+
+def test_the_shipped_schemas_are_valid_and_the_reconstructed_one_says_so() -> None:
+    """Both schema files are valid JSON Schema 2020-12; the one the registry does not publish says it was rebuilt
+    from types.ts, and the registry's own names the record it checks."""
+    from jsonschema import Draft202012Validator
+
+    from farm.report.registry_schema import SCHEMA_FILES, load_schema
+
+    for name in SCHEMA_FILES:
+        Draft202012Validator.check_schema(load_schema(name))
+    common = load_schema("common.schema.json")
+    assert "RECONSTRUCTED" in common["$comment"]
+    assert "types.ts" in common["$comment"]
+    assert load_schema("speed-sweep.schema.json")["title"] == "Speed sweep"

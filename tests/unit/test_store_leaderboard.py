@@ -34,13 +34,13 @@ def _run(job_id: str, values: dict[str, tuple[float, ...]], **overrides: object)
 )
 def test_pooled_stat(values: tuple[float, ...], expected: Stat) -> None:
     """Mean, range, count and spread ((max - min) / mean) of pooled values."""
-    assert pooled_stat(values) == pytest.approx(expected)
+    assert pooled_stat(len(values), sum(values), min(values), max(values)) == pytest.approx(expected)
 
 
 def test_pooled_stat_refuses_nothing() -> None:
     """There is no summary of no values."""
     with pytest.raises(ValueError, match="no values"):
-        pooled_stat(())
+        pooled_stat(0, 0.0, 0.0, 0.0)
 
 
 def test_one_row_per_workload_and_engine_version() -> None:
@@ -102,3 +102,32 @@ def test_a_run_without_optional_figures_leaves_them_empty() -> None:
         None,
         None,
     )
+
+
+def test_endpoint_rows_are_apart_from_launched_and_ranked_among_themselves() -> None:
+    """An endpoint run of the same recipe is its own row, marked `endpoint`, after launched rows, ranked 1."""
+    launched = MeasuredRun(
+        job_id="j-l",
+        recipe_id="r",
+        recipe_sha256="s",
+        model_id="org/m",
+        hardware_class="hw x 2",
+        engine_name="vllm",
+        engine_version="0.11.0",
+        simulated=False,
+        values={"decode/code/decode_tok_s": (100.0, 110.0)},
+    )
+    endpoint = MeasuredRun(
+        job_id="j-e",
+        recipe_id="r",
+        recipe_sha256="s",
+        model_id="org/m",
+        hardware_class="hw x 2",
+        engine_name="vllm",
+        engine_version="0.11.0",
+        simulated=False,
+        values={"decode/code/decode_tok_s": (300.0,)},
+        origin="endpoint",
+    )
+    rows = aggregate([endpoint, launched])
+    assert [(r.origin, r.job_ids, r.rank) for r in rows] == [("launched", ("j-l",), 1), ("endpoint", ("j-e",), 1)]
