@@ -22,8 +22,11 @@ announcing a job twice. A job announced twice anyway is harmless: the second cla
 
 The sweeper runs as a thread in every farm worker (no extra service to deploy, and it lives exactly as long as
 some worker for the class does; celery beat would be one more process that must run exactly once). Each pass
-delivers the worker's spooled results, reaps expired leases (announcing each reaped job at once), announces
-what its hardware classes need, and says the worker is alive when it is idle.
+delivers the worker's spooled results (before the reap: results of an attempt that no other attempt followed are
+still taken), reaps expired leases (announcing each reaped job at once), checks the host's quarantine (a
+quarantined worker stops consuming and runs its self-check), announces what its hardware classes need (it lists
+only the queued jobs of those classes; after one broker failure it stops trying for the rest of the pass), and
+says the worker is alive when it is idle.
 """
 
 from __future__ import annotations
@@ -197,6 +200,8 @@ class SweepReport:
     reaped: list[str] = field(default_factory=list)
     announced: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
+    broker_down: bool = False
+    """The broker failed in this pass, so the pass stopped announcing."""
 
 
 class Sweeper:
@@ -211,6 +216,7 @@ class Sweeper:
         *,
         deliver_spooled: Callable[[], None] = lambda: None,
         idle_heartbeat: Callable[[], None] = lambda: None,
+        check_host: Callable[[], None] = lambda: None,
     ) -> None:
         self.store = store
         self.announcer = announcer
@@ -218,6 +224,7 @@ class Sweeper:
         self.settings = settings
         self.deliver_spooled = deliver_spooled
         self.idle_heartbeat = idle_heartbeat
+        self.check_host = check_host
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -248,16 +255,21 @@ class Sweeper:
             report.errors.append(str(exc))
         try:
             report.reaped = self.store.reap()
-            queued = self.store.list_jobs([JobState.QUEUED], limit=SWEEP_LIMIT)
+            # Reaped jobs of any class are announced here (this sweeper took them back); queued ones only of the
+            # classes this worker serves, through the claim index (state, hardware_class).
+            reaped_jobs = [self.store.get_job(job_id) for job_id in report.reaped]
+            queued = self.store.queued_jobs(self.hardware_classes, limit=SWEEP_LIMIT)
         except StoreError as exc:
             log.warning("sweep.store_unavailable", error=str(exc))
             report.errors.append(str(exc))
             return report
-        by_id = {job.id: job for job in queued}
-        for job_id in report.reaped:
-            reaped_job = by_id.get(job_id)  # absent: reaped for good (its budget was spent), nothing to announce
-            if reaped_job is not None:
-                self._try(report, job_id, functools.partial(self._announce_reaped, reaped_job))
+        try:
+            self.check_host()
+        except FarmError as exc:
+            report.errors.append(str(exc))
+        for reaped_job in reaped_jobs:
+            if reaped_job.state == JobState.QUEUED:  # else reaped for good (its budget was spent): nothing to announce
+                self._try(report, reaped_job.id, functools.partial(self._announce_reaped, reaped_job))
         when = time.time() if now is None else now
         empty: dict[str, bool] = {}
         for job in queued:
@@ -289,9 +301,14 @@ class Sweeper:
 
     @staticmethod
     def _try(report: SweepReport, job_id: str, action: Callable[[], bool]) -> None:
+        """Announce one job unless the broker already failed in this pass (the next pass tries again: a dead
+        broker costs one timeout per pass, not one per queued job)."""
+        if report.broker_down:
+            return
         try:
             if action():
                 report.announced.append(job_id)
         except BrokerError as exc:
-            log.warning("sweep.announce_failed", job=job_id, error=str(exc))
+            log.warning("sweep.announce_failed", job=job_id, error=str(exc), note="no more tries this pass")
             report.errors.append(str(exc))
+            report.broker_down = True

@@ -14,6 +14,7 @@ into this module.
 from __future__ import annotations
 
 import threading
+import time
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -29,8 +30,23 @@ from farm.worker.daemon import Worker
 
 log = get_logger(__name__)
 
-Outcome = Literal["ran", "duplicate", "store_unavailable"]
+Outcome = Literal["ran", "duplicate", "skipped", "store_unavailable"]
 OnSigterm = Literal["finish", "release"]
+
+SKIP_PAUSE_S = 1.0
+"""A worker that leaves a job to another host (it failed the job, or it is quarantined) waits this long before
+sending the job's message back, so that an idle healthy worker, not itself, takes it (and a farm where only
+busy hosts could take it sees at most one such message a second)."""
+
+
+class ConsumerSwitch:
+    """Stops and resumes a worker's consumption of its queues (a quarantined host must not take messages)."""
+
+    def pause(self) -> None:
+        """Stop taking messages."""
+
+    def resume(self) -> None:
+        """Take messages again."""
 
 
 @dataclass
@@ -40,7 +56,9 @@ class FarmRuntime:
     worker: Worker
     announcer: Announcer
     on_sigterm: OnSigterm = "finish"
+    consumer: ConsumerSwitch = field(default_factory=ConsumerSwitch)
     current: ClaimedJob | None = None
+    paused: bool = False
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     @property
@@ -51,7 +69,13 @@ class FarmRuntime:
         """Claim the job and run it; the body of `farm.run_job`."""
         worker = self.worker
         try:
-            job = worker.store.claim_job(job_id, worker.worker_id, worker.hardware_classes, worker.lease_s)
+            job = worker.store.claim_job(
+                job_id,
+                worker.worker_id,
+                worker.hardware_classes,
+                worker.lease_s,
+                live_within_s=worker.settings.live_within_s,
+            )
         except StoreError as exc:
             # The message is spent (acknowledged when the task returns); the sweeper announces the job again
             # once the store answers, so a store outage does not spin messages through the broker.
@@ -59,6 +83,8 @@ class FarmRuntime:
             self.announcer.forget(job_id)
             return "store_unavailable"
         if job is None:
+            if self.left_to_another(job_id):
+                return "skipped"
             log.info("task.duplicate", job=job_id)
             return "duplicate"
         with self._lock:
@@ -70,6 +96,40 @@ class FarmRuntime:
                 self.current = None
         self.announce_if_requeued(job.id)
         return "ran"
+
+    def left_to_another(self, job_id: str) -> bool:
+        """A claim that found the job still queued left it to another host: send its message back, after a
+        pause (SKIP_PAUSE_S). True when that was the case."""
+        try:
+            if not self.worker.store.skipped(job_id, self.worker.worker_id):
+                return False
+            view = self.worker.store.get_job(job_id)
+        except StoreError as exc:
+            log.warning("task.skip_check_failed", job=job_id, error=str(exc))
+            return False
+        log.info("task.left_to_another_host", job=job_id)
+        time.sleep(SKIP_PAUSE_S)
+        self.announcer.forget(job_id)
+        try:
+            self.announcer.announce(view.id, view.hardware_class, view.attempt)
+        except BrokerError as exc:
+            log.warning("task.reannounce_failed", job=job_id, error=str(exc))  # the sweeper will
+        return True
+
+    def check_host(self) -> None:
+        """The sweeper's check of this host's quarantine: a quarantined worker stops consuming (and runs its
+        self-check when one is due); one back in rotation consumes again."""
+        if self.busy:
+            return
+        quarantined = self.worker.check_quarantine() is not None
+        if quarantined and not self.paused:
+            log.error("worker.consuming_paused", reason="quarantined")
+            self.consumer.pause()
+            self.paused = True
+        elif not quarantined and self.paused:
+            log.info("worker.consuming_resumed")
+            self.consumer.resume()
+            self.paused = False
 
     def announce_if_requeued(self, job_id: str) -> None:
         """A job that went back to the queue (a retried failure, a release) is announced again at once."""
