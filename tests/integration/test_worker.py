@@ -18,6 +18,7 @@ from farm.domain import FailureClass, JobState
 from farm.engines.process import group_alive
 from farm.queue import submit_sweep
 from farm.recipes.spec import LoadedSweep, load_sweep
+from farm.settings import Settings
 from farm.store import Store, recipe_sha256
 from farm.worker.daemon import Worker
 from farm.worker.profile import WorkerProfile, load_profile
@@ -37,8 +38,9 @@ def write_profile(
     faults: tuple[str, ...] = (),
     ready_timeout_s: float = 30.0,
     overrides: dict[str, str] | None = None,
+    sim_profile: str = "test",
 ) -> Path:
-    """A simulator worker profile for the seed's hardware, on the fast `test` simulator profile."""
+    """A simulator worker profile for the seed's hardware, on the fast `test` simulator profile (or another)."""
     lines = [
         'name = "test-sim"',
         "[worker]",
@@ -52,7 +54,7 @@ def write_profile(
         f"ready_timeout_s = {ready_timeout_s}",
         "stop_grace_s = 2.0",
         "[engine.sim]",
-        'profile = "test"',
+        f"profile = {json.dumps(sim_profile)}",
         f"faults = {json.dumps(list(faults))}",
     ]
     if overrides:
@@ -285,3 +287,66 @@ def _pid_alive(pid: int) -> bool:
         return False
     stat = Path(f"/proc/{pid}/stat")
     return stat.exists() and stat.read_text().split()[2] != "Z"
+
+
+def write_small_spec(tmp_path: Path, *, max_attempts: int = 2, prompt_tokens: int = 16) -> Path:
+    """A one-request sweep (short TTFT only): the quickest real job."""
+    path = tmp_path / "small.toml"
+    path.write_text(
+        f"""
+name = "small"
+recipe = "{SEED_RECIPE}"
+max_attempts = {max_attempts}
+[plan]
+repeats = 1
+warmup_requests = 0
+time_budget_s = 60
+request_timeout_s = 30
+[plan.short_ttft]
+prompt_tokens = {prompt_tokens}
+"""
+    )
+    return path
+
+
+def test_beside_a_host_whose_engine_never_starts_every_healthy_job_succeeds(tmp_path: Path, store: Store) -> None:
+    """Embedded mode, two workers: one whose engine dies at every start (its simulator profile does not exist),
+    one healthy. Every job succeeds, none spends its budget on the broken host, and the broken host is quarantined
+    within K failed starts and then claims nothing."""
+    sweep = load_sweep(write_small_spec(tmp_path, max_attempts=2))
+    job_ids = submit_sweep(store, sweep, simulate=True, count=6, broker_url=None)
+    settings = Settings(quarantine_after=3, retry_backoff_s=0.5, self_check_interval_s=3600, poll_interval_s=0.1)
+    (tmp_path / "broken").mkdir()
+    broken = Worker(
+        store,
+        load_profile(write_profile(tmp_path / "broken", overrides=None, sim_profile="does-not-exist")),
+        data_dir=tmp_path / "data-broken",
+        worker_id="broken",
+        settings=settings,
+    )
+    healthy = Worker(
+        store,
+        load_profile(write_profile(tmp_path)),
+        data_dir=tmp_path / "data-healthy",
+        worker_id="healthy",
+        settings=settings,
+    )
+    threads = [threading.Thread(target=w.run, kwargs={"idle_exit_s": 120}) for w in (broken, healthy)]
+    for thread in threads:
+        thread.start()
+    try:
+        _wait_for(lambda: all(store.get_job(j).state.finished for j in job_ids), 150)
+    finally:
+        broken.shutdown()
+        healthy.shutdown()
+        for thread in threads:
+            thread.join(timeout=60)
+    states = {j: store.get_job(j).state for j in job_ids}
+    assert set(states.values()) == {JobState.SUCCEEDED}, states
+    broken_runs = [r for j in job_ids for r in store.runs(j) if r.worker_id == "broken"]
+    assert 1 <= len(broken_runs) <= settings.quarantine_after
+    assert {r.failure_class for r in broken_runs} == {FailureClass.ENGINE_START_FAILED}
+    reason = store.quarantine_reason("broken")
+    assert reason is not None
+    assert "in a row" in reason
+    assert all(r.worker_id == "healthy" for j in job_ids for r in store.runs(j) if r.state.value == "succeeded")
