@@ -9,6 +9,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from multiprocessing.queues import Queue
 from multiprocessing.synchronize import Barrier
+from pathlib import Path
 
 import pytest
 
@@ -339,3 +340,43 @@ def test_leases_are_computed_by_the_database_clock(store: Store, make_recipe: Ca
     slack = timedelta(seconds=1)
     assert before + timedelta(seconds=600) - slack <= job.lease_expires_at <= after + timedelta(seconds=600) + slack
     assert store.get_job(job.id).lease_expires_at == job.lease_expires_at
+
+
+# --- the first open of a brand-new SQLite store ---------------------------------------------------------------
+
+
+def open_new_store(url: str, barrier: Barrier, results: Queue[str]) -> None:
+    """Child process: wait for the others, then open (and migrate) the store and read its revision."""
+    try:
+        barrier.wait(timeout=60)
+        with Store.open(url, auto_upgrade=True) as store:
+            results.put(f"ok {store.schema_revision()}")
+    except Exception as exc:  # reported to the parent, which asserts on it
+        results.put(f"error {type(exc).__name__}: {exc}")
+
+
+@pytest.mark.slow
+def test_concurrent_first_opens_of_a_new_sqlite_store_all_succeed(tmp_path: Path) -> None:
+    """Processes and threads opening one brand-new SQLite file at the same instant (the WAL switch, the first
+    revision read and the migration all race) every one succeed, and agree on the head revision; two rounds,
+    each on a fresh file."""
+    from farm.store.migrate import head_revision
+
+    context = multiprocessing.get_context("spawn")
+    for round_no in range(2):
+        url = f"sqlite:///{tmp_path / f'round-{round_no}' / 'farm.db'}"
+        processes_n, threads_n = 6, 6
+        barrier = context.Barrier(processes_n + threads_n)
+        results: Queue[str] = context.Queue()
+        processes = [context.Process(target=open_new_store, args=(url, barrier, results)) for _ in range(processes_n)]
+        for process in processes:
+            process.start()
+        threads = [threading.Thread(target=open_new_store, args=(url, barrier, results)) for _ in range(threads_n)]
+        for thread in threads:
+            thread.start()
+        outcomes = [results.get(timeout=120) for _ in range(processes_n + threads_n)]
+        for thread in threads:
+            thread.join(timeout=30)
+        for process in processes:
+            process.join(timeout=30)
+        assert outcomes == [f"ok {head_revision()}"] * (processes_n + threads_n), outcomes
