@@ -251,9 +251,7 @@ def test_a_silent_or_quarantined_host_does_not_count_as_another_host(
     assert again.attempt == 2
 
 
-def test_when_every_live_host_failed_a_job_any_may_retry_it(
-    store: Store, make_recipe: Callable[..., Recipe]
-) -> None:
+def test_when_every_live_host_failed_a_job_any_may_retry_it(store: Store, make_recipe: Callable[..., Recipe]) -> None:
     """Two hosts that both failed a job: neither waits for the other forever, each may take it after the
     back-off, and the budget ends it."""
     _register(store, "a", "b")

@@ -14,6 +14,7 @@ import pytest
 
 from farm.domain import ClaimedJob, JobState, JobView
 from farm.errors import BrokerError, StoreError
+from farm.queue import tasks
 from farm.queue.announce import Sweeper
 from farm.queue.celery_app import (
     RUN_JOB_TASK,
@@ -23,7 +24,6 @@ from farm.queue.celery_app import (
     create_app,
     queue_name,
 )
-from farm.queue import tasks
 from farm.queue.tasks import ConsumerSwitch, FarmRuntime
 from farm.settings import Settings
 from farm.worker.profile import WorkerProfile

@@ -11,7 +11,7 @@ from farm.store.db import is_busy, retry_busy
 
 
 def test_busy_is_retried_until_the_action_succeeds() -> None:
-    """"database is locked" twice, then success: the result comes back after three calls."""
+    """ "database is locked" twice, then success: the result comes back after three calls."""
     calls: list[int] = []
 
     def action() -> str:
@@ -26,13 +26,9 @@ def test_busy_is_retried_until_the_action_succeeds() -> None:
 
 def test_busy_wrapped_in_a_store_error_is_recognised() -> None:
     """translate_errors' StoreError raised from the driver's busy error counts as busy; other errors do not."""
-    try:
-        try:
-            raise sqlite3.OperationalError("database is locked")
-        except sqlite3.OperationalError as inner:
-            raise StoreError("cannot read the schema revision: database is locked") from inner
-    except StoreError as outer:
-        assert is_busy(outer)
+    outer = StoreError("cannot read the schema revision: database is locked")
+    outer.__cause__ = sqlite3.OperationalError("database is locked")
+    assert is_busy(outer)
     assert not is_busy(StoreError("no such table: jobs"))
     assert not is_busy(sqlite3.OperationalError("no such table: jobs"))
 
