@@ -40,6 +40,7 @@ from farm.recipes.sweep import SweepPlan
 from farm.settings import Settings
 from farm.store import Store, recipe_sha256
 from farm.worker.engines import EngineFactory, default_engine_factory, probe_for
+from farm.worker.failures import classify_request_failure
 from farm.worker.memory import PeakMemorySampler
 from farm.worker.profile import WorkerProfile
 from farm.worker.spool import Spool
@@ -233,7 +234,7 @@ class Worker:
             if state.lease_lost:
                 log.warning("job.abandoned", reason=state.lease_lost)
             else:
-                self._fail(job, FailureClass.MEASUREMENT_ERROR, str(exc), engine)
+                self._fail(job, classify_request_failure(str(exc)), str(exc), engine)
         except FarmError as exc:
             self._fail(job, FailureClass.BAD_RECIPE, str(exc), engine)
         except Exception as exc:

@@ -350,3 +350,17 @@ def test_beside_a_host_whose_engine_never_starts_every_healthy_job_succeeds(tmp_
     assert reason is not None
     assert "in a row" in reason
     assert all(r.worker_id == "healthy" for j in job_ids for r in store.runs(j) if r.state.value == "succeeded")
+
+
+def test_a_prompt_beyond_the_context_fails_the_job_on_its_first_attempt(tmp_path: Path, store: Store) -> None:
+    """The engine refuses the request (HTTP 400, maximum context length): the job fails at once as
+    context_too_long with attempts left, and is not retried."""
+    sweep = load_sweep(write_small_spec(tmp_path, max_attempts=3, prompt_tokens=400))
+    (job_id,) = submit_sweep(store, sweep, simulate=True, broker_url=None)
+    profile = load_profile(write_profile(tmp_path, overrides={"max_model_len": "256"}))
+    worker = Worker(store, profile, data_dir=tmp_path / "data", settings=Settings(poll_interval_s=0.1))
+    assert worker.run(idle_exit_s=3) == 1
+    job = store.get_job(job_id)
+    assert (job.state, job.failure_class, job.attempt) == (JobState.FAILED, FailureClass.CONTEXT_TOO_LONG, 1)
+    assert "maximum context length" in (job.failure_message or "")
+    assert len(store.runs(job_id)) == 1
