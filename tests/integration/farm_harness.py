@@ -60,6 +60,28 @@ def wait_for(predicate: Callable[[], Any], timeout_s: float, what: str = "condit
         time.sleep(0.1)
 
 
+def wait_for_sweeps(store: Store, worker_ids: list[str], *, passes_s: float = 1.5, timeout_s: float = 30) -> None:
+    """Wait until every named worker has said it is alive again more than `passes_s` after now (by the
+    database's clock, which stamps the heartbeats): its sweeper has made a few more passes since, so whatever
+    those passes would do to the jobs (reap, announce) has had its chance."""
+    start = max(w.last_heartbeat for w in store.list_workers())
+    wait_for(
+        lambda: all(
+            w.last_heartbeat.timestamp() > start.timestamp() + passes_s
+            for w in store.list_workers()
+            if w.worker_id in worker_ids
+        ),
+        timeout_s,
+        f"more sweeps by {', '.join(worker_ids)}",
+    )
+
+
+def aof_contains(directory: Path, needle: bytes) -> bool:
+    """Whether Redis has written `needle` to its append-only file(s) under `directory` (a SIGKILL of Redis keeps
+    what it wrote: the page cache belongs to the kernel)."""
+    return any(needle in path.read_bytes() for path in directory.rglob("*.aof") if path.is_file())
+
+
 # --- Redis ---------------------------------------------------------------------------------------------------
 
 
