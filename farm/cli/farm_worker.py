@@ -1,7 +1,7 @@
 """`farm worker` in farm mode (FARM_BROKER_URL set): a Celery worker on the queues of the profile's hardware classes.
 
 One job at a time (one thread, prefetch of one), the same Worker and store code as the polling loop, a sweeper
-thread (farm.queue.announce) beside Celery's consumer. SIGTERM is Celery's warm shutdown: the job in hand is
+thread (farm.worker.sweeper) beside Celery's consumer. SIGTERM is Celery's warm shutdown: the job in hand is
 finished, or handed back to the queue first when the on_sigterm policy says "release".
 """
 
@@ -16,12 +16,13 @@ from celery import Celery, signals
 from farm.cli.common import open_store
 from farm.logs import get_logger
 from farm.provenance import HostInfo
-from farm.queue import tasks
-from farm.queue.announce import Announcer, Sweeper
-from farm.queue.celery_app import FarmModeSettings, queue_name
+from farm.queue.announce import Announcer
+from farm.queue.celery_app import queue_name
 from farm.settings import Settings
+from farm.worker import celery as tasks
 from farm.worker.daemon import Worker
 from farm.worker.profile import WorkerProfile, load_profile
+from farm.worker.sweeper import Sweeper
 
 log = get_logger(__name__)
 
@@ -44,7 +45,7 @@ class CeleryConsumerSwitch(tasks.ConsumerSwitch):
             self.app.control.add_consumer(queue, destination=[self.hostname], reply=False)
 
 
-def on_sigterm_policy(profile: WorkerProfile, settings: FarmModeSettings) -> tasks.OnSigterm:
+def on_sigterm_policy(profile: WorkerProfile, settings: Settings) -> tasks.OnSigterm:
     """FARM_ON_SIGTERM when set (both are validated Literals), else the profile's `[worker] on_sigterm`."""
     return settings.on_sigterm or profile.worker.on_sigterm
 

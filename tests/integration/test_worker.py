@@ -16,10 +16,10 @@ import pytest
 
 from farm.domain import FailureClass, JobState
 from farm.engines.process import group_alive
-from farm.queue import submit_sweep
 from farm.recipes.spec import LoadedSweep, load_sweep
 from farm.settings import Settings
 from farm.store import Store, recipe_sha256
+from farm.submit import submit_sweep
 from farm.worker.daemon import Worker
 from farm.worker.profile import WorkerProfile, load_profile
 

@@ -14,8 +14,6 @@ import pytest
 
 from farm.domain import ClaimedJob, JobState, JobView
 from farm.errors import BrokerError, StoreError
-from farm.queue import tasks
-from farm.queue.announce import Sweeper
 from farm.queue.celery_app import (
     RUN_JOB_TASK,
     VISIBILITY_TIMEOUT_S,
@@ -24,9 +22,11 @@ from farm.queue.celery_app import (
     create_app,
     queue_name,
 )
-from farm.queue.tasks import ConsumerSwitch, FarmRuntime
 from farm.settings import Settings
+from farm.worker import celery as tasks
+from farm.worker.celery import ConsumerSwitch, FarmRuntime
 from farm.worker.profile import WorkerProfile
+from farm.worker.sweeper import Sweeper
 
 
 def test_settings_for_long_jobs_whose_messages_may_come_twice() -> None:
