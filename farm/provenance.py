@@ -22,7 +22,7 @@ import platform
 import re
 import socket
 import subprocess
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -86,6 +86,19 @@ def _redact_value(match: re.Match[str]) -> str:
     return f"{match['name']}{match['sep']}{quote}{REDACTED}{quote}"
 
 
+_SECRET_FLAG_NAME = re.compile(r"^--(?:[a-z0-9]+-)*(?:token|key|api-key|password|secret)$", re.IGNORECASE)
+
+
+def scrub_argv(argv: Sequence[str]) -> list[str]:
+    """An argument list with secrets removed: each argument scrubbed, and the value after a secret-named flag
+    (`--hf-token VALUE`) redacted."""
+    out: list[str] = []
+    for index, arg in enumerate(argv):
+        after_secret_flag = index > 0 and _SECRET_FLAG_NAME.match(argv[index - 1]) is not None
+        out.append(REDACTED if after_secret_flag and not arg.startswith("--") else scrub_text(arg))
+    return out
+
+
 def scrub_json(value: Any) -> Any:
     """A JSON-like value with every string scrubbed, and the value of every secret-named key redacted."""
     if isinstance(value, str):
@@ -96,6 +109,8 @@ def scrub_json(value: Any) -> Any:
             for key, item in value.items()
         }
     if isinstance(value, list | tuple):
+        if all(isinstance(item, str) for item in value):
+            return scrub_argv(value)
         return [scrub_json(item) for item in value]
     return value
 
@@ -260,7 +275,7 @@ def capture_provenance(
             "version": outcome.engine_version or engine.version(),
             "image_digest": recipe.container.digest if recipe.container else None,
         },
-        argv=tuple(scrub_text(arg) for arg in engine.argv),
+        argv=tuple(scrub_argv(engine.argv)),
         environment=scrub_environment(engine.environment),
         recipe_id=recipe.id,
         recipe_sha256=recipe_sha256,
