@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import sys
+from collections.abc import MutableMapping
 from typing import Any, TextIO
 
 import structlog
@@ -33,7 +34,7 @@ def configure(fmt: str = "auto", level: str = "info", file: TextIO | None = None
     _configured = True
 
 
-def _scrub_secrets(_logger: Any, _method: str, event_dict: dict[str, Any]) -> dict[str, Any]:
+def _scrub_secrets(_logger: Any, _method: str, event_dict: MutableMapping[str, Any]) -> dict[str, Any]:
     """Every string of a log line (messages, errors, tracebacks) through the farm's one secret scrubber."""
     from farm.provenance import scrub_text
 
