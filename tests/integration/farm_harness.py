@@ -264,8 +264,10 @@ def write_profile(
     also_serve_counts: tuple[int, ...] = (),
     lease_s: float = 4.0,
     faults: tuple[str, ...] = (),
+    sim_profile: str = "test",
 ) -> Path:
-    """A simulator worker profile on the fast `test` simulator profile."""
+    """A simulator worker profile on the fast `test` simulator profile (a profile that does not exist makes a
+    host whose engine dies at every start)."""
     lines = [
         f'name = "{name}"',
         "[worker]",
@@ -279,7 +281,7 @@ def write_profile(
         "ready_timeout_s = 30.0",
         "stop_grace_s = 2.0",
         "[engine.sim]",
-        'profile = "test"',
+        f"profile = {json.dumps(sim_profile)}",
         f"faults = {json.dumps(list(faults))}",
     ]
     path = directory / f"{name}.toml"

@@ -7,6 +7,7 @@ nothing lost and nothing looping.
 
 from __future__ import annotations
 
+import functools
 import signal
 import time
 from collections.abc import Iterator
@@ -62,6 +63,10 @@ def farm_workers() -> Iterator[list[FarmWorker]]:
 
 def _state(store: Store, job_id: str) -> JobState:
     return store.get_job(job_id).state
+
+
+def _all_finished(store: Store, job_ids: list[str]) -> bool:
+    return all(_state(store, j).finished for j in job_ids)
 
 
 def _all_succeeded(store: Store, job_ids: list[str]) -> bool:
@@ -272,3 +277,46 @@ def test_results_spooled_through_a_60_s_outage_with_a_10_s_lease_are_fenced_by_a
             assert [f.summary.n for f in store.results(job_id) if f.key == "decode/code/decode_tok_s"] == [1]
     finally:
         proxy.close()
+
+
+@pytest.mark.timeout(300)
+def test_beside_a_worker_whose_engine_never_starts_every_healthy_job_succeeds(
+    tmp_path: Path, store: Store, pg_url: str, farm_workers: list[FarmWorker]
+) -> None:
+    """Farm mode, three workers, one of them with an engine that dies at every start. Every job succeeds with a
+    budget of two attempts, none on the broken host; the broken host is quarantined within K = 3 failed starts,
+    stops consuming, and `farm workers` would show why."""
+    env = {"FARM_QUARANTINE_AFTER": "3", "FARM_RETRY_BACKOFF_S": "1", "FARM_SELF_CHECK_INTERVAL_S": "3600"}
+    with running_redis(tmp_path / "redis") as redis_server:
+        urls = {"database_url": pg_url, "broker_url": redis_server.url}
+        broken_profile = write_profile(tmp_path, "broken", sim_profile="does-not-exist")
+        healthy_profile = write_profile(tmp_path, "healthy")
+        farm_workers += [
+            FarmWorker(tmp_path, "broken", broken_profile, **urls, **env),
+            FarmWorker(tmp_path, "healthy-1", healthy_profile, **urls, **env),
+            FarmWorker(tmp_path, "healthy-2", healthy_profile, **urls, **env),
+        ]
+        wait_for(lambda: len(store.list_workers()) == 3, 60, "three workers registered")
+        job_ids: list[str] = []
+        # Waves of jobs until the broken host has failed K starts (it may get fewer than K of the first wave):
+        # it must be quarantined then, and never fail more.
+        for _wave in range(5):
+            job_ids += submit_jobs(store, redis_server.url, n=6, max_attempts=2)
+            wait_for(functools.partial(_all_finished, store, list(job_ids)), 200, "every job finished")
+            if store.quarantine_reason("broken") is not None:
+                break
+        states = {j: _state(store, j) for j in job_ids}
+        assert set(states.values()) == {JobState.SUCCEEDED}, states
+        broken_runs = [r for j in job_ids for r in store.runs(j) if r.worker_id == "broken"]
+        assert len(broken_runs) == 3
+        assert {r.failure_class for r in broken_runs} == {FailureClass.ENGINE_START_FAILED}
+        succeeded_on = {r.worker_id for j in job_ids for r in store.runs(j) if r.state == RunState.SUCCEEDED}
+        assert succeeded_on <= {"healthy-1", "healthy-2"}
+        reason = store.quarantine_reason("broken")
+        assert reason is not None
+        assert "3 times in a row" in reason
+        # Quarantined: it stops consuming, so the next jobs never reach it.
+        wait_for(lambda: farm_workers[0].events("worker.consuming_paused"), 30, "the broken worker paused")
+        more = submit_jobs(store, redis_server.url, n=4, max_attempts=1)
+        wait_for(lambda: _all_succeeded(store, more), 120, "the jobs after the quarantine succeeded")
+        assert all(r.worker_id != "broken" for j in more for r in store.runs(j))
