@@ -312,6 +312,7 @@ class FarmWorker:
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "farm", "worker", "--profile", str(profile), "--worker-id", worker_id],
                 env=environment,
+                cwd=tmp_path,  # its engines inherit it: a leftover engine is found by its working directory
                 stdout=log,
                 stderr=subprocess.STDOUT,
             )
