@@ -2,15 +2,22 @@
 
 The lease protocol, in one place:
 
+- Time is the database's: every lease decision of a transaction reads the database's clock once (`now()` on
+  PostgreSQL, the SQLite library's clock), never a worker's, so hosts need not agree on the time. (Tests pass
+  `now=` to drive time by hand.)
 - `claim` is one conditional UPDATE of a queued row (PostgreSQL: `... WHERE id = (SELECT ... FOR UPDATE
   SKIP LOCKED LIMIT 1) RETURNING`; SQLite: the same statement inside `BEGIN IMMEDIATE`). It sets the
   owner, a lease expiry and `attempt + 1`, and inserts the run row for (job, attempt). The attempt number
-  only ever grows, so it fences out every older owner.
-- A caller owns a job while the row is `running` with its worker id and attempt. `heartbeat` and
-  `complete` also need the lease not to have expired: an expired lease is lost even before the reaper has
-  run (FACTS: "an owner whose lease had expired was refused at completion"). `fail` and `release` only
-  give the job back, so they are accepted from the owner of an expired but not yet reaped lease, which
-  keeps the worker's failure class instead of the reaper's `host_lost`.
+  only ever grows: it is the fencing token.
+- Host-aware retries: a claim skips a job its host already failed while another live, unquarantined host of
+  the class that has not failed it exists; when none does, the host may take it again after the job's back-off
+  (`retry_after`). A quarantined host claims nothing (`quarantine`, `release_host`): `fail` quarantines a host
+  after K failed engine starts in a row (START_FAILURES), and such an attempt is not charged to the job when it
+  is the job's first failed start or when it quarantined the host (it is counted with the releases).
+- Fenced by attempt, not by clock: `heartbeat`, `fail` and `release` are accepted from the owner of the current
+  attempt while the job runs, even after its lease expired, until a reaper takes the job back. `complete`
+  accepts the results of the current attempt whenever they arrive (spooled through a database outage) as long as
+  no later attempt exists and the job was not cancelled, even after the reaper took it back.
 - `reap` requeues running jobs whose lease expired (one conditional UPDATE, so any number of reapers can
   run at once) while attempts remain, and fails them with `host_lost` once the budget is spent.
 - `release` (a graceful worker shutdown) hands the job back without spending its budget: the attempt
@@ -18,6 +25,7 @@ The lease protocol, in one place:
   `max_attempts`.
 - `cancel` ends a queued or running job at once; the owner of a running one gets LeaseLost on its next
   heartbeat and its results are refused.
+- Failure messages and artifacts are scrubbed of secrets (farm.provenance.scrub_text) before they are stored.
 
 Every write is one transaction; every SQLAlchemy or driver error comes out as farm.errors.StoreError. The
 lease operations (heartbeat, complete, fail, release) raise LeaseLost for a job that does not exist too, so
