@@ -155,15 +155,18 @@ def test_engine_crash_mid_sweep_is_classified_and_leaves_no_process(tmp_path: Pa
 
 
 def test_startup_timeout_is_classified(tmp_path: Path, store: Store) -> None:
-    """An engine not ready within the profile's deadline fails as startup_timeout and is stopped."""
+    """An engine not ready within the profile's deadline fails as startup_timeout and is stopped. It never
+    reached its engine, so this first failed start is not charged: the job is queued again with its budget of
+    one attempt whole."""
     job_id = submit(store, write_spec(tmp_path, max_attempts=1))
     profile = load_profile(write_profile(tmp_path, faults=("--fault-startup-delay", "60"), ready_timeout_s=1.5))
     started: list[int] = []
     worker = Worker(store, profile, data_dir=tmp_path / "data", engine_factory=_recording_factory(started))
     worker.run(max_jobs=1, idle_exit_s=5)
     job = store.get_job(job_id)
-    assert job.state == JobState.FAILED
+    assert job.state == JobState.QUEUED
     assert job.failure_class == FailureClass.STARTUP_TIMEOUT
+    assert [r.failure_class for r in store.runs(job_id)] == [FailureClass.STARTUP_TIMEOUT]
     assert started
     assert not group_alive(started[0])
 
@@ -364,3 +367,27 @@ def test_a_prompt_beyond_the_context_fails_the_job_on_its_first_attempt(tmp_path
     assert (job.state, job.failure_class, job.attempt) == (JobState.FAILED, FailureClass.CONTEXT_TOO_LONG, 1)
     assert "maximum context length" in (job.failure_message or "")
     assert len(store.runs(job_id)) == 1
+
+
+@pytest.mark.parametrize("healthy", [True, False], ids=["passes", "fails"])
+def test_a_quarantined_host_returns_after_a_self_check_that_serves(healthy: bool, tmp_path: Path, store: Store) -> None:
+    """A quarantined host starts its engine with no job: one that serves returns the host to rotation; one that
+    dies at start leaves it quarantined, and no engine is left behind either way."""
+    profile = load_profile(write_profile(tmp_path, sim_profile="test" if healthy else "does-not-exist"))
+    started: list[int] = []
+    worker = Worker(
+        store,
+        profile,
+        data_dir=tmp_path / "data",
+        worker_id="checked",
+        engine_factory=_recording_factory(started),
+        settings=Settings(self_check_interval_s=3600),
+    )
+    store.register_worker("checked", host="host-checked", hardware_classes=list(worker.hardware_classes))
+    store.quarantine("checked", "the engine failed to start 3 times in a row")
+    reason = worker.check_quarantine()
+    assert (reason is None) is healthy
+    assert (store.quarantine_reason("checked") is None) is healthy
+    if started:
+        _wait_for(lambda: not group_alive(started[0]), 10)
+    assert worker.check_quarantine() == (None if healthy else "the engine failed to start 3 times in a row")
