@@ -54,9 +54,33 @@ class FailureClass(enum.StrEnum):
     HOST_LOST = "host_lost"
     MEASUREMENT_ERROR = "measurement_error"
     GPU_BUSY = "gpu_busy"
+    CONTEXT_TOO_LONG = "context_too_long"
+    UNKNOWN_MODEL = "unknown_model"
+    REQUEST_REFUSED = "request_refused"
 
 
-NOT_RETRIED = frozenset({FailureClass.BAD_RECIPE, FailureClass.BAD_ARGUMENT, FailureClass.OUT_OF_MEMORY})
+NOT_RETRIED = frozenset(
+    {
+        FailureClass.BAD_RECIPE,
+        FailureClass.BAD_ARGUMENT,
+        FailureClass.OUT_OF_MEMORY,
+        FailureClass.CONTEXT_TOO_LONG,
+        FailureClass.UNKNOWN_MODEL,
+        FailureClass.REQUEST_REFUSED,
+    }
+)
+"""Failures that repeat on any host: the job fails at once (docs/failure-classes.md)."""
+
+START_FAILURES = frozenset(
+    {
+        FailureClass.ENGINE_START_FAILED,
+        FailureClass.STARTUP_TIMEOUT,
+        FailureClass.PORT_IN_USE,
+        FailureClass.GPU_BUSY,
+    }
+)
+"""The engine never served: counted against the host (K in a row quarantine it), and not charged to the job
+the first time (farm.store.Store.fail)."""
 
 
 def hardware_class(hardware_id: str, count: int) -> str:

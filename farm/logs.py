@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import sys
+from collections.abc import MutableMapping
 from typing import Any, TextIO
 
 import structlog
@@ -23,6 +24,7 @@ def configure(fmt: str = "auto", level: str = "info", file: TextIO | None = None
             structlog.processors.add_log_level,
             structlog.processors.TimeStamper(fmt="iso", utc=True),
             structlog.processors.format_exc_info,
+            _scrub_secrets,
             renderer,
         ],
         wrapper_class=structlog.make_filtering_bound_logger(logging.getLevelNamesMapping()[level.upper()]),
@@ -30,6 +32,13 @@ def configure(fmt: str = "auto", level: str = "info", file: TextIO | None = None
         cache_logger_on_first_use=False,
     )
     _configured = True
+
+
+def _scrub_secrets(_logger: Any, _method: str, event_dict: MutableMapping[str, Any]) -> dict[str, Any]:
+    """Every string of a log line (messages, errors, tracebacks) through the farm's one secret scrubber."""
+    from farm.provenance import scrub_text
+
+    return {key: scrub_text(value) if isinstance(value, str) else value for key, value in event_dict.items()}
 
 
 def _current_stderr(*_args: Any) -> structlog.PrintLogger:

@@ -1,7 +1,7 @@
 """`farm worker` in farm mode (FARM_BROKER_URL set): a Celery worker on the queues of the profile's hardware classes.
 
 One job at a time (one thread, prefetch of one), the same Worker and store code as the polling loop, a sweeper
-thread (farm.queue.announce) beside Celery's consumer. SIGTERM is Celery's warm shutdown: the job in hand is
+thread (farm.worker.sweeper) beside Celery's consumer. SIGTERM is Celery's warm shutdown: the job in hand is
 finished, or handed back to the queue first when the on_sigterm policy says "release".
 """
 
@@ -11,22 +11,41 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from celery import signals
+from celery import Celery, signals
 
 from farm.cli.common import open_store
 from farm.logs import get_logger
 from farm.provenance import HostInfo
-from farm.queue import tasks
-from farm.queue.announce import Announcer, Sweeper
-from farm.queue.celery_app import FarmModeSettings, queue_name
+from farm.queue.announce import Announcer
+from farm.queue.celery_app import queue_name
 from farm.settings import Settings
+from farm.worker import celery as tasks
 from farm.worker.daemon import Worker
 from farm.worker.profile import WorkerProfile, load_profile
+from farm.worker.sweeper import Sweeper
 
 log = get_logger(__name__)
 
 
-def on_sigterm_policy(profile: WorkerProfile, settings: FarmModeSettings) -> tasks.OnSigterm:
+class CeleryConsumerSwitch(tasks.ConsumerSwitch):
+    """Pauses and resumes this worker's queues through Celery's remote control (a broadcast that the worker's
+    own consumer thread carries out: kombu's channels are not to be touched from another thread)."""
+
+    def __init__(self, app: Celery, hostname: str, queues: list[str]) -> None:
+        self.app = app
+        self.hostname = hostname
+        self.queues = queues
+
+    def pause(self) -> None:
+        for queue in self.queues:
+            self.app.control.cancel_consumer(queue, destination=[self.hostname], reply=False)
+
+    def resume(self) -> None:
+        for queue in self.queues:
+            self.app.control.add_consumer(queue, destination=[self.hostname], reply=False)
+
+
+def on_sigterm_policy(profile: WorkerProfile, settings: Settings) -> tasks.OnSigterm:
     """FARM_ON_SIGTERM when set (both are validated Literals), else the profile's `[worker] on_sigterm`."""
     return settings.on_sigterm or profile.worker.on_sigterm
 
@@ -34,14 +53,20 @@ def on_sigterm_policy(profile: WorkerProfile, settings: FarmModeSettings) -> tas
 def run_farm_worker(settings: Settings, profile_path: Path, *, worker_id: str | None = None) -> int:
     """Run a farm-mode worker until it is stopped; returns Celery's exit code."""
     assert settings.broker_url, "farm mode needs FARM_BROKER_URL"
-    farm_settings = FarmModeSettings()
     profile = load_profile(profile_path)
     store = open_store(settings)
-    worker = Worker(store, profile, data_dir=settings.data_dir, worker_id=worker_id)
+    worker = Worker(store, profile, data_dir=settings.data_dir, worker_id=worker_id, settings=settings)
     announcer = Announcer.from_url(settings.broker_url)
-    runtime = tasks.FarmRuntime(worker, announcer, on_sigterm=on_sigterm_policy(profile, farm_settings))
-    tasks.install(runtime)
     app = announcer.app
+    queues = [queue_name(c) for c in worker.hardware_classes]
+    hostname = f"farm@{worker.worker_id}"
+    runtime = tasks.FarmRuntime(
+        worker,
+        announcer,
+        on_sigterm=on_sigterm_policy(profile, settings),
+        consumer=CeleryConsumerSwitch(app, hostname, queues),
+    )
+    tasks.install(runtime)
     tasks.register(app)
 
     def on_shutting_down(sig: str | None = None, how: str | None = None, **_: Any) -> None:
@@ -52,21 +77,21 @@ def run_farm_worker(settings: Settings, profile_path: Path, *, worker_id: str | 
 
     signals.worker_shutting_down.connect(on_shutting_down, weak=False)
 
-    queues = [queue_name(c) for c in worker.hardware_classes]
     store.register_worker(worker.worker_id, host=HostInfo.read().name, hardware_classes=list(worker.hardware_classes))
     log.info("worker.start", mode="farm", queues=queues, worker=worker.worker_id, on_sigterm=runtime.on_sigterm)
     sweeper = Sweeper(
         store,
         announcer,
         worker.hardware_classes,
-        farm_settings,
+        settings,
         deliver_spooled=worker.deliver_spooled,
         idle_heartbeat=runtime.idle_heartbeat,
+        check_host=runtime.check_host,
     )
     sweeper.start()
     try:
         celery_worker = app.Worker(
-            hostname=f"farm@{worker.worker_id}",
+            hostname=hostname,
             queues=queues,
             pool_cls="threads",
             concurrency=1,

@@ -20,7 +20,9 @@ def worker(
     profile: Path = typer.Option(..., "--profile", "-p", help="a worker host profile, e.g. workers/demo-sim.toml"),
     max_jobs: int | None = typer.Option(None, help="exit after this many jobs"),
     idle_exit: float | None = typer.Option(None, help="exit after this many seconds without a job"),
-    worker_id: str | None = typer.Option(None, help="override the worker id (default: host-profile-pid)"),
+    worker_id: str | None = typer.Option(
+        None, help="override the worker id (default: <hostname>-<profile name>, stable across restarts)"
+    ),
 ) -> None:
     """Claim jobs that match this host's hardware and run them, one at a time, until stopped."""
     s = settings()
@@ -32,7 +34,7 @@ def worker(
     with farm_errors():
         prof = load_profile(profile)
         store = open_store(s)
-        daemon = Worker(store, prof, data_dir=s.data_dir, worker_id=worker_id)
+        daemon = Worker(store, prof, data_dir=s.data_dir, worker_id=worker_id, settings=s)
 
         def _graceful(signum: int, _frame: FrameType | None) -> None:
             log.info("worker.signal", signal=signal.Signals(signum).name)

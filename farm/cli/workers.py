@@ -13,6 +13,7 @@ import typer
 from rich.table import Table
 
 from farm.cli.common import console, farm_errors, open_store, print_json, settings
+from farm.errors import FarmError
 from farm.queue.overview import SILENT_AFTER_S, ClassLine, WorkerLine, class_lines, worker_lines
 from farm.store import Store
 
@@ -20,17 +21,27 @@ from farm.store import Store
 def workers(
     silent_after: float = typer.Option(SILENT_AFTER_S, help="seconds without a heartbeat before a worker is not live"),
     as_json: bool = typer.Option(False, "--json"),
+    release: str | None = typer.Option(
+        None, "--release", metavar="HOST", help="return a quarantined worker (its id or its host name) to rotation"
+    ),
 ) -> None:
-    """Workers seen (id, host, hardware classes, last heartbeat, current job and phase) and unserved queues."""
+    """Workers seen (id, host, hardware classes, last heartbeat, state and quarantine reason, current job and
+    phase) and unserved queues; `--release HOST` returns a quarantined host to rotation."""
     s = settings()
     with farm_errors():
         store = open_store(s)
+        if release is not None:
+            released = store.release_host(release)
+            if not released:
+                raise FarmError(f"no quarantined worker with id or host name {release!r} (see `farm workers`)")
+            console.print(f"released: {', '.join(released)}", markup=False, highlight=False)
+            return
         lines, classes = read_overview(store, silent_after)
     if as_json:
         print_json(overview_json(lines, classes))
         return
     table = Table(title="workers")
-    for column in ("worker", "host", "hardware classes", "heartbeat", "state", "job", "phase"):
+    for column in ("worker", "host", "hardware classes", "heartbeat", "state", "job", "phase", "reason"):
         table.add_column(column)
     for line in lines:
         table.add_row(
@@ -38,9 +49,10 @@ def workers(
             line.host,
             ", ".join(line.hardware_classes),
             f"{line.heartbeat_age_s:.0f} s ago",
-            "live" if line.live else "silent",
+            line.state,
             line.current_job or "",
             line.phase or "",
+            line.quarantine_reason or "",
         )
     console.print(table)
     print_class_lines(classes)
@@ -54,7 +66,7 @@ def read_overview(store: Store, silent_after_s: float = SILENT_AFTER_S) -> tuple
 
 def overview_json(lines: list[WorkerLine], classes: list[ClassLine]) -> dict[str, Any]:
     return {
-        "workers": [asdict(line) for line in lines],
+        "workers": [asdict(line) | {"state": line.state} for line in lines],
         "queues": [asdict(c) | {"unserved": c.unserved} for c in classes],
     }
 

@@ -20,28 +20,23 @@ A queued job needs a (new) announcement when
 The decision and the write of the key are one Lua script, so any number of sweepers can run at once without
 announcing a job twice. A job announced twice anyway is harmless: the second claim finds it running or done.
 
-The sweeper runs as a thread in every farm worker (no extra service to deploy, and it lives exactly as long as
-some worker for the class does; celery beat would be one more process that must run exactly once). Each pass
-delivers the worker's spooled results, reaps expired leases (announcing each reaped job at once), announces
-what its hardware classes need, and says the worker is alive when it is idle.
+The sweeper (farm.worker.sweeper) runs as a thread in every farm worker: no extra service to deploy, and it lives
+exactly as long as some worker for the class does (celery beat would be one more process that must run exactly
+once).
 """
 
 from __future__ import annotations
 
-import functools
-import threading
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
 
 import redis
 from celery import Celery
 
-from farm.domain import JobState, JobView
-from farm.errors import BrokerError, FarmError, StoreError
+from farm.domain import JobView
+from farm.errors import BrokerError
 from farm.logs import get_logger
-from farm.queue.celery_app import RUN_JOB_TASK, FarmModeSettings, create_app, queue_name
-from farm.store import Store
+from farm.queue.celery_app import RUN_JOB_TASK, create_app, queue_name
 
 log = get_logger(__name__)
 
@@ -50,9 +45,6 @@ ANNOUNCED_KEY_PREFIX = "farm:announced:"
 
 ANNOUNCED_KEY_TTL_S = 7 * 24 * 3600
 """Keys of finished jobs are garbage after this long; a job still queued then is announced once more (harmless)."""
-
-SWEEP_LIMIT = 10_000
-"""Queued jobs read per sweep: far above any backlog a farm of a few dozen hosts builds."""
 
 REDIS_SOCKET_TIMEOUT_S = 10.0
 """The announcer's Redis calls give up after this long, so a dead broker never hangs a submit or a sweep."""
@@ -187,111 +179,3 @@ def announce_jobs(announcer: Announcer, jobs: Sequence[tuple[str, str]]) -> list
             log.warning("job.announce_failed", job=job_id, error=str(exc))
             missed.append(job_id)
     return missed
-
-
-@dataclass
-class SweepReport:
-    """What one sweep did (for logs and tests)."""
-
-    delivered: bool = True
-    reaped: list[str] = field(default_factory=list)
-    announced: list[str] = field(default_factory=list)
-    errors: list[str] = field(default_factory=list)
-
-
-class Sweeper:
-    """The periodic pass of a farm worker (module docstring); `start()` runs it on a daemon thread."""
-
-    def __init__(
-        self,
-        store: Store,
-        announcer: Announcer,
-        hardware_classes: Sequence[str],
-        settings: FarmModeSettings,
-        *,
-        deliver_spooled: Callable[[], None] = lambda: None,
-        idle_heartbeat: Callable[[], None] = lambda: None,
-    ) -> None:
-        self.store = store
-        self.announcer = announcer
-        self.hardware_classes = tuple(hardware_classes)
-        self.settings = settings
-        self.deliver_spooled = deliver_spooled
-        self.idle_heartbeat = idle_heartbeat
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-
-    def start(self) -> None:
-        self._thread = threading.Thread(target=self._loop, name="sweeper", daemon=True)
-        self._thread.start()
-
-    def stop(self, timeout_s: float = 10.0) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=timeout_s)
-
-    def _loop(self) -> None:
-        while not self._stop.is_set():
-            try:
-                self.sweep()
-            except Exception:  # the sweeper must outlive any one bad pass; the next one tries again
-                log.exception("sweep.unexpected_error")
-            self._stop.wait(self.settings.sweep_interval_s)
-
-    def sweep(self, *, now: float | None = None) -> SweepReport:
-        """One pass: deliver spooled results, reap, announce what is due, heartbeat when idle."""
-        report = SweepReport()
-        try:
-            self.deliver_spooled()
-        except FarmError as exc:
-            report.delivered = False
-            report.errors.append(str(exc))
-        try:
-            report.reaped = self.store.reap()
-            queued = self.store.list_jobs([JobState.QUEUED], limit=SWEEP_LIMIT)
-        except StoreError as exc:
-            log.warning("sweep.store_unavailable", error=str(exc))
-            report.errors.append(str(exc))
-            return report
-        by_id = {job.id: job for job in queued}
-        for job_id in report.reaped:
-            reaped_job = by_id.get(job_id)  # absent: reaped for good (its budget was spent), nothing to announce
-            if reaped_job is not None:
-                self._try(report, job_id, functools.partial(self._announce_reaped, reaped_job))
-        when = time.time() if now is None else now
-        empty: dict[str, bool] = {}
-        for job in queued:
-            if job.hardware_class not in self.hardware_classes or job.id in report.reaped:
-                continue
-
-            def due(job: JobView = job) -> bool:
-                if job.hardware_class not in empty:
-                    empty[job.hardware_class] = self.announcer.queue_length(job.hardware_class) == 0
-                return self.announcer.announce_if_due(
-                    job,
-                    now=when,
-                    grace_s=self.settings.announce_grace_s,
-                    stale_s=self.settings.announce_stale_s,
-                    queue_empty=empty[job.hardware_class],
-                )
-
-            self._try(report, job.id, due)
-        try:
-            self.idle_heartbeat()
-        except StoreError as exc:
-            report.errors.append(str(exc))
-        if report.reaped or report.announced:
-            log.info("sweep.done", reaped=report.reaped, announced=report.announced)
-        return report
-
-    def _announce_reaped(self, job: JobView) -> bool:
-        return self.announcer.announce(job.id, job.hardware_class, job.attempt)
-
-    @staticmethod
-    def _try(report: SweepReport, job_id: str, action: Callable[[], bool]) -> None:
-        try:
-            if action():
-                report.announced.append(job_id)
-        except BrokerError as exc:
-            log.warning("sweep.announce_failed", job=job_id, error=str(exc))
-            report.errors.append(str(exc))

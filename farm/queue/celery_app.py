@@ -26,11 +26,11 @@ whose message may arrive twice:
 from __future__ import annotations
 
 import re
-from typing import Any, Literal
+from typing import Any
 
 from celery import Celery
-from pydantic import Field
-from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from farm.settings import Settings
 
 RUN_JOB_TASK = "farm.run_job"
 """The one task of farm mode: `farm.run_job(job_id)`."""
@@ -65,25 +65,9 @@ def queue_name(hardware_class: str) -> str:
     return f"{QUEUE_PREFIX}.{sim}{match['hardware_id']}.x{match['count']}"
 
 
-class FarmModeSettings(BaseSettings):
-    """Farm-mode settings of a worker process (environment, prefix FARM_), beside farm.settings.Settings."""
-
-    model_config = SettingsConfigDict(env_prefix="FARM_", extra="ignore")
-
-    sweep_interval_s: float = Field(
-        5.0, gt=0, description="a sweep every 5 s: the reaper's lag after a lease expires, and an idle heartbeat"
-    )
-    announce_grace_s: float = Field(
-        10.0, ge=0, description="a job without an announcement waits this long for its submitter to announce it"
-    )
-    announce_stale_s: float = Field(
-        120.0, gt=0, description="an announcement this old whose queue is empty is taken as lost"
-    )
-    on_sigterm: Literal["finish", "release"] | None = Field(
-        None,
-        description="on SIGTERM, finish the job in hand or hand it back; unset: the profile's [worker] on_sigterm, "
-        "else finish",
-    )
+FarmModeSettings = Settings
+"""Farm mode's settings (sweep interval, announce grace and staleness, on_sigterm) live in farm.settings.Settings
+with every other default; this name stays for existing imports."""
 
 
 def celery_config(broker_url: str) -> dict[str, Any]:

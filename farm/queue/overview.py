@@ -29,6 +29,14 @@ class WorkerLine:
     live: bool
     current_job: str | None
     phase: str | None
+    quarantine_reason: str | None = None
+    """Why the host stopped claiming (its engine keeps failing to start); None while it is in rotation."""
+
+    @property
+    def state(self) -> str:
+        if self.quarantine_reason is not None:
+            return "quarantined"
+        return "live" if self.live else "silent"
 
 
 @dataclass(frozen=True)
@@ -58,6 +66,7 @@ def worker_lines(
             live=(now - w.last_heartbeat).total_seconds() <= silent_after_s,
             current_job=w.current_job_id,
             phase=w.phase,
+            quarantine_reason=w.quarantine_reason if w.quarantined_at is not None else None,
         )
         for w in workers
     ]
@@ -70,7 +79,9 @@ def class_lines(queue_depth: Mapping[str, int], workers: Sequence[WorkerLine]) -
         ClassLine(
             hardware_class=klass,
             queued=count,
-            live_workers=tuple(w.worker_id for w in workers if w.live and klass in w.hardware_classes),
+            live_workers=tuple(
+                w.worker_id for w in workers if w.live and w.quarantine_reason is None and klass in w.hardware_classes
+            ),
         )
         for klass, count in sorted(queue_depth.items())
         if count > 0

@@ -1,140 +1,25 @@
-"""The farm-mode task `farm.run_job(job_id)` and the per-process runtime it runs with.
+"""Moved to farm.worker.celery (the worker's Celery runtime); these names stay importable from here."""
 
-The task does what a polling worker does after its claim, through the same code: claim the named job through
-the store (`claim_job`), and when that wins, hand it to `Worker.run_job`. A claim that finds the job running,
-finished, cancelled, unknown or for other hardware is a duplicate message: logged and dropped. So a message
-delivered twice (a redelivery past the visibility timeout, the restore after a lost connection, a sweeper's
-second announcement) runs the job once.
+from farm.worker.celery import (
+    SKIP_PAUSE_S,
+    ConsumerSwitch,
+    FarmRuntime,
+    OnSigterm,
+    Outcome,
+    install,
+    register,
+    run_job,
+    runtime,
+)
 
-The runtime (the Worker, built once per worker process from its profile and store, and the announcer) is the
-one piece of process-global state of farm mode, set by `install` before the Celery worker starts and fenced
-into this module.
-"""
-
-from __future__ import annotations
-
-import threading
-from dataclasses import dataclass, field
-from typing import Any, Literal
-
-import structlog
-from celery import Celery, signals
-
-from farm.domain import ClaimedJob, JobState
-from farm.errors import BrokerError, LeaseLost, StoreError
-from farm.logs import get_logger
-from farm.queue.announce import Announcer
-from farm.queue.celery_app import RUN_JOB_TASK
-from farm.worker.daemon import Worker
-
-log = get_logger(__name__)
-
-Outcome = Literal["ran", "duplicate", "store_unavailable"]
-OnSigterm = Literal["finish", "release"]
-
-
-@dataclass
-class FarmRuntime:
-    """What the task needs in a worker process: the Worker, the announcer, and the job in hand."""
-
-    worker: Worker
-    announcer: Announcer
-    on_sigterm: OnSigterm = "finish"
-    current: ClaimedJob | None = None
-    _lock: threading.Lock = field(default_factory=threading.Lock)
-
-    @property
-    def busy(self) -> bool:
-        return self.current is not None
-
-    def handle(self, job_id: str) -> Outcome:
-        """Claim the job and run it; the body of `farm.run_job`."""
-        worker = self.worker
-        try:
-            job = worker.store.claim_job(job_id, worker.worker_id, worker.hardware_classes, worker.lease_s)
-        except StoreError as exc:
-            # The message is spent (acknowledged when the task returns); the sweeper announces the job again
-            # once the store answers, so a store outage does not spin messages through the broker.
-            log.warning("task.claim_failed", job=job_id, error=str(exc))
-            self.announcer.forget(job_id)
-            return "store_unavailable"
-        if job is None:
-            log.info("task.duplicate", job=job_id)
-            return "duplicate"
-        with self._lock:
-            self.current = job
-        try:
-            worker.run_job(job)
-        finally:
-            with self._lock:
-                self.current = None
-        self.announce_if_requeued(job.id)
-        return "ran"
-
-    def announce_if_requeued(self, job_id: str) -> None:
-        """A job that went back to the queue (a retried failure, a release) is announced again at once."""
-        try:
-            view = self.worker.store.get_job(job_id)
-            if view.state == JobState.QUEUED:
-                self.announcer.announce(view.id, view.hardware_class, view.attempt)
-        except (StoreError, BrokerError) as exc:
-            log.warning("task.reannounce_failed", job=job_id, error=str(exc))  # the sweeper will
-
-    def release_current(self, reason: str) -> str | None:
-        """Hand the job in hand back to the queue (SIGTERM with on_sigterm = "release"); returns its id.
-
-        The store's release fences the worker out: its next heartbeat finds the lease gone, which stops the
-        sweep and the engine, and its results would be refused. The job is announced again when the task ends.
-        """
-        with self._lock:
-            job = self.current
-        if job is None:
-            return None
-        try:
-            self.worker.store.release(job.id, job.attempt, self.worker.worker_id, reason)
-        except (LeaseLost, StoreError) as exc:
-            log.warning("worker.release_failed", job=job.id, error=str(exc))
-            return None
-        log.info("worker.released", job=job.id, attempt=job.attempt)
-        return job.id
-
-    def idle_heartbeat(self) -> None:
-        """Say the worker is alive while it has no job (a busy one is reported by the job's heartbeat)."""
-        if not self.busy:
-            self.worker.store.worker_heartbeat(self.worker.worker_id, job_id=None, phase=None)
-
-
-_runtime: FarmRuntime | None = None
-
-
-def install(runtime: FarmRuntime) -> None:
-    """Set the process's runtime (once, before the Celery worker starts consuming)."""
-    global _runtime
-    _runtime = runtime
-
-
-def runtime() -> FarmRuntime:
-    if _runtime is None:
-        raise RuntimeError("farm.run_job needs a runtime: start workers with `farm worker` (farm.queue.tasks.install)")
-    return _runtime
-
-
-def run_job(job_id: str) -> str:
-    """`farm.run_job`: claim `job_id` and run it; a duplicate does nothing."""
-    return runtime().handle(job_id)
-
-
-def register(app: Celery) -> None:
-    """Register the task and the signal handlers that bind each task's log context."""
-    app.task(name=RUN_JOB_TASK, ignore_result=True)(run_job)
-    signals.task_prerun.connect(_bind_log_context, weak=False)
-    signals.task_postrun.connect(_unbind_log_context, weak=False)
-
-
-def _bind_log_context(task_id: str | None = None, args: Any = None, **_: Any) -> None:
-    job_id = args[0] if args else None
-    structlog.contextvars.bind_contextvars(task_id=task_id, job=job_id)
-
-
-def _unbind_log_context(**_: Any) -> None:
-    structlog.contextvars.unbind_contextvars("task_id", "job")
+__all__ = [
+    "SKIP_PAUSE_S",
+    "ConsumerSwitch",
+    "FarmRuntime",
+    "OnSigterm",
+    "Outcome",
+    "install",
+    "register",
+    "run_job",
+    "runtime",
+]

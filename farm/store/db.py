@@ -12,20 +12,31 @@ PostgreSQL goes through psycopg 3; a bare `postgresql://` URL is given that driv
 
 from __future__ import annotations
 
+import random
 import sqlite3
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from sqlalchemy import Connection, Engine, create_engine, event, exc
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.pool import StaticPool
 
 from farm.errors import StoreError
+from farm.logs import get_logger
+
+log = get_logger(__name__)
 
 SQLITE_BUSY_TIMEOUT_MS = 30_000
 """How long a SQLite writer waits for the write lock before failing: far above any claim (2-5 ms measured)."""
+
+FIRST_OPEN_DEADLINE_S = 60.0
+"""How long the first open of a SQLite store keeps retrying SQLITE_BUSY (the WAL switch, the first read of the
+schema revision, the first migration): far above what a few dozen processes opening one new file take."""
+
+T = TypeVar("T")
 
 READ_ONLY = {"farm_read_only": True}
 """Execution options for a connection that only reads (SQLite: a deferred BEGIN, not BEGIN IMMEDIATE)."""
@@ -82,10 +93,12 @@ def _sqlite_engine(url: URL) -> Engine:
         dbapi_connection.isolation_level = None
         cursor = dbapi_connection.cursor()
         try:
-            if not in_memory:
-                cursor.execute("PRAGMA journal_mode=WAL")
-                cursor.execute("PRAGMA synchronous=NORMAL")
             cursor.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
+            if not in_memory:
+                # Switching a new file to WAL needs the file to itself for an instant; a concurrent first open
+                # can get SQLITE_BUSY at once, without the busy handler (FACTS: 7 of 770 concurrent opens).
+                retry_busy(lambda: cursor.execute("PRAGMA journal_mode=WAL"), "switch to WAL")
+                cursor.execute("PRAGMA synchronous=NORMAL")
             cursor.execute("PRAGMA foreign_keys=ON")
         finally:
             cursor.close()
@@ -108,3 +121,31 @@ def translate_errors(what: str) -> Iterator[None]:
     except exc.SQLAlchemyError as error:
         detail = str(getattr(error, "orig", None) or error).strip().splitlines()[0]
         raise StoreError(f"{what}: {detail}") from error
+
+
+def is_busy(error: BaseException | None) -> bool:
+    """Whether an error, or one it was raised from (a StoreError from translate_errors, SQLAlchemy's wrapper),
+    is SQLite's "database is locked" / busy."""
+    while error is not None:
+        orig = getattr(error, "orig", error)
+        if isinstance(orig, sqlite3.OperationalError):
+            text = str(orig).lower()
+            return "database is locked" in text or "busy" in text
+        error = error.__cause__
+    return False
+
+
+def retry_busy(action: Callable[[], T], what: str, *, deadline_s: float = FIRST_OPEN_DEADLINE_S) -> T:
+    """Run `action` (`what` names it in the log), again after a short random pause while it fails with
+    SQLITE_BUSY, up to `deadline_s`; then the last error goes up."""
+    deadline = time.monotonic() + deadline_s
+    pause = 0.005
+    while True:
+        try:
+            return action()
+        except (sqlite3.OperationalError, exc.OperationalError, StoreError) as error:
+            if not is_busy(error) or time.monotonic() + pause > deadline:
+                raise
+            log.info("store.busy_retry", what=what, pause_s=round(pause, 3))
+        time.sleep(pause * (0.5 + random.random()))
+        pause = min(pause * 2, 0.5)

@@ -15,7 +15,7 @@ from alembic.script import ScriptDirectory
 from sqlalchemy import Engine
 
 from farm.errors import StoreError
-from farm.store.db import READ_ONLY, translate_errors
+from farm.store.db import READ_ONLY, retry_busy, translate_errors
 
 ALEMBIC_INI = Path(__file__).with_name("alembic.ini")
 
@@ -52,7 +52,19 @@ def upgrade(engine: Engine, revision: str = "head") -> None:
 
 
 def ensure_current(engine: Engine, *, auto_upgrade: bool, where: str) -> None:
-    """Upgrade (when allowed) or refuse a database that is not at this farm's head revision."""
+    """Upgrade (when allowed) or refuse a database that is not at this farm's head revision.
+
+    On SQLite the first read of the revision and the upgrade are retried on SQLITE_BUSY (bounded), so that any
+    number of processes opening one brand-new store at once all succeed; the upgrade runs under BEGIN IMMEDIATE,
+    so only the first migrates and the others find the schema current.
+    """
+    if engine.dialect.name == "sqlite":
+        retry_busy(lambda: _ensure_current(engine, auto_upgrade=auto_upgrade, where=where), "first open")
+        return
+    _ensure_current(engine, auto_upgrade=auto_upgrade, where=where)
+
+
+def _ensure_current(engine: Engine, *, auto_upgrade: bool, where: str) -> None:
     current = current_revision(engine)
     head = head_revision()
     if current == head:

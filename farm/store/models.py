@@ -82,6 +82,11 @@ class Host(Base):
     last_heartbeat: Mapped[datetime] = mapped_column(UTCDateTime)
     current_job_id: Mapped[str | None] = mapped_column(String(64))
     phase: Mapped[str | None] = mapped_column(String(32))
+    start_failures: Mapped[int] = mapped_column(Integer, server_default="0")
+    """Engine starts that failed in a row on this host (reset by a start that succeeds)."""
+    quarantined_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    """Set when the host stopped claiming because its engine keeps failing to start; None while in rotation."""
+    quarantine_reason: Mapped[str | None] = mapped_column(Text)
 
 
 class RecipeRow(Base):
@@ -131,13 +136,15 @@ class Job(Base):
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime)
     started_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    retry_after: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    """A requeued job is not claimed before this (database time): the back-off of a retry."""
 
 
 class Run(Base):
     """One attempt of a job: who ran it, how it ended, and the provenance of its results."""
 
     __tablename__ = "runs"
-    __table_args__ = (UniqueConstraint("job_id", "attempt"),)
+    __table_args__ = (UniqueConstraint("job_id", "attempt"), Index("ix_runs_job_id_worker_id", "job_id", "worker_id"))
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
     job_id: Mapped[str] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"))

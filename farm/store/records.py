@@ -51,6 +51,10 @@ class WorkerView:
     last_heartbeat: datetime
     current_job_id: str | None = None
     phase: str | None = None
+    start_failures: int = 0
+    """Failed engine starts in a row."""
+    quarantined_at: datetime | None = None
+    quarantine_reason: str | None = None
 
 
 @dataclass(frozen=True)

@@ -2,15 +2,22 @@
 
 The lease protocol, in one place:
 
+- Time is the database's: every lease decision of a transaction reads the database's clock once (`now()` on
+  PostgreSQL, the SQLite library's clock), never a worker's, so hosts need not agree on the time. (Tests pass
+  `now=` to drive time by hand.)
 - `claim` is one conditional UPDATE of a queued row (PostgreSQL: `... WHERE id = (SELECT ... FOR UPDATE
   SKIP LOCKED LIMIT 1) RETURNING`; SQLite: the same statement inside `BEGIN IMMEDIATE`). It sets the
   owner, a lease expiry and `attempt + 1`, and inserts the run row for (job, attempt). The attempt number
-  only ever grows, so it fences out every older owner.
-- A caller owns a job while the row is `running` with its worker id and attempt. `heartbeat` and
-  `complete` also need the lease not to have expired: an expired lease is lost even before the reaper has
-  run (FACTS: "an owner whose lease had expired was refused at completion"). `fail` and `release` only
-  give the job back, so they are accepted from the owner of an expired but not yet reaped lease, which
-  keeps the worker's failure class instead of the reaper's `host_lost`.
+  only ever grows: it is the fencing token.
+- Host-aware retries: a claim skips a job its host already failed while another live, unquarantined host of
+  the class that has not failed it exists; when none does, the host may take it again after the job's back-off
+  (`retry_after`). A quarantined host claims nothing (`quarantine`, `release_host`): `fail` quarantines a host
+  after K failed engine starts in a row (START_FAILURES), and such an attempt is not charged to the job when it
+  is the job's first failed start or when it quarantined the host (it is counted with the releases).
+- Fenced by attempt, not by clock: `heartbeat`, `fail` and `release` are accepted from the owner of the current
+  attempt while the job runs, even after its lease expired, until a reaper takes the job back. `complete`
+  accepts the results of the current attempt whenever they arrive (spooled through a database outage) as long as
+  no later attempt exists and the job was not cancelled, even after the reaper took it back.
 - `reap` requeues running jobs whose lease expired (one conditional UPDATE, so any number of reapers can
   run at once) while attempts remain, and fails them with `host_lost` once the budget is spent.
 - `release` (a graceful worker shutdown) hands the job back without spending its budget: the attempt
@@ -18,6 +25,7 @@ The lease protocol, in one place:
   `max_attempts`.
 - `cancel` ends a queued or running job at once; the owner of a running one gets LeaseLost on its next
   heartbeat and its results are refused.
+- Failure messages and artifacts are scrubbed of secrets (farm.provenance.scrub_text) before they are stored.
 
 Every write is one transaction; every SQLAlchemy or driver error comes out as farm.errors.StoreError. The
 lease operations (heartbeat, complete, fail, release) raise LeaseLost for a job that does not exist too, so
@@ -35,12 +43,13 @@ from datetime import UTC, datetime, timedelta
 from types import TracebackType
 from typing import Any
 
-from sqlalchemy import ColumnElement, Connection, Row, and_, case, func, insert, select, update
+from sqlalchemy import ColumnElement, Connection, Row, and_, case, func, insert, or_, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 
 import farm
 from farm.domain import (
     NOT_RETRIED,
+    START_FAILURES,
     Artifact,
     ClaimedJob,
     FailureClass,
@@ -52,6 +61,7 @@ from farm.domain import (
     split_key,
 )
 from farm.errors import InvalidTransition, JobNotFound, LeaseLost, StoreError
+from farm.provenance import scrub_artifact, scrub_text
 from farm.recipes.model import Recipe
 from farm.store import migrate, queries
 from farm.store.db import READ_ONLY, create_store_engine, is_sqlite, normalise_url, translate_errors
@@ -59,6 +69,12 @@ from farm.store.models import ArtifactRow, GroupFigureStat, Host, Job, Measureme
 from farm.store.records import LeaderboardRow, RunState, RunView, WorkerView
 from farm.store.sample_codec import encode as encode_samples
 from farm.store.summaries import run_summary_values
+
+LIVE_WITHIN_S = 120.0
+"""A host heard from within this long counts as live when a claim asks whether another host could take a job
+(farm.queue.overview.SILENT_AFTER_S is the same judgement for operators)."""
+
+HOST_LOST_MESSAGE = "the worker's lease expired: host lost"
 
 DEFAULT_LIST_LIMIT = 100
 """How many jobs `list_jobs` returns unless asked: a screenful of the newest."""
@@ -87,6 +103,47 @@ def _lease_expiry(now: datetime, lease_s: float) -> datetime:
     if lease_s <= 0:
         raise ValueError(f"lease_s must be positive, not {lease_s}")
     return now + timedelta(seconds=lease_s)
+
+
+def _clock(conn: Connection, now: datetime | None) -> datetime:
+    """The time every lease decision of one transaction uses: the database's clock (PostgreSQL `now()`, the
+    SQLite library's clock), never a worker's; `now` overrides it (tests drive time by hand)."""
+    if now is not None:
+        return _utc(now)
+    if conn.dialect.name == "postgresql":
+        value = conn.execute(select(func.now())).scalar_one()
+        return value.astimezone(UTC) if isinstance(value, datetime) else _utc(None)
+    text = conn.execute(select(func.strftime("%Y-%m-%d %H:%M:%f", "now"))).scalar_one()
+    return datetime.fromisoformat(str(text)).replace(tzinfo=UTC)
+
+
+def _failed_by(worker_id: str) -> ColumnElement[bool]:
+    """The job (correlated) has a failed attempt on this host."""
+    return (
+        select(Run.id)
+        .where(Run.job_id == Job.id, Run.worker_id == worker_id, Run.state == RunState.FAILED.value)
+        .exists()
+    )
+
+
+def _current_attempt_of(job_id: str, attempt: int, worker_id: str) -> ColumnElement[bool]:
+    """`attempt` is the job's newest attempt, it is `worker_id`'s, and nothing ended the job since but a reaper
+    (which leaves the job queued, or failed with host_lost): results of it are still welcome."""
+    return and_(
+        Job.id == job_id,
+        Job.attempt == attempt,
+        Job.cancel_requested.is_(False),
+        or_(
+            and_(Job.state == JobState.RUNNING.value, Job.owner == worker_id),
+            and_(
+                or_(
+                    Job.state == JobState.QUEUED.value,
+                    and_(Job.state == JobState.FAILED.value, Job.failure_class == FailureClass.HOST_LOST.value),
+                ),
+                select(Run.id).where(Run.job_id == job_id, Run.attempt == attempt, Run.worker_id == worker_id).exists(),
+            ),
+        ),
+    )
 
 
 def _owned_by(job_id: str, attempt: int, worker_id: str) -> ColumnElement[bool]:
@@ -252,22 +309,36 @@ class Store:
     # --- claims and leases ----------------------------------------------------------------------------------
 
     def claim(
-        self, worker_id: str, hardware_classes: Sequence[str], lease_s: float, *, now: datetime | None = None
+        self,
+        worker_id: str,
+        hardware_classes: Sequence[str],
+        lease_s: float,
+        *,
+        now: datetime | None = None,
+        live_within_s: float = LIVE_WITHIN_S,
     ) -> ClaimedJob | None:
-        """Claim the next queued job of one of `hardware_classes`, or None when there is none."""
+        """Claim the next queued job of one of `hardware_classes` that this host may take, or None.
+
+        None at once when the host is quarantined. A job this host already failed is skipped while another
+        live host of its class that has not failed it exists; when none does, it is taken again once its
+        back-off (`retry_after`) has passed. `live_within_s`: a host heard from within this long is live.
+        """
         classes = list(hardware_classes)
         if not classes:
             return None
-        when = _utc(now)
-        candidate = (
-            select(Job.id)
-            .where(Job.state == JobState.QUEUED.value, Job.hardware_class.in_(classes))
-            .order_by(Job.priority, Job.created_at, Job.id)
-            .limit(1)
-            .with_for_update(skip_locked=True)
-            .scalar_subquery()
-        )
         with self._write("cannot claim a job") as conn:
+            when = _clock(conn, now)
+            if self._quarantined(conn, worker_id):
+                return None
+            eligible = self._eligible(conn, worker_id, classes, when, live_within_s)
+            candidate = (
+                select(Job.id)
+                .where(Job.state == JobState.QUEUED.value, Job.hardware_class.in_(classes), eligible)
+                .order_by(Job.priority, Job.created_at, Job.id)
+                .limit(1)
+                .with_for_update(skip_locked=True)
+                .scalar_subquery()
+            )
             return self._claim_where(conn, Job.id == candidate, worker_id, lease_s, when)
 
     def claim_job(
@@ -278,18 +349,58 @@ class Store:
         lease_s: float,
         *,
         now: datetime | None = None,
+        live_within_s: float = LIVE_WITHIN_S,
     ) -> ClaimedJob | None:
         """Claim one named job (farm mode: the wake-up message carries its id).
 
-        None when the job is not queued any more (already claimed, finished, cancelled), does not exist, or
-        needs other hardware: a duplicate or stray message does nothing.
+        None when the job is not queued any more (already claimed, finished, cancelled), does not exist, needs
+        other hardware, or is one this host should leave to another (see `claim`): a duplicate or stray message
+        does nothing. `skipped` tells a skip from a duplicate.
         """
         classes = list(hardware_classes)
         if not classes:
             return None
         with self._write(f"cannot claim job {job_id!r}") as conn:
-            condition = and_(Job.id == job_id, Job.hardware_class.in_(classes))
-            return self._claim_where(conn, condition, worker_id, lease_s, _utc(now))
+            when = _clock(conn, now)
+            if self._quarantined(conn, worker_id):
+                return None
+            eligible = self._eligible(conn, worker_id, classes, when, live_within_s)
+            condition = and_(Job.id == job_id, Job.hardware_class.in_(classes), eligible)
+            return self._claim_where(conn, condition, worker_id, lease_s, when)
+
+    def skipped(self, job_id: str, worker_id: str) -> bool:
+        """Whether a job is still queued (so a claim of it that returned None left it to another host, or to
+        this one after its back-off, rather than finding it taken or finished)."""
+        with self._read(f"cannot read job {job_id!r}") as conn:
+            state = conn.execute(select(Job.state).where(Job.id == job_id)).scalar_one_or_none()
+        return state == JobState.QUEUED.value
+
+    @staticmethod
+    def _quarantined(conn: Connection, worker_id: str) -> bool:
+        at = conn.execute(select(Host.quarantined_at).where(Host.worker_id == worker_id)).scalar_one_or_none()
+        return at is not None
+
+    @staticmethod
+    def _eligible(
+        conn: Connection, worker_id: str, classes: Sequence[str], now: datetime, live_within_s: float
+    ) -> ColumnElement[bool]:
+        """The jobs `worker_id` may claim now (the rule in `claim`), per class: the other live hosts of a class
+        are read here, once per claim (a farm has a few dozen)."""
+        hosts = conn.execute(
+            select(Host.worker_id, Host.hardware_classes).where(
+                Host.worker_id != worker_id,
+                Host.quarantined_at.is_(None),
+                Host.last_heartbeat > now - timedelta(seconds=live_within_s),
+            )
+        ).all()
+        backed_off = or_(Job.retry_after.is_(None), Job.retry_after <= now)
+        per_class = []
+        for klass in classes:
+            others = [host.worker_id for host in hosts if klass in (host.hardware_classes or ())]
+            # Every other live host of the class failed it too: nobody better to take it, so it may come back here.
+            nobody_else = and_(*(_failed_by(other) for other in others), backed_off)
+            per_class.append(and_(Job.hardware_class == klass, or_(~_failed_by(worker_id), nobody_else)))
+        return or_(*per_class)
 
     def _claim_where(
         self, conn: Connection, condition: ColumnElement[bool], worker_id: str, lease_s: float, now: datetime
@@ -303,6 +414,7 @@ class Store:
                 owner=worker_id,
                 attempt=Job.attempt + 1,
                 lease_expires_at=expires,
+                retry_after=None,
                 phase=Phase.CLAIMED.value,
                 progress=None,
                 updated_at=now,
@@ -349,25 +461,21 @@ class Store:
             },
         )
 
-    def _why_not_owner(self, conn: Connection, job_id: str, attempt: int, worker_id: str, now: datetime | None) -> str:
-        """Why (worker, attempt) does not own the job; `now` given means an expired lease counts as lost."""
+    def _why_not_owner(self, conn: Connection, job_id: str, attempt: int, worker_id: str) -> str:
+        """Why (worker, attempt) is not the current attempt of the job."""
         job = conn.execute(
-            select(Job.state, Job.owner, Job.attempt, Job.lease_expires_at, Job.cancel_requested).where(
-                Job.id == job_id
-            )
+            select(Job.state, Job.owner, Job.attempt, Job.cancel_requested).where(Job.id == job_id)
         ).first()
         if job is None:
             return f"no job {job_id!r}"
         if job.cancel_requested or job.state == JobState.CANCELLED.value:
             return f"job {job_id} was cancelled"
-        if job.state != JobState.RUNNING.value:
-            return f"job {job_id} is {job.state}, not running"
-        if job.owner != worker_id or job.attempt != attempt:
+        if job.attempt != attempt or (job.state == JobState.RUNNING.value and job.owner != worker_id):
             return (
                 f"job {job_id} is held by {job.owner} in attempt {job.attempt}, not by {worker_id} in attempt {attempt}"
             )
-        if now is not None and job.lease_expires_at is not None and job.lease_expires_at <= now:
-            return f"the lease of job {job_id} attempt {attempt} expired at {job.lease_expires_at.isoformat()}"
+        if job.state != JobState.RUNNING.value:
+            return f"job {job_id} attempt {attempt} was taken back by the reaper: it is {job.state}"
         return f"job {job_id} attempt {attempt} is not held by {worker_id}"
 
     def heartbeat(
@@ -381,18 +489,22 @@ class Store:
         *,
         now: datetime | None = None,
     ) -> datetime:
-        """Renew the lease and record the phase; returns the new expiry. LeaseLost when the caller lost it."""
-        when = _utc(now)
-        expires = _lease_expiry(when, lease_s)
+        """Renew the lease (from the database's clock) and record the phase; returns the new expiry.
+
+        Fenced by attempt, not by clock: the owner of the current attempt renews even a lease that expired, as
+        long as no reaper has taken the job back. LeaseLost when it was taken back, cancelled or claimed again.
+        """
         phase_value = str(phase)
         with self._write(f"cannot renew the lease of job {job_id!r}") as conn:
+            when = _clock(conn, now)
+            expires = _lease_expiry(when, lease_s)
             renewed = conn.execute(
                 update(Job)
-                .where(_owned_by(job_id, attempt, worker_id), Job.lease_expires_at > when)
+                .where(_owned_by(job_id, attempt, worker_id))
                 .values(lease_expires_at=expires, phase=phase_value, progress=progress, updated_at=when)
             )
             if renewed.rowcount != 1:
-                raise LeaseLost(self._why_not_owner(conn, job_id, attempt, worker_id, when))
+                raise LeaseLost(self._why_not_owner(conn, job_id, attempt, worker_id))
             conn.execute(
                 update(Host)
                 .where(Host.worker_id == worker_id)
@@ -406,18 +518,23 @@ class Store:
         self, job_id: str, attempt: int, worker_id: str, result: RunResult, *, now: datetime | None = None
     ) -> None:
         """Write a run's figures, samples, artifacts and provenance and mark the job succeeded, in one
-        transaction, only while the caller holds an unexpired lease; else LeaseLost and nothing is written.
+        transaction, when the caller owns the job's current attempt; else LeaseLost and nothing is written.
+
+        Fenced by attempt, not by clock (farm.store.store's docstring): results are accepted whenever they
+        arrive (spooled through a database outage, say) while no later attempt exists and the job was not
+        cancelled, even when the lease expired and a reaper took the job back in the meantime.
 
         A second delivery of results that were already written for this (job, attempt) by this worker is
         accepted and writes nothing (the worker may have lost the answer to the first).
         """
-        when = _utc(now)
         with self._write(f"cannot store the results of job {job_id!r}") as conn:
+            when = _clock(conn, now)
             done = conn.execute(
                 update(Job)
-                .where(_owned_by(job_id, attempt, worker_id), Job.lease_expires_at > when)
+                .where(_current_attempt_of(job_id, attempt, worker_id))
                 .values(
                     state=JobState.SUCCEEDED.value,
+                    owner=worker_id,
                     lease_expires_at=None,
                     phase=None,
                     progress=1.0,
@@ -430,13 +547,15 @@ class Store:
             if done.rowcount != 1:
                 if self._already_completed(conn, job_id, attempt, worker_id):
                     return
-                raise LeaseLost(self._why_not_owner(conn, job_id, attempt, worker_id, when))
+                raise LeaseLost(self._why_not_owner(conn, job_id, attempt, worker_id))
             run_id = conn.execute(
                 update(Run)
                 .where(Run.job_id == job_id, Run.attempt == attempt)
                 .values(
                     state=RunState.SUCCEEDED.value,
                     finished_at=when,
+                    failure_class=None,
+                    failure_message=None,
                     provenance=dict(result.provenance),
                     failed_requests=result.failed_requests,
                     total_requests=result.total_requests,
@@ -634,7 +753,7 @@ class Store:
             .with_for_update()
         ).first()
         if job is None:
-            raise LeaseLost(self._why_not_owner(conn, job_id, attempt, worker_id, None))
+            raise LeaseLost(self._why_not_owner(conn, job_id, attempt, worker_id))
         return job
 
     def fail(
@@ -646,15 +765,39 @@ class Store:
         message: str,
         artifacts: Iterable[Artifact] = (),
         *,
+        backoff_s: float = 0.0,
+        quarantine_after: int | None = None,
         now: datetime | None = None,
     ) -> JobState:
-        """Record a failed attempt. The job goes back to `queued` while attempts remain and the class is worth
-        retrying (not in NOT_RETRIED); otherwise it ends `failed`. Returns the job's new state."""
+        """Record a failed attempt; returns the job's new state.
+
+        The job goes back to `queued` while attempts remain and the class is worth retrying (not in
+        NOT_RETRIED); otherwise it ends `failed`. A retry is not taken again by this host before `backoff_s`
+        (database time), and not at all while another live host can take it (`claim`).
+
+        A failed engine start (START_FAILURES) counts against the host: `quarantine_after` of them in a row
+        quarantine it. Such an attempt is not charged to the job (it never reached its engine) when it is the
+        job's first failed start, or when it quarantined the host. The message and artifacts are scrubbed of
+        secrets before they are stored.
+        """
         failure = FailureClass(failure_class)
-        when = _utc(now)
+        text = scrub_text(message)
         with self._write(f"cannot record the failure of job {job_id!r}") as conn:
+            when = _clock(conn, now)
             job = self._lock_owned(conn, job_id, attempt, worker_id)
-            retry = failure not in NOT_RETRIED and job.attempt - job.releases < job.max_attempts
+            uncharged = False
+            if failure in START_FAILURES:
+                quarantined = self._count_start_failure(conn, worker_id, failure, text, quarantine_after, when)
+                earlier = conn.execute(
+                    select(Run.id).where(
+                        Run.job_id == job_id,
+                        Run.attempt < attempt,
+                        Run.failure_class.in_([c.value for c in START_FAILURES]),
+                    )
+                ).first()
+                uncharged = quarantined or earlier is None
+            releases = job.releases + (1 if uncharged else 0)
+            retry = failure not in NOT_RETRIED and job.attempt - releases < job.max_attempts
             state = JobState.QUEUED if retry else JobState.FAILED
             conn.execute(
                 update(Job)
@@ -662,18 +805,47 @@ class Store:
                 .values(
                     state=state.value,
                     owner=None if retry else worker_id,
+                    releases=releases,
                     lease_expires_at=None,
+                    retry_after=when + timedelta(seconds=backoff_s) if retry and backoff_s > 0 else None,
                     phase=None,
                     progress=None,
                     failure_class=failure.value,
-                    failure_message=message,
+                    failure_message=text,
                     updated_at=when,
                     finished_at=None if retry else when,
                 )
             )
-            run_id = self._finish_run(conn, job_id, attempt, RunState.FAILED, when, failure.value, message)
-            self._insert_artifacts(conn, run_id, artifacts)
+            run_id = self._finish_run(conn, job_id, attempt, RunState.FAILED, when, failure.value, text)
+            self._insert_artifacts(conn, run_id, [scrub_artifact(item) for item in artifacts])
         return state
+
+    @staticmethod
+    def _count_start_failure(
+        conn: Connection,
+        worker_id: str,
+        failure: FailureClass,
+        message: str,
+        quarantine_after: int | None,
+        now: datetime,
+    ) -> bool:
+        """One more failed engine start on the host; True when this one quarantined it."""
+        row = conn.execute(
+            update(Host)
+            .where(Host.worker_id == worker_id)
+            .values(start_failures=Host.start_failures + 1)
+            .returning(Host.start_failures, Host.quarantined_at)
+        ).first()
+        if row is None or quarantine_after is None or row.start_failures < quarantine_after:
+            return False
+        if row.quarantined_at is not None:
+            return False
+        first_line = message.splitlines()[0] if message else ""
+        reason = f"the engine failed to start {row.start_failures} times in a row; last: {failure.value}: {first_line}"
+        conn.execute(
+            update(Host).where(Host.worker_id == worker_id).values(quarantined_at=now, quarantine_reason=reason[:2000])
+        )
+        return True
 
     @staticmethod
     def _finish_run(
@@ -696,8 +868,8 @@ class Store:
         self, job_id: str, attempt: int, worker_id: str, reason: str, *, now: datetime | None = None
     ) -> JobState:
         """Hand a running job back to the queue (a graceful worker shutdown) without spending its budget."""
-        when = _utc(now)
         with self._write(f"cannot release job {job_id!r}") as conn:
+            when = _clock(conn, now)
             self._lock_owned(conn, job_id, attempt, worker_id)
             conn.execute(
                 update(Job)
@@ -712,19 +884,20 @@ class Store:
                     updated_at=when,
                 )
             )
-            self._finish_run(conn, job_id, attempt, RunState.RELEASED, when, message=reason)
+            self._finish_run(conn, job_id, attempt, RunState.RELEASED, when, message=scrub_text(reason))
         return JobState.QUEUED
 
     def reap(self, *, now: datetime | None = None) -> list[str]:
-        """Take back every running job whose lease expired; returns their ids.
+        """Take back every running job whose lease expired (database time); returns their ids.
 
         Each goes back to `queued` while attempts remain and ends `failed` (host_lost) once they are spent;
         its run is marked failed with host_lost. One conditional UPDATE, so concurrent reapers never reap
-        the same job twice.
+        the same job twice. The attempt number does not change: the late results of a reaped attempt are
+        still accepted until another attempt claims the job (`complete`).
         """
-        when = _utc(now)
         budget_left = Job.attempt - Job.releases < Job.max_attempts
         with self._write("cannot reap expired leases") as conn:
+            when = _clock(conn, now)
             reaped = conn.execute(
                 update(Job)
                 .where(Job.state == JobState.RUNNING.value, Job.lease_expires_at <= when)
@@ -736,20 +909,14 @@ class Store:
                     phase=None,
                     progress=None,
                     failure_class=FailureClass.HOST_LOST.value,
-                    failure_message="the worker's lease expired: host lost",
+                    failure_message=HOST_LOST_MESSAGE,
                     updated_at=when,
                 )
                 .returning(Job.id, Job.attempt)
             ).all()
             for job_id, attempt in reaped:
                 self._finish_run(
-                    conn,
-                    job_id,
-                    attempt,
-                    RunState.FAILED,
-                    when,
-                    FailureClass.HOST_LOST.value,
-                    "the worker's lease expired: host lost",
+                    conn, job_id, attempt, RunState.FAILED, when, FailureClass.HOST_LOST.value, HOST_LOST_MESSAGE
                 )
         return sorted(job_id for job_id, _ in reaped)
 
@@ -758,8 +925,8 @@ class Store:
 
         JobNotFound for an unknown id, InvalidTransition when the job has already finished.
         """
-        when = _utc(now)
         with self._write(f"cannot cancel job {job_id!r}") as conn:
+            when = _clock(conn, now)
             job = conn.execute(select(Job.state, Job.attempt).where(Job.id == job_id).with_for_update()).first()
             if job is None:
                 raise JobNotFound(f"no job {job_id!r}")
@@ -793,19 +960,19 @@ class Store:
         now: datetime | None = None,
     ) -> None:
         """Record (or refresh) a worker daemon in the hosts table when it starts; `version` is the farm's own
-        unless given."""
-        when = _utc(now)
-        values = {
-            "worker_id": worker_id,
-            "host_name": host,
-            "hardware_classes": list(hardware_classes),
-            "version": version or farm.__version__,
-            "started_at": when,
-            "last_heartbeat": when,
-            "current_job_id": None,
-            "phase": None,
-        }
+        unless given. A restarted worker keeps its id, and so its quarantine and its run of failed starts."""
         with self._write(f"cannot register worker {worker_id!r}") as conn:
+            when = _clock(conn, now)
+            values = {
+                "worker_id": worker_id,
+                "host_name": host,
+                "hardware_classes": list(hardware_classes),
+                "version": version or farm.__version__,
+                "started_at": when,
+                "last_heartbeat": when,
+                "current_job_id": None,
+                "phase": None,
+            }
             dialect = postgresql if conn.dialect.name == "postgresql" else sqlite
             statement = dialect.insert(Host).values(**values)
             updates = {name: statement.excluded[name] for name in values if name != "worker_id"}
@@ -819,20 +986,89 @@ class Store:
         *,
         now: datetime | None = None,
     ) -> None:
-        """Say a worker is alive and what it is doing. StoreError when it never registered."""
+        """Say a worker is alive (database time) and what it is doing. StoreError when it never registered."""
         with self._write(f"cannot record the heartbeat of worker {worker_id!r}") as conn:
             updated = conn.execute(
                 update(Host)
                 .where(Host.worker_id == worker_id)
-                .values(last_heartbeat=_utc(now), current_job_id=job_id, phase=phase)
+                .values(last_heartbeat=_clock(conn, now), current_job_id=job_id, phase=phase)
             )
             if updated.rowcount != 1:
                 raise StoreError(f"worker {worker_id!r} is not registered")
 
+    def engine_started(self, worker_id: str) -> None:
+        """The host started an engine: its run of failed starts is over."""
+        with self._write(f"cannot record an engine start of worker {worker_id!r}") as conn:
+            conn.execute(update(Host).where(Host.worker_id == worker_id).values(start_failures=0))
+
+    def quarantine(self, worker_id: str, reason: str, *, now: datetime | None = None) -> None:
+        """Take a host out of rotation: its claims return None until it is released."""
+        with self._write(f"cannot quarantine worker {worker_id!r}") as conn:
+            updated = conn.execute(
+                update(Host)
+                .where(Host.worker_id == worker_id)
+                .values(quarantined_at=_clock(conn, now), quarantine_reason=scrub_text(reason)[:2000])
+            )
+            if updated.rowcount != 1:
+                raise StoreError(f"worker {worker_id!r} is not registered")
+
+    def quarantine_reason(self, worker_id: str) -> str | None:
+        """Why the host is quarantined, or None while it is in rotation (or unknown)."""
+        with self._read(f"cannot read worker {worker_id!r}") as conn:
+            row = conn.execute(
+                select(Host.quarantined_at, Host.quarantine_reason).where(Host.worker_id == worker_id)
+            ).first()
+        if row is None or row.quarantined_at is None:
+            return None
+        return row.quarantine_reason or "quarantined"
+
+    def release_host(self, name: str) -> list[str]:
+        """Return quarantined hosts to rotation (`farm workers --release`): `name` is a worker id or a host
+        name. Returns the worker ids released; their runs of failed starts start again from zero."""
+        with self._write(f"cannot release host {name!r}") as conn:
+            released = conn.execute(
+                update(Host)
+                .where(or_(Host.worker_id == name, Host.host_name == name), Host.quarantined_at.is_not(None))
+                .values(quarantined_at=None, quarantine_reason=None, start_failures=0)
+                .returning(Host.worker_id)
+            ).scalars()
+            return sorted(released)
+
     def list_workers(self) -> list[WorkerView]:
-        """Every registered worker, by id."""
+        """Every registered worker, by id, with its quarantine."""
         with self._read("cannot list workers") as conn:
-            return queries.list_workers(conn)
+            rows = conn.execute(select(Host.__table__).order_by(Host.worker_id)).all()
+        return [
+            WorkerView(
+                worker_id=row.worker_id,
+                host_name=row.host_name,
+                hardware_classes=tuple(row.hardware_classes),
+                version=row.version,
+                started_at=row.started_at,
+                last_heartbeat=row.last_heartbeat,
+                current_job_id=row.current_job_id,
+                phase=row.phase,
+                start_failures=row.start_failures,
+                quarantined_at=row.quarantined_at,
+                quarantine_reason=row.quarantine_reason,
+            )
+            for row in rows
+        ]
+
+    def queued_jobs(self, hardware_classes: Sequence[str], limit: int) -> list[JobView]:
+        """Queued jobs of the given classes only, oldest first (the sweeper's list; ix_jobs_claim serves it)."""
+        classes = list(hardware_classes)
+        if not classes:
+            return []
+        query = (
+            select(*queries._JOB_VIEW_COLUMNS)
+            .join(RecipeRow, RecipeRow.sha256 == Job.recipe_sha256)
+            .where(Job.state == JobState.QUEUED.value, Job.hardware_class.in_(classes))
+            .order_by(Job.priority, Job.created_at, Job.id)
+            .limit(limit)
+        )
+        with self._read("cannot list queued jobs") as conn:
+            return [queries._job_view(row) for row in conn.execute(query)]
 
     # --- queries --------------------------------------------------------------------------------------------
 

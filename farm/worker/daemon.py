@@ -2,7 +2,13 @@
 
 One job at a time. Every wait has a deadline; the engine is stopped on every exit path; a heartbeat thread
 renews the lease and reports the phase; results go to the store in one transaction, or to the spool when the
-store cannot be reached.
+store cannot be reached (delivered before the next claim or reap: the store takes them while no later attempt
+of the job exists).
+
+A host whose engine fails to start `quarantine_after` times in a row is quarantined by the store: it claims
+nothing, and every `self_check_interval_s` it starts its engine with no job (the recipe of the last job it
+claimed, or a minimal one on the simulator); a start that succeeds returns it to rotation, as does
+`farm workers --release HOST`.
 """
 
 from __future__ import annotations
@@ -21,17 +27,20 @@ import structlog
 
 from farm.bench.records import KIND_MEMORY, Figure, figure_key
 from farm.bench.runner import SweepOutcome, run_sweep
-from farm.domain import Artifact, ClaimedJob, FailureClass, Phase, RunResult
+from farm.domain import START_FAILURES, Artifact, ClaimedJob, FailureClass, Phase, RunResult
 from farm.engines.base import Engine
 from farm.engines.vllm import wait_gpus_free
 from farm.errors import EngineError, FarmError, LeaseLost, MeasurementError, StoreError
 from farm.hardware.probe import HardwareProbe, SimulatedProbe
 from farm.logs import get_logger
-from farm.provenance import HostInfo, Provenance, farm_commit, farm_version, now_utc, scrub_environment
-from farm.recipes.model import Recipe
+from farm.provenance import HostInfo, Provenance, capture_provenance, now_utc, scrub_artifact, scrub_text
+from farm.recipes.model import Engine as RecipeEngine
+from farm.recipes.model import Recipe, RecipeProvenance
 from farm.recipes.sweep import SweepPlan
+from farm.settings import Settings
 from farm.store import Store, recipe_sha256
 from farm.worker.engines import EngineFactory, default_engine_factory, probe_for
+from farm.worker.failures import classify_request_failure
 from farm.worker.memory import PeakMemorySampler
 from farm.worker.profile import WorkerProfile
 from farm.worker.spool import Spool
@@ -53,6 +62,7 @@ class _RunState:
     phase: str = Phase.CLAIMED
     progress: float = 0.0
     lease_lost: str | None = None
+    engine_served: bool = False
     stop: threading.Event = field(default_factory=threading.Event)
 
 
@@ -68,18 +78,23 @@ class Worker:
         engine_factory: EngineFactory = default_engine_factory,
         probe: HardwareProbe | None = None,
         worker_id: str | None = None,
+        settings: Settings | None = None,
     ) -> None:
         self.store = store
         self.profile = profile
+        self.settings = settings or Settings()
         self.worker_id = worker_id or profile.worker_id()
         self.data_dir = data_dir
         self.engine_factory = engine_factory
         self.probe = probe or probe_for(profile)
         self.spool = Spool(data_dir / "spool" / self.worker_id)
         self.hardware_classes = profile.hardware_classes()
-        self.lease_s = profile.worker.lease_s
+        self.lease_s = profile.worker.lease_s or self.settings.lease_s
+        self.poll_interval_s = profile.worker.poll_interval_s or self.settings.poll_interval_s
         self._shutdown = threading.Event()
         self._host = HostInfo.read()
+        self._last_recipe: Recipe | None = None
+        self._next_self_check = 0.0
 
     # --- the loop ---
 
@@ -104,9 +119,10 @@ class Worker:
         done = 0
         idle_since = time.monotonic()
         while not self._shutdown.is_set():
-            self.deliver_spooled()
+            self.deliver_spooled()  # before the reap: results of an attempt nobody else took are still taken
             try:
                 self.store.reap()
+                self.check_quarantine()
                 job = self._claim(only_jobs)
             except StoreError as exc:
                 log.warning("worker.store_unavailable", error=str(exc))
@@ -115,7 +131,7 @@ class Worker:
                 self._idle_heartbeat()
                 if idle_exit_s is not None and time.monotonic() - idle_since > idle_exit_s:
                     break
-                self._shutdown.wait(self.profile.worker.poll_interval_s)
+                self._shutdown.wait(self.poll_interval_s)
                 continue
             self.run_job(job)
             done += 1
@@ -126,13 +142,53 @@ class Worker:
         return done
 
     def _claim(self, only_jobs: Sequence[str] | None) -> ClaimedJob | None:
+        live = self.settings.live_within_s
         if only_jobs is None:
-            return self.store.claim(self.worker_id, self.hardware_classes, self.lease_s)
+            return self.store.claim(self.worker_id, self.hardware_classes, self.lease_s, live_within_s=live)
         for job_id in only_jobs:
-            job = self.store.claim_job(job_id, self.worker_id, self.hardware_classes, self.lease_s)
+            job = self.store.claim_job(job_id, self.worker_id, self.hardware_classes, self.lease_s, live_within_s=live)
             if job is not None:
                 return job
         return None
+
+    # --- quarantine ---
+
+    def check_quarantine(self) -> str | None:
+        """The reason this host is quarantined (None when in rotation); runs a self-check when one is due."""
+        reason = self.store.quarantine_reason(self.worker_id)
+        if reason is None:
+            return None
+        if time.monotonic() >= self._next_self_check:
+            self._next_self_check = time.monotonic() + self.settings.self_check_interval_s
+            if self.self_check():
+                released = self.store.release_host(self.worker_id)
+                log.info("worker.back_in_rotation", released=released, by="self-check")
+                return None
+        return reason
+
+    def self_check(self) -> bool:
+        """Start the engine with no job, wait until it serves, stop it: True when it served."""
+        recipe = self._last_recipe or (_self_check_recipe(self.profile) if self.profile.simulated else None)
+        if recipe is None:
+            log.warning("worker.self_check_skipped", reason="no recipe to start an engine with yet")
+            return False
+        run_dir = self.data_dir / "self-check"
+        port = self.profile.engine.port or free_port(self.profile.engine.host)
+        try:
+            engine = self.engine_factory(recipe, self.profile, port, run_dir / "engine.log", self.probe)
+        except FarmError as exc:
+            log.warning("worker.self_check_failed", error=scrub_text(str(exc)).splitlines()[0])
+            return False
+        try:
+            engine.start()
+            engine.wait_ready(self.profile.engine.ready_timeout_s)
+        except FarmError as exc:
+            log.warning("worker.self_check_failed", error=scrub_text(str(exc)).splitlines()[0])
+            return False
+        finally:
+            self._stop_engine(engine)
+        log.info("worker.self_check_passed")
+        return True
 
     def _idle_heartbeat(self) -> None:
         with contextlib.suppress(StoreError):  # an unreachable store is noticed and logged by the claim
@@ -145,7 +201,7 @@ class Worker:
             except LeaseLost as exc:
                 log.warning("spool.refused", job=item.job_id, attempt=item.attempt, reason=str(exc))
             except StoreError:
-                return
+                return  # still unreachable: kept for the next pass
             else:
                 log.info("spool.delivered", job=item.job_id, attempt=item.attempt)
             self.spool.remove(item)
@@ -160,6 +216,7 @@ class Worker:
         engine: Engine | None = None
         try:
             recipe = Recipe.model_validate(job.recipe)
+            self._last_recipe = recipe
             plan = SweepPlan.model_validate(job.plan)
             run_dir = self.data_dir / "runs" / job.id / str(job.attempt)
             port = self.profile.engine.port or free_port(self.profile.engine.host)
@@ -177,7 +234,7 @@ class Worker:
             if state.lease_lost:
                 log.warning("job.abandoned", reason=state.lease_lost)
             else:
-                self._fail(job, FailureClass.MEASUREMENT_ERROR, str(exc), engine)
+                self._fail(job, classify_request_failure(str(exc)), str(exc), engine)
         except FarmError as exc:
             self._fail(job, FailureClass.BAD_RECIPE, str(exc), engine)
         except Exception as exc:
@@ -265,45 +322,18 @@ class Worker:
         outcome: SweepOutcome,
         started: str,
     ) -> Provenance:
-        report = self.probe.report()
-        return Provenance(
-            captured_at=now_utc(),
-            host=self._host.__dict__ | {"started_at": started},
-            gpus={
-                "hardware_id": report.hardware_id,
-                "count": report.count,
-                "declared": report.declared,
-                "names": list(self.profile.hardware.gpu_names),
-                "uuids": [g.uuid for g in report.gpus],
-                "memory_total_mib": [g.memory_total_mib for g in report.gpus],
-                "driver_version": report.driver_version,
-                "cuda_version": report.cuda_version,
-                "interconnect": report.interconnect,
-                "power_limit_w": [g.power_limit_w for g in report.gpus],
-            },
-            engine={
-                "name": "sim" if engine.simulated else recipe.engine.name,
-                "recipe_engine": recipe.engine.name,
-                "version": outcome.engine_version or engine.version(),
-                "image_digest": recipe.container.digest if recipe.container else None,
-            },
-            argv=engine.argv,
-            environment=scrub_environment(engine.environment),
-            recipe_id=recipe.id,
+        return capture_provenance(
+            host=self._host,
+            report=self.probe.report(),
+            gpu_names=self.profile.hardware.gpu_names,
+            recipe=recipe,
             recipe_sha256=recipe_sha256(recipe),
-            recipe_source_sha256=recipe.provenance.content_sha256,
-            model_id=recipe.model_id,
-            model_revision=None,
-            farm_version=farm_version(),
-            farm_commit=farm_commit(),
-            method=plan.model_dump(mode="json"),
-            prompt_sha256=dict(outcome.prompt_sha256),
-            output_sha256=dict(outcome.output_sha256),
-            cache_state="prefix cache warmed per workload; prefill prompts carry a unique prefix",
+            plan=plan,
+            engine=engine,
+            outcome=outcome,
+            started=started,
             worker_id=self.worker_id,
             attempt=job.attempt,
-            simulated=engine.simulated,
-            absent_figures=dict(outcome.absent),
         )
 
     def _deliver(self, job: ClaimedJob, result: RunResult) -> None:
@@ -319,15 +349,32 @@ class Worker:
 
     def _fail(self, job: ClaimedJob, failure_class: str, message: str, engine: Engine | None) -> None:
         artifacts = (Artifact("engine.log", engine.log_text()),) if engine is not None else ()
+        message = scrub_text(message)
         try:
-            state = self.store.fail(job.id, job.attempt, self.worker_id, failure_class, message, artifacts)
+            state = self.store.fail(
+                job.id,
+                job.attempt,
+                self.worker_id,
+                failure_class,
+                message,
+                artifacts,
+                backoff_s=self.settings.backoff_s(job.attempt),
+                quarantine_after=self.settings.quarantine_after,
+            )
         except LeaseLost as exc:
             log.warning("job.fail_refused", reason=str(exc))
             return
         except StoreError as exc:
             log.error("job.fail_unrecorded", error=str(exc))
             return
-        log.error("job.failed", failure_class=failure_class, message=message.splitlines()[0], state=str(state))
+        first_line = message.splitlines()[0] if message else ""
+        log.error("job.failed", failure_class=failure_class, message=first_line, state=str(state))
+        if failure_class in START_FAILURES:
+            with contextlib.suppress(StoreError):
+                reason = self.store.quarantine_reason(self.worker_id)
+                if reason is not None:
+                    self._next_self_check = time.monotonic() + self.settings.self_check_interval_s
+                    log.error("worker.quarantined", reason=reason)
 
     # --- heartbeat ---
 
@@ -335,6 +382,10 @@ class Worker:
         # Not bound as log context: the sweep reports phases from inside its event loop's own context copy.
         state.phase = phase
         log.info("job.phase", phase=phase)
+        if phase in (Phase.WARMING, Phase.MEASURING) and not state.engine_served:
+            state.engine_served = True  # the engine is ready: this host's run of failed starts is over
+            with contextlib.suppress(StoreError):
+                self.store.engine_started(self.worker_id)
 
     def _heartbeat_loop(self, job: ClaimedJob, state: _RunState) -> None:
         interval = self.lease_s / 4
@@ -406,12 +457,25 @@ def _memory_figures(peaks_mib: tuple[int, ...], repeats: int) -> list[Figure]:
     return figures
 
 
+def _self_check_recipe(profile: WorkerProfile) -> Recipe:
+    """A minimal recipe for a simulator host's self-check (the simulator serves any model name)."""
+    return Recipe(
+        id="farm-self-check",
+        model_id="farm/self-check",
+        hardware_id=profile.hardware.hardware_id,
+        hardware_count=profile.hardware.count,
+        engine=RecipeEngine(name="vllm"),
+        argv=("vllm", "serve", "farm/self-check"),
+        provenance=RecipeProvenance(source_format="local-ai-registry/v1", content_sha256="0" * 64),
+    )
+
+
 def _with_log(result: RunResult, engine: Engine) -> RunResult:
     return RunResult(
         figures=result.figures,
         samples=result.samples,
         provenance=result.provenance,
-        artifacts=(*result.artifacts, Artifact("engine.log", engine.log_text())),
+        artifacts=(*result.artifacts, scrub_artifact(Artifact("engine.log", engine.log_text()))),
         failed_requests=result.failed_requests,
         total_requests=result.total_requests,
     )

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import socket
 import tomllib
 from pathlib import Path
@@ -20,9 +19,11 @@ class _Section(BaseModel):
 
 
 class WorkerSection(_Section):
-    id: str | None = Field(None, description="unset: <hostname>-<profile name>")
-    lease_s: float = Field(60.0, gt=0, description="a job's lease; the heartbeat renews it every lease_s / 4")
-    poll_interval_s: float = Field(1.0, gt=0, description="embedded mode: how often an idle worker polls")
+    id: str | None = Field(None, description="unset: <hostname>-<profile name>, the same across restarts")
+    lease_s: float | None = Field(None, gt=0, description="this host's lease; unset: FARM_LEASE_S (farm.settings)")
+    poll_interval_s: float | None = Field(
+        None, gt=0, description="this host's idle poll (embedded mode); unset: FARM_POLL_INTERVAL_S (farm.settings)"
+    )
     on_sigterm: Literal["finish", "release"] = Field(
         "finish", description="on SIGTERM: finish the job in hand, or hand it back to the queue (farm mode)"
     )
@@ -178,7 +179,9 @@ class WorkerProfile(_Section):
         return self.engine.kind == "sim"
 
     def worker_id(self) -> str:
-        return self.worker.id or f"{socket.gethostname()}-{self.name}-{os.getpid()}"
+        """The worker's id: stable across restarts on one host, so its quarantine and its failed attempts follow
+        it (two workers of one profile on one host need `[worker] id` or `--worker-id`)."""
+        return self.worker.id or f"{socket.gethostname()}-{self.name}"
 
     def hardware_classes(self) -> tuple[str, ...]:
         """The claim keys this worker serves; a simulator serves only simulated jobs."""

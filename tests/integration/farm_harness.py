@@ -60,6 +60,28 @@ def wait_for(predicate: Callable[[], Any], timeout_s: float, what: str = "condit
         time.sleep(0.1)
 
 
+def wait_for_sweeps(store: Store, worker_ids: list[str], *, passes_s: float = 1.5, timeout_s: float = 30) -> None:
+    """Wait until every named worker has said it is alive again more than `passes_s` after now (by the
+    database's clock, which stamps the heartbeats): its sweeper has made a few more passes since, so whatever
+    those passes would do to the jobs (reap, announce) has had its chance."""
+    start = max(w.last_heartbeat for w in store.list_workers())
+    wait_for(
+        lambda: all(
+            w.last_heartbeat.timestamp() > start.timestamp() + passes_s
+            for w in store.list_workers()
+            if w.worker_id in worker_ids
+        ),
+        timeout_s,
+        f"more sweeps by {', '.join(worker_ids)}",
+    )
+
+
+def aof_contains(directory: Path, needle: bytes) -> bool:
+    """Whether Redis has written `needle` to its append-only file(s) under `directory` (a SIGKILL of Redis keeps
+    what it wrote: the page cache belongs to the kernel)."""
+    return any(needle in path.read_bytes() for path in directory.rglob("*.aof") if path.is_file())
+
+
 # --- Redis ---------------------------------------------------------------------------------------------------
 
 
@@ -242,8 +264,10 @@ def write_profile(
     also_serve_counts: tuple[int, ...] = (),
     lease_s: float = 4.0,
     faults: tuple[str, ...] = (),
+    sim_profile: str = "test",
 ) -> Path:
-    """A simulator worker profile on the fast `test` simulator profile."""
+    """A simulator worker profile on the fast `test` simulator profile (a profile that does not exist makes a
+    host whose engine dies at every start)."""
     lines = [
         f'name = "{name}"',
         "[worker]",
@@ -257,7 +281,7 @@ def write_profile(
         "ready_timeout_s = 30.0",
         "stop_grace_s = 2.0",
         "[engine.sim]",
-        'profile = "test"',
+        f"profile = {json.dumps(sim_profile)}",
         f"faults = {json.dumps(list(faults))}",
     ]
     path = directory / f"{name}.toml"
@@ -288,6 +312,7 @@ class FarmWorker:
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "farm", "worker", "--profile", str(profile), "--worker-id", worker_id],
                 env=environment,
+                cwd=tmp_path,  # its engines inherit it: a leftover engine is found by its working directory
                 stdout=log,
                 stderr=subprocess.STDOUT,
             )

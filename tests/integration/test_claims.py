@@ -9,6 +9,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from multiprocessing.queues import Queue
 from multiprocessing.synchronize import Barrier
+from pathlib import Path
 
 import pytest
 
@@ -94,19 +95,20 @@ def test_heartbeat_renews_the_lease(store: Store, make_recipe: Callable[..., Rec
     assert (view.phase, view.progress, view.lease_expires_at) == ("measuring", 1.0, T0 + timedelta(seconds=6))
 
 
-def test_heartbeat_after_expiry_or_from_another_worker_is_refused(
-    store: Store, make_recipe: Callable[..., Recipe]
-) -> None:
-    """A heartbeat cannot revive an expired lease, nor renew someone else's."""
+def test_heartbeat_is_fenced_by_attempt_not_by_clock(store: Store, make_recipe: Callable[..., Recipe]) -> None:
+    """A heartbeat cannot renew someone else's lease or another attempt's; the owner renews even an expired lease
+    until a reaper takes the job back, and not after."""
     [job_id] = _submit(store, make_recipe())
     assert store.claim("w1", [HW], lease_s=60, now=T0) is not None
     with pytest.raises(LeaseLost, match="held by w1 in attempt 1"):
         store.heartbeat(job_id, 1, "w2", "measuring", None, lease_s=60, now=T0)
     with pytest.raises(LeaseLost, match="held by w1 in attempt 1"):
         store.heartbeat(job_id, 2, "w1", "measuring", None, lease_s=60, now=T0)
-    with pytest.raises(LeaseLost, match="expired"):
-        store.heartbeat(job_id, 1, "w1", "measuring", None, lease_s=60, now=T0 + timedelta(seconds=60))
-    assert store.get_job(job_id).lease_expires_at == T0 + timedelta(seconds=60)
+    late = T0 + timedelta(seconds=70)
+    assert store.heartbeat(job_id, 1, "w1", "measuring", None, lease_s=60, now=late) == late + timedelta(seconds=60)
+    assert store.reap(now=late + timedelta(seconds=61)) == [job_id]
+    with pytest.raises(LeaseLost, match="taken back by the reaper"):
+        store.heartbeat(job_id, 1, "w1", "measuring", None, lease_s=60, now=late + timedelta(seconds=62))
 
 
 def test_expired_lease_is_reaped_and_claimed_again(store: Store, make_recipe: Callable[..., Recipe]) -> None:
@@ -206,3 +208,173 @@ def test_no_job_is_claimed_twice_by_concurrent_processes(
     assert all(job.state is JobState.RUNNING and job.attempt == 1 for job in jobs)
     owners = Counter(job.owner for job in jobs)
     assert owners == Counter({worker: len(batch) for worker, batch in batches.items() if batch})
+
+
+# --- host-aware retries, quarantine, the database's clock ------------------------------------------------------
+
+
+def _register(store: Store, *workers: str, at: datetime = T0) -> None:
+    for worker in workers:
+        store.register_worker(worker, host=f"host-{worker}", hardware_classes=[HW], now=at)
+
+
+def test_a_retry_is_left_to_another_live_host(store: Store, make_recipe: Callable[..., Recipe]) -> None:
+    """The host that failed a job does not claim its retry while another live host of its class has not failed it;
+    that other host claims it at once, back-off or not."""
+    _register(store, "broken", "healthy")
+    [job_id] = _submit(store, make_recipe())
+    assert store.claim("broken", [HW], lease_s=60, now=T0) is not None
+    state = store.fail(job_id, 1, "broken", FailureClass.ENGINE_CRASHED, "exit 1", backoff_s=30, now=T0)
+    assert state is JobState.QUEUED
+    late = T0 + timedelta(seconds=40)  # past the back-off: still not for the host that failed it
+    assert store.claim("broken", [HW], lease_s=60, now=late) is None
+    assert store.claim_job(job_id, "broken", [HW], lease_s=60, now=late) is None
+    assert store.skipped(job_id, "broken")
+    retry = store.claim("healthy", [HW], lease_s=60, now=T0 + timedelta(seconds=1))
+    assert retry is not None
+    assert (retry.id, retry.attempt) == (job_id, 2)
+
+
+def test_a_silent_or_quarantined_host_does_not_count_as_another_host(
+    store: Store, make_recipe: Callable[..., Recipe]
+) -> None:
+    """Only live, unquarantined hosts of the class are alternatives: with the other host silent past
+    `live_within_s` (or quarantined), the host that failed the job takes it again after its back-off."""
+    _register(store, "only")
+    _register(store, "silent", at=T0 - timedelta(minutes=10))
+    [job_id] = _submit(store, make_recipe())
+    assert store.claim("only", [HW], lease_s=60, now=T0) is not None
+    store.fail(job_id, 1, "only", FailureClass.MEASUREMENT_ERROR, "reset", backoff_s=30, now=T0)
+    assert store.claim("only", [HW], lease_s=60, now=T0 + timedelta(seconds=10), live_within_s=120) is None
+    again = store.claim("only", [HW], lease_s=60, now=T0 + timedelta(seconds=31), live_within_s=120)
+    assert again is not None
+    assert again.attempt == 2
+
+
+def test_when_every_live_host_failed_a_job_any_may_retry_it(store: Store, make_recipe: Callable[..., Recipe]) -> None:
+    """Two hosts that both failed a job: neither waits for the other forever, each may take it after the
+    back-off, and the budget ends it."""
+    _register(store, "a", "b")
+    [job_id] = _submit(store, make_recipe(), max_attempts=3)
+    assert store.claim("a", [HW], lease_s=60, now=T0) is not None
+    store.fail(job_id, 1, "a", FailureClass.ENGINE_CRASHED, "exit", backoff_s=5, now=T0)
+    assert store.claim("b", [HW], lease_s=60, now=T0) is not None
+    store.fail(job_id, 2, "b", FailureClass.ENGINE_CRASHED, "exit", backoff_s=5, now=T0 + timedelta(seconds=1))
+    assert store.claim("a", [HW], lease_s=60, now=T0 + timedelta(seconds=2)) is None  # backing off
+    third = store.claim("a", [HW], lease_s=60, now=T0 + timedelta(seconds=7))
+    assert third is not None
+    assert third.attempt == 3
+    assert store.fail(job_id, 3, "a", FailureClass.ENGINE_CRASHED, "exit", now=T0 + timedelta(seconds=8)) is (
+        JobState.FAILED
+    )
+
+
+def test_a_host_whose_engine_fails_to_start_k_times_is_quarantined_until_released(
+    store: Store, make_recipe: Callable[..., Recipe]
+) -> None:
+    """K failed starts in a row quarantine the host: it claims nothing, `list_workers` says why, and
+    `release_host` (by host name) returns it to rotation with its count reset."""
+    _register(store, "broken")
+    ids = _submit(store, make_recipe(), count=4)
+    for attempt_no in range(3):
+        job = store.claim("broken", [HW], lease_s=60, now=T0)
+        assert job is not None
+        assert store.quarantine_reason("broken") is None
+        store.fail(
+            job.id, job.attempt, "broken", FailureClass.ENGINE_START_FAILED, f"exit {attempt_no}", quarantine_after=3
+        )
+    reason = store.quarantine_reason("broken")
+    assert reason is not None
+    assert "3 times in a row" in reason
+    assert store.claim("broken", [HW], lease_s=60, now=T0) is None
+    assert store.claim_job(ids[3], "broken", [HW], lease_s=60, now=T0) is None
+    (view,) = store.list_workers()
+    assert (view.start_failures, view.quarantine_reason) == (3, reason)
+    assert view.quarantined_at is not None
+    assert store.release_host("host-broken") == ["broken"]
+    assert store.release_host("host-broken") == []
+    assert store.quarantine_reason("broken") is None
+    assert store.list_workers()[0].start_failures == 0
+    assert store.claim("broken", [HW], lease_s=60, now=T0) is not None
+
+
+def test_a_start_that_succeeds_ends_the_run_of_failed_starts(store: Store, make_recipe: Callable[..., Recipe]) -> None:
+    """Failed starts count only in a row: an engine that served in between resets the count."""
+    _register(store, "flaky")
+    _submit(store, make_recipe(), count=3)
+    for index in range(3):
+        job = store.claim("flaky", [HW], lease_s=60, now=T0)
+        assert job is not None
+        failure = FailureClass.ENGINE_START_FAILED
+        if index == 1:  # this one served, then crashed
+            store.engine_started("flaky")
+            failure = FailureClass.ENGINE_CRASHED
+        store.fail(job.id, job.attempt, "flaky", failure, "exit", quarantine_after=2)
+    assert store.list_workers()[0].start_failures == 1
+    assert store.quarantine_reason("flaky") is None
+
+
+def test_a_failed_start_is_not_charged_to_the_job_the_first_time(
+    store: Store, make_recipe: Callable[..., Recipe]
+) -> None:
+    """A job that never reached its engine keeps its budget on its first failed start (the host is the suspect);
+    a second failed start elsewhere is charged (the job is)."""
+    _register(store, "a", "b")
+    [job_id] = _submit(store, make_recipe(), max_attempts=1)
+    assert store.claim("a", [HW], lease_s=60, now=T0) is not None
+    assert store.fail(job_id, 1, "a", FailureClass.ENGINE_START_FAILED, "exit 1", now=T0) is JobState.QUEUED
+    assert store.claim("b", [HW], lease_s=60, now=T0) is not None
+    assert store.fail(job_id, 2, "b", FailureClass.ENGINE_START_FAILED, "exit 1", now=T0) is JobState.FAILED
+
+
+def test_leases_are_computed_by_the_database_clock(store: Store, make_recipe: Callable[..., Recipe]) -> None:
+    """Without a `now`, the lease expiry is the database's time plus the lease: within a second of a read of
+    that clock here (same host), whatever the caller would have computed."""
+    _submit(store, make_recipe())
+    before = datetime.now(UTC)
+    job = store.claim("w1", [HW], lease_s=600)
+    after = datetime.now(UTC)
+    assert job is not None
+    slack = timedelta(seconds=1)
+    assert before + timedelta(seconds=600) - slack <= job.lease_expires_at <= after + timedelta(seconds=600) + slack
+    assert store.get_job(job.id).lease_expires_at == job.lease_expires_at
+
+
+# --- the first open of a brand-new SQLite store ---------------------------------------------------------------
+
+
+def open_new_store(url: str, barrier: Barrier, results: Queue[str]) -> None:
+    """Child process: wait for the others, then open (and migrate) the store and read its revision."""
+    try:
+        barrier.wait(timeout=60)
+        with Store.open(url, auto_upgrade=True) as store:
+            results.put(f"ok {store.schema_revision()}")
+    except Exception as exc:  # reported to the parent, which asserts on it
+        results.put(f"error {type(exc).__name__}: {exc}")
+
+
+@pytest.mark.slow
+def test_concurrent_first_opens_of_a_new_sqlite_store_all_succeed(tmp_path: Path) -> None:
+    """Processes and threads opening one brand-new SQLite file at the same instant (the WAL switch, the first
+    revision read and the migration all race) every one succeed, and agree on the head revision; two rounds,
+    each on a fresh file."""
+    from farm.store.migrate import head_revision
+
+    context = multiprocessing.get_context("spawn")
+    for round_no in range(2):
+        url = f"sqlite:///{tmp_path / f'round-{round_no}' / 'farm.db'}"
+        processes_n, threads_n = 6, 6
+        barrier = context.Barrier(processes_n + threads_n)
+        results: Queue[str] = context.Queue()
+        processes = [context.Process(target=open_new_store, args=(url, barrier, results)) for _ in range(processes_n)]
+        for process in processes:
+            process.start()
+        threads = [threading.Thread(target=open_new_store, args=(url, barrier, results)) for _ in range(threads_n)]
+        for thread in threads:
+            thread.start()
+        outcomes = [results.get(timeout=120) for _ in range(processes_n + threads_n)]
+        for thread in threads:
+            thread.join(timeout=30)
+        for process in processes:
+            process.join(timeout=30)
+        assert outcomes == [f"ok {head_revision()}"] * (processes_n + threads_n), outcomes

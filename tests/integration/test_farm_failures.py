@@ -7,6 +7,7 @@ nothing lost and nothing looping.
 
 from __future__ import annotations
 
+import functools
 import signal
 import time
 from collections.abc import Iterator
@@ -18,11 +19,13 @@ from farm_harness import (
     POSTGRES_URL,
     FarmWorker,
     TcpProxy,
+    aof_contains,
     postgres_schema,
     running_redis,
     submit_jobs,
     tiny_plan,
     wait_for,
+    wait_for_sweeps,
     worker_processes,
     write_profile,
 )
@@ -32,6 +35,9 @@ from farm.queue.celery_app import queue_name
 from farm.store import RunState, Store
 
 pytestmark = [pytest.mark.slow, pytest.mark.postgres, pytest.mark.timeout(60)]
+
+OUTAGE_S = 60.0
+"""The database outage of the spool tests: six leases of 10 s."""
 
 
 @pytest.fixture
@@ -57,6 +63,10 @@ def farm_workers() -> Iterator[list[FarmWorker]]:
 
 def _state(store: Store, job_id: str) -> JobState:
     return store.get_job(job_id).state
+
+
+def _all_finished(store: Store, job_ids: list[str]) -> bool:
+    return all(_state(store, j).finished for j in job_ids)
 
 
 def _all_succeeded(store: Store, job_ids: list[str]) -> bool:
@@ -88,7 +98,7 @@ def test_a_worker_killed_mid_job_is_replaced_after_its_lease_expires(
             (2, survivor.worker_id, RunState.SUCCEEDED),
         ]
         assert runs[0].failure_class == FailureClass.HOST_LOST
-        time.sleep(2)  # nothing more happens to it
+        wait_for_sweeps(store, [survivor.worker_id])  # nothing more happens to it
         assert len(store.runs(job_id)) == 2
 
 
@@ -110,9 +120,9 @@ def test_redis_restarted_mid_job_with_aof_loses_nothing(
         farm_workers.append(worker)
         job_ids = submit_jobs(store, redis_server.url, n=3, plan=tiny_plan(decode_tokens=400))
         wait_for(lambda: _state(store, job_ids[0]) == JobState.RUNNING, 40, "the first job running")
-        time.sleep(1.2)  # appendfsync everysec: what was written a second ago is on disk
+        queue = queue_name(store.get_job(job_ids[0]).hardware_class).encode()
+        wait_for(lambda: aof_contains(redis_server.directory, queue), 10, "the messages written to the AOF")
         redis_server.kill()
-        time.sleep(0.5)
         redis_server.start()
 
         wait_for(lambda: _all_succeeded(store, job_ids), 50, "every job succeeded")
@@ -199,7 +209,114 @@ def test_a_job_that_crashes_its_engine_everywhere_fails_after_its_budget(
         wait_for(lambda: _state(store, job_id) == JobState.FAILED, 55, "the job failed for good")
         job = store.get_job(job_id)
         assert (job.attempt, job.failure_class) == (3, FailureClass.ENGINE_CRASHED)
-        time.sleep(2)
+        wait_for_sweeps(store, ["a", "b"])
         runs = store.runs(job_id)
         assert [r.state for r in runs] == [RunState.FAILED] * 3
         assert {r.failure_class for r in runs} == {FailureClass.ENGINE_CRASHED}
+
+
+@pytest.mark.timeout(240)
+@pytest.mark.parametrize("another_attempt", [False, True], ids=["delivered", "refused"])
+def test_results_spooled_through_a_60_s_outage_with_a_10_s_lease_are_fenced_by_attempt(
+    another_attempt: bool, tmp_path: Path, farm_workers: list[FarmWorker]
+) -> None:
+    """A worker cut off from PostgreSQL for 60 s, with a 10 s lease, finishes its job and spools the results.
+    With no other worker, no other attempt starts: the results are delivered when the database is back, though
+    the lease expired long before. With a second worker, its sweeper reaps the job and runs attempt 2: the
+    spooled results of attempt 1 are refused, and the job keeps attempt 2's."""
+    proxy = TcpProxy(target_port=sa.engine.make_url(POSTGRES_URL).port or 5432)
+    proxy.up()
+    try:
+        with (
+            postgres_schema(port=proxy.port) as (direct_url, proxied_url),
+            Store.open(direct_url) as store,
+            running_redis(tmp_path / "redis") as redis_server,
+        ):
+            cut_off = FarmWorker(
+                tmp_path,
+                "cut-off",
+                write_profile(tmp_path, "cut-off", lease_s=10.0),
+                database_url=proxied_url,
+                broker_url=redis_server.url,
+            )
+            farm_workers.append(cut_off)
+            (job_id,) = submit_jobs(store, redis_server.url, plan=tiny_plan(decode_tokens=600))
+            wait_for(lambda: store.get_job(job_id).phase == "measuring", 60, "the job measuring")
+            proxy.down()
+            cut_at = time.monotonic()
+            if another_attempt:
+                other = FarmWorker(
+                    tmp_path,
+                    "other",
+                    write_profile(tmp_path, "other", lease_s=10.0),
+                    database_url=direct_url,
+                    broker_url=redis_server.url,
+                )
+                farm_workers.append(other)
+            spool = cut_off.data_dir / "spool" / "cut-off"
+            wait_for(lambda: list(spool.glob("*.json")), 40, "the results spooled")
+            if another_attempt:
+                wait_for(lambda: _all_succeeded(store, [job_id]), 90, "attempt 2 succeeded elsewhere")
+            # The outage itself lasts OUTAGE_S from the cut, whatever happened meanwhile.
+            wait_for(lambda: time.monotonic() - cut_at >= OUTAGE_S, OUTAGE_S + 5, "the end of the outage")
+            proxy.up()
+            wait_for(lambda: not list(spool.glob("*.json")), 40, "the spool emptied")
+            runs = store.runs(job_id)
+            assert _state(store, job_id) == JobState.SUCCEEDED
+            if another_attempt:
+                assert [(r.attempt, r.worker_id, r.state) for r in runs] == [
+                    (1, "cut-off", RunState.FAILED),
+                    (2, "other", RunState.SUCCEEDED),
+                ]
+                assert runs[0].failure_class == FailureClass.HOST_LOST
+                assert len(cut_off.events("spool.refused")) == 1
+                assert cut_off.events("spool.delivered") == []
+            else:
+                assert [(r.attempt, r.worker_id, r.state) for r in runs] == [(1, "cut-off", RunState.SUCCEEDED)]
+                assert len(cut_off.events("spool.delivered")) == 1
+            assert [f.summary.n for f in store.results(job_id) if f.key == "decode/code/decode_tok_s"] == [1]
+    finally:
+        proxy.close()
+
+
+@pytest.mark.timeout(300)
+def test_beside_a_worker_whose_engine_never_starts_every_healthy_job_succeeds(
+    tmp_path: Path, store: Store, pg_url: str, farm_workers: list[FarmWorker]
+) -> None:
+    """Farm mode, three workers, one of them with an engine that dies at every start. Every job succeeds with a
+    budget of two attempts, none on the broken host; the broken host is quarantined within K = 3 failed starts,
+    stops consuming, and `farm workers` would show why."""
+    env = {"FARM_QUARANTINE_AFTER": "3", "FARM_RETRY_BACKOFF_S": "1", "FARM_SELF_CHECK_INTERVAL_S": "3600"}
+    with running_redis(tmp_path / "redis") as redis_server:
+        urls = {"database_url": pg_url, "broker_url": redis_server.url}
+        broken_profile = write_profile(tmp_path, "broken", sim_profile="does-not-exist")
+        healthy_profile = write_profile(tmp_path, "healthy")
+        farm_workers += [
+            FarmWorker(tmp_path, "broken", broken_profile, **urls, **env),
+            FarmWorker(tmp_path, "healthy-1", healthy_profile, **urls, **env),
+            FarmWorker(tmp_path, "healthy-2", healthy_profile, **urls, **env),
+        ]
+        wait_for(lambda: len(store.list_workers()) == 3, 60, "three workers registered")
+        job_ids: list[str] = []
+        # Waves of jobs until the broken host has failed K starts (it may get fewer than K of the first wave):
+        # it must be quarantined then, and never fail more.
+        for _wave in range(5):
+            job_ids += submit_jobs(store, redis_server.url, n=6, max_attempts=2)
+            wait_for(functools.partial(_all_finished, store, list(job_ids)), 200, "every job finished")
+            if store.quarantine_reason("broken") is not None:
+                break
+        states = {j: _state(store, j) for j in job_ids}
+        assert set(states.values()) == {JobState.SUCCEEDED}, states
+        broken_runs = [r for j in job_ids for r in store.runs(j) if r.worker_id == "broken"]
+        assert len(broken_runs) == 3
+        assert {r.failure_class for r in broken_runs} == {FailureClass.ENGINE_START_FAILED}
+        succeeded_on = {r.worker_id for j in job_ids for r in store.runs(j) if r.state == RunState.SUCCEEDED}
+        assert succeeded_on <= {"healthy-1", "healthy-2"}
+        reason = store.quarantine_reason("broken")
+        assert reason is not None
+        assert "3 times in a row" in reason
+        # Quarantined: it stops consuming, so the next jobs never reach it.
+        wait_for(lambda: farm_workers[0].events("worker.consuming_paused"), 30, "the broken worker paused")
+        more = submit_jobs(store, redis_server.url, n=4, max_attempts=1)
+        wait_for(lambda: _all_succeeded(store, more), 120, "the jobs after the quarantine succeeded")
+        assert all(r.worker_id != "broken" for j in more for r in store.runs(j))

@@ -281,7 +281,29 @@ def test_second_delivery_writes_nothing_more(
     assert (count_rows("measurements"), count_rows("samples"), count_rows("artifacts")) == (1, 2, 1)
 
 
-@pytest.mark.parametrize("stale", ["other worker", "older attempt", "expired lease", "cancelled job"])
+@pytest.mark.parametrize("late", ["expired lease", "reaped, not claimed again", "reaped, budget spent"])
+def test_late_results_of_the_current_attempt_are_accepted(
+    late: str,
+    store: Store,
+    make_recipe: Callable[..., Recipe],
+    make_result: Callable[..., RunResult],
+) -> None:
+    """Fencing by attempt, not by clock: results of the current attempt are taken whenever they arrive while no
+    later attempt exists: after the lease expired, and even after a reaper took the job back."""
+    [job_id] = _submit(store, make_recipe(), max_attempts=1 if late == "reaped, budget spent" else 3)
+    first = store.claim("w1", [HW], lease_s=60, now=T0)
+    assert first is not None
+    if late != "expired lease":
+        assert store.reap(now=T0 + timedelta(seconds=61)) == [job_id]
+    store.complete(job_id, first.attempt, "w1", make_result(), now=T0 + timedelta(seconds=3600))
+    job = store.get_job(job_id)
+    assert (job.state, job.failure_class, job.owner) == (JobState.SUCCEEDED, None, "w1")
+    (run,) = store.runs(job_id)
+    assert (run.state, run.failure_class) == (RunState.SUCCEEDED, None)
+    assert [f.key for f in store.results(job_id)] == ["decode/code/decode_tok_s"]
+
+
+@pytest.mark.parametrize("stale", ["other worker", "older attempt", "cancelled job"])
 def test_results_from_a_stale_owner_are_refused(
     stale: str,
     store: Store,
@@ -289,7 +311,7 @@ def test_results_from_a_stale_owner_are_refused(
     make_result: Callable[..., RunResult],
     count_rows: Callable[[str], int],
 ) -> None:
-    """complete from anyone but the live owner of the current attempt raises LeaseLost and writes nothing."""
+    """complete from anyone but the owner of the current attempt raises LeaseLost and writes nothing."""
     [job_id] = _submit(store, make_recipe())
     first = store.claim("w1", [HW], lease_s=60, now=T0)
     assert first is not None
@@ -302,8 +324,6 @@ def test_results_from_a_stale_owner_are_refused(
         assert second is not None
         assert second.attempt == first.attempt + 1
         when = T0 + timedelta(seconds=63)
-    elif stale == "expired lease":
-        when = T0 + timedelta(seconds=61)  # expired, and no reaper has run yet
     else:
         store.cancel(job_id)
     state_before = store.get_job(job_id).state
@@ -390,17 +410,17 @@ def test_retriable_failure_requeues_until_the_budget_is_spent(store: Store, make
     assert second is not None
     assert second.attempt == 2
     log = (Artifact(name="engine.log", content="Traceback ..."),)
-    assert store.fail(job_id, 2, "w2", "startup_timeout", "no /health in 600 s", log) is JobState.FAILED
+    assert store.fail(job_id, 2, "w2", "measurement_error", "every request failed", log) is JobState.FAILED
     view = store.get_job(job_id)
     assert (view.state, view.failure_class, view.failure_message) == (
         JobState.FAILED,
-        "startup_timeout",
-        "no /health in 600 s",
+        "measurement_error",
+        "every request failed",
     )
     runs = store.runs(job_id)
     assert [(run.attempt, run.worker_id, run.state, run.failure_class) for run in runs] == [
         (1, "w1", RunState.FAILED, "engine_crashed"),
-        (2, "w2", RunState.FAILED, "startup_timeout"),
+        (2, "w2", RunState.FAILED, "measurement_error"),
     ]
     assert store.artifacts(job_id, 2) == list(log)
 

@@ -16,9 +16,10 @@ import pytest
 
 from farm.domain import FailureClass, JobState
 from farm.engines.process import group_alive
-from farm.queue import submit_sweep
 from farm.recipes.spec import LoadedSweep, load_sweep
+from farm.settings import Settings
 from farm.store import Store, recipe_sha256
+from farm.submit import submit_sweep
 from farm.worker.daemon import Worker
 from farm.worker.profile import WorkerProfile, load_profile
 
@@ -37,8 +38,9 @@ def write_profile(
     faults: tuple[str, ...] = (),
     ready_timeout_s: float = 30.0,
     overrides: dict[str, str] | None = None,
+    sim_profile: str = "test",
 ) -> Path:
-    """A simulator worker profile for the seed's hardware, on the fast `test` simulator profile."""
+    """A simulator worker profile for the seed's hardware, on the fast `test` simulator profile (or another)."""
     lines = [
         'name = "test-sim"',
         "[worker]",
@@ -52,7 +54,7 @@ def write_profile(
         f"ready_timeout_s = {ready_timeout_s}",
         "stop_grace_s = 2.0",
         "[engine.sim]",
-        'profile = "test"',
+        f"profile = {json.dumps(sim_profile)}",
         f"faults = {json.dumps(list(faults))}",
     ]
     if overrides:
@@ -153,15 +155,18 @@ def test_engine_crash_mid_sweep_is_classified_and_leaves_no_process(tmp_path: Pa
 
 
 def test_startup_timeout_is_classified(tmp_path: Path, store: Store) -> None:
-    """An engine not ready within the profile's deadline fails as startup_timeout and is stopped."""
+    """An engine not ready within the profile's deadline fails as startup_timeout and is stopped. It never
+    reached its engine, so this first failed start is not charged: the job is queued again with its budget of
+    one attempt whole."""
     job_id = submit(store, write_spec(tmp_path, max_attempts=1))
     profile = load_profile(write_profile(tmp_path, faults=("--fault-startup-delay", "60"), ready_timeout_s=1.5))
     started: list[int] = []
     worker = Worker(store, profile, data_dir=tmp_path / "data", engine_factory=_recording_factory(started))
     worker.run(max_jobs=1, idle_exit_s=5)
     job = store.get_job(job_id)
-    assert job.state == JobState.FAILED
+    assert job.state == JobState.QUEUED
     assert job.failure_class == FailureClass.STARTUP_TIMEOUT
+    assert [r.failure_class for r in store.runs(job_id)] == [FailureClass.STARTUP_TIMEOUT]
     assert started
     assert not group_alive(started[0])
 
@@ -285,3 +290,104 @@ def _pid_alive(pid: int) -> bool:
         return False
     stat = Path(f"/proc/{pid}/stat")
     return stat.exists() and stat.read_text().split()[2] != "Z"
+
+
+def write_small_spec(tmp_path: Path, *, max_attempts: int = 2, prompt_tokens: int = 16) -> Path:
+    """A one-request sweep (short TTFT only): the quickest real job."""
+    path = tmp_path / "small.toml"
+    path.write_text(
+        f"""
+name = "small"
+recipe = "{SEED_RECIPE}"
+max_attempts = {max_attempts}
+[plan]
+repeats = 1
+warmup_requests = 0
+time_budget_s = 60
+request_timeout_s = 30
+[plan.short_ttft]
+prompt_tokens = {prompt_tokens}
+"""
+    )
+    return path
+
+
+def test_beside_a_host_whose_engine_never_starts_every_healthy_job_succeeds(tmp_path: Path, store: Store) -> None:
+    """Embedded mode, two workers: one whose engine dies at every start (its simulator profile does not exist),
+    one healthy. Every job succeeds, none spends its budget on the broken host, and the broken host is quarantined
+    within K failed starts and then claims nothing."""
+    sweep = load_sweep(write_small_spec(tmp_path, max_attempts=2))
+    job_ids = submit_sweep(store, sweep, simulate=True, count=6, broker_url=None)
+    settings = Settings(quarantine_after=3, retry_backoff_s=0.5, self_check_interval_s=3600, poll_interval_s=0.1)
+    (tmp_path / "broken").mkdir()
+    broken = Worker(
+        store,
+        load_profile(write_profile(tmp_path / "broken", overrides=None, sim_profile="does-not-exist")),
+        data_dir=tmp_path / "data-broken",
+        worker_id="broken",
+        settings=settings,
+    )
+    healthy = Worker(
+        store,
+        load_profile(write_profile(tmp_path)),
+        data_dir=tmp_path / "data-healthy",
+        worker_id="healthy",
+        settings=settings,
+    )
+    threads = [threading.Thread(target=w.run, kwargs={"idle_exit_s": 120}) for w in (broken, healthy)]
+    for thread in threads:
+        thread.start()
+    try:
+        _wait_for(lambda: all(store.get_job(j).state.finished for j in job_ids), 150)
+    finally:
+        broken.shutdown()
+        healthy.shutdown()
+        for thread in threads:
+            thread.join(timeout=60)
+    states = {j: store.get_job(j).state for j in job_ids}
+    assert set(states.values()) == {JobState.SUCCEEDED}, states
+    broken_runs = [r for j in job_ids for r in store.runs(j) if r.worker_id == "broken"]
+    assert 1 <= len(broken_runs) <= settings.quarantine_after
+    assert {r.failure_class for r in broken_runs} == {FailureClass.ENGINE_START_FAILED}
+    reason = store.quarantine_reason("broken")
+    assert reason is not None
+    assert "in a row" in reason
+    assert all(r.worker_id == "healthy" for j in job_ids for r in store.runs(j) if r.state.value == "succeeded")
+
+
+def test_a_prompt_beyond_the_context_fails_the_job_on_its_first_attempt(tmp_path: Path, store: Store) -> None:
+    """The engine refuses the request (HTTP 400, maximum context length): the job fails at once as
+    context_too_long with attempts left, and is not retried."""
+    sweep = load_sweep(write_small_spec(tmp_path, max_attempts=3, prompt_tokens=400))
+    (job_id,) = submit_sweep(store, sweep, simulate=True, broker_url=None)
+    profile = load_profile(write_profile(tmp_path, overrides={"max_model_len": "256"}))
+    worker = Worker(store, profile, data_dir=tmp_path / "data", settings=Settings(poll_interval_s=0.1))
+    assert worker.run(idle_exit_s=3) == 1
+    job = store.get_job(job_id)
+    assert (job.state, job.failure_class, job.attempt) == (JobState.FAILED, FailureClass.CONTEXT_TOO_LONG, 1)
+    assert "maximum context length" in (job.failure_message or "")
+    assert len(store.runs(job_id)) == 1
+
+
+@pytest.mark.parametrize("healthy", [True, False], ids=["passes", "fails"])
+def test_a_quarantined_host_returns_after_a_self_check_that_serves(healthy: bool, tmp_path: Path, store: Store) -> None:
+    """A quarantined host starts its engine with no job: one that serves returns the host to rotation; one that
+    dies at start leaves it quarantined, and no engine is left behind either way."""
+    profile = load_profile(write_profile(tmp_path, sim_profile="test" if healthy else "does-not-exist"))
+    started: list[int] = []
+    worker = Worker(
+        store,
+        profile,
+        data_dir=tmp_path / "data",
+        worker_id="checked",
+        engine_factory=_recording_factory(started),
+        settings=Settings(self_check_interval_s=3600),
+    )
+    store.register_worker("checked", host="host-checked", hardware_classes=list(worker.hardware_classes))
+    store.quarantine("checked", "the engine failed to start 3 times in a row")
+    reason = worker.check_quarantine()
+    assert (reason is None) is healthy
+    assert (store.quarantine_reason("checked") is None) is healthy
+    if started:
+        _wait_for(lambda: not group_alive(started[0]), 10)
+    assert worker.check_quarantine() == (None if healthy else "the engine failed to start 3 times in a row")

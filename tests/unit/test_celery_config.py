@@ -13,8 +13,7 @@ from typing import Any
 import pytest
 
 from farm.domain import ClaimedJob, JobState, JobView
-from farm.errors import StoreError
-from farm.queue.announce import Sweeper
+from farm.errors import BrokerError, StoreError
 from farm.queue.celery_app import (
     RUN_JOB_TASK,
     VISIBILITY_TIMEOUT_S,
@@ -23,8 +22,11 @@ from farm.queue.celery_app import (
     create_app,
     queue_name,
 )
-from farm.queue.tasks import FarmRuntime
+from farm.settings import Settings
+from farm.worker import celery as tasks
+from farm.worker.celery import ConsumerSwitch, FarmRuntime
 from farm.worker.profile import WorkerProfile
+from farm.worker.sweeper import Sweeper
 
 
 def test_settings_for_long_jobs_whose_messages_may_come_twice() -> None:
@@ -124,7 +126,12 @@ class FakeStore:
     reaped: list[str] = field(default_factory=list)
     calls: list[tuple[Any, ...]] = field(default_factory=list)
 
-    def claim_job(self, job_id: str, worker_id: str, classes: Any, lease_s: float) -> ClaimedJob | None:
+    left_to_others: set[str] = field(default_factory=set)
+    quarantined: str | None = None
+
+    def claim_job(
+        self, job_id: str, worker_id: str, classes: Any, lease_s: float, *, live_within_s: float
+    ) -> ClaimedJob | None:
         self.calls.append(("claim_job", job_id))
         if self.claim_error:
             raise StoreError("connection refused")
@@ -133,8 +140,18 @@ class FakeStore:
         self.claimable.discard(job_id)
         return ClaimedJob(job_id, 1, worker_id, "sim:h200-141gb x 1", {}, {}, NOW)
 
+    def skipped(self, job_id: str, worker_id: str) -> bool:
+        return job_id in self.left_to_others
+
     def get_job(self, job_id: str) -> JobView:
+        if job_id in self.reaped:
+            return _view(job_id, JobState.QUEUED, attempt=1, klass="sim:rtx-pro-6000-blackwell-96gb x 2")
+        if job_id in self.left_to_others:
+            return _view(job_id, JobState.QUEUED, attempt=1)
         return _view(job_id, self.after_run, attempt=1)
+
+    def queued_jobs(self, classes: Any, limit: int) -> list[JobView]:
+        return [job for job in self.queued if job.hardware_class in classes]
 
     def release(self, job_id: str, attempt: int, worker_id: str, reason: str) -> JobState:
         self.calls.append(("release", job_id, attempt))
@@ -142,9 +159,6 @@ class FakeStore:
 
     def reap(self) -> list[str]:
         return list(self.reaped)
-
-    def list_jobs(self, states: Any, limit: int) -> list[JobView]:
-        return list(self.queued)
 
     def worker_heartbeat(self, worker_id: str, job_id: str | None = None, phase: str | None = None) -> None:
         self.calls.append(("worker_heartbeat", worker_id, job_id))
@@ -156,10 +170,14 @@ class FakeWorker:
     worker_id: str = "w1"
     hardware_classes: tuple[str, ...] = ("sim:h200-141gb x 1",)
     lease_s: float = 60.0
+    settings: Settings = field(default_factory=Settings)
     ran: list[str] = field(default_factory=list)
 
     def run_job(self, job: ClaimedJob) -> None:
         self.ran.append(job.id)
+
+    def check_quarantine(self) -> str | None:
+        return self.store.quarantined
 
 
 @dataclass
@@ -169,14 +187,25 @@ class FakeAnnouncer:
     due: set[str] = field(default_factory=set)
     queue_lengths: dict[str, int] = field(default_factory=dict)
 
+    fail_after: int | None = None
+    """Raise BrokerError from this many announcements on (None: never)."""
+    tries: int = 0
+
     def announce(self, job_id: str, hardware_class: str, attempt: int) -> bool:
+        self._maybe_fail()
         self.announced.append((job_id, hardware_class, attempt))
         return True
+
+    def _maybe_fail(self) -> None:
+        self.tries += 1
+        if self.fail_after is not None and self.tries > self.fail_after:
+            raise BrokerError("connection refused")
 
     def forget(self, job_id: str) -> None:
         self.forgotten.append(job_id)
 
     def announce_if_due(self, job: JobView, *, now: float, grace_s: float, stale_s: float, queue_empty: bool) -> bool:
+        self._maybe_fail()
         if job.id in self.due:
             self.announced.append((job.id, job.hardware_class, job.attempt))
             return True
@@ -219,6 +248,45 @@ def test_a_store_outage_at_claim_time_leaves_the_job_to_the_sweeper() -> None:
     runtime, worker, announcer = _runtime(FakeStore(claimable={"j-1"}, claim_error=True))
     assert runtime.handle("j-1") == "store_unavailable"
     assert (worker.ran, announcer.forgotten) == ([], ["j-1"])
+
+
+def test_a_job_left_to_another_host_is_sent_back_not_dropped(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The claim refused a job that is still queued (this host failed it, or is quarantined): its message is
+    sent back, after a pause, for another worker; nothing runs here."""
+    monkeypatch.setattr(tasks, "SKIP_PAUSE_S", 0.0)
+    runtime, worker, announcer = _runtime(FakeStore(left_to_others={"j-1"}))
+    assert runtime.handle("j-1") == "skipped"
+    assert worker.ran == []
+    assert (announcer.forgotten, announcer.announced) == (["j-1"], [("j-1", "sim:h200-141gb x 1", 1)])
+
+
+@dataclass
+class RecordingSwitch(ConsumerSwitch):
+    moves: list[str] = field(default_factory=list)
+
+    def pause(self) -> None:
+        self.moves.append("pause")
+
+    def resume(self) -> None:
+        self.moves.append("resume")
+
+
+def test_a_quarantined_worker_stops_consuming_until_it_is_back_in_rotation() -> None:
+    """The sweeper's host check pauses the queues once when the host is quarantined, and resumes them once
+    when it is released; nothing changes while a job is in hand."""
+    store = FakeStore(quarantined="the engine failed to start 3 times in a row")
+    switch = RecordingSwitch()
+    runtime, _, _ = _runtime(store, consumer=switch)
+    runtime.check_host()
+    runtime.check_host()
+    assert switch.moves == ["pause"]
+    store.quarantined = None
+    runtime.current = ClaimedJob("j-2", 1, "w1", "sim:h200-141gb x 1", {}, {}, NOW)
+    runtime.check_host()
+    assert switch.moves == ["pause"]
+    runtime.current = None
+    runtime.check_host()
+    assert switch.moves == ["pause", "resume"]
 
 
 def test_release_hands_back_the_job_in_hand_only() -> None:
@@ -264,7 +332,6 @@ def test_the_sweeper_announces_reaped_jobs_at_once_and_due_ones_of_its_classes()
     store = FakeStore(
         reaped=["j-reaped"],
         queued=[
-            _view("j-reaped", attempt=1, klass="sim:rtx-pro-6000-blackwell-96gb x 2"),
             _view("j-due"),
             _view("j-waiting"),
             _view("j-other-class", klass="h100-sxm-80gb x 1"),
@@ -278,6 +345,17 @@ def test_the_sweeper_announces_reaped_jobs_at_once_and_due_ones_of_its_classes()
         ("j-reaped", "sim:rtx-pro-6000-blackwell-96gb x 2", 1),
         ("j-due", "sim:h200-141gb x 1", 0),
     ]
+
+
+def test_the_sweeper_stops_announcing_for_the_pass_after_a_broker_failure() -> None:
+    """With the broker gone, one failed announcement ends the pass's announcing: no timeout per queued job."""
+    store = FakeStore(queued=[_view(f"j-{n}") for n in range(5)])
+    announcer = FakeAnnouncer(due={f"j-{n}" for n in range(5)}, fail_after=1)
+    report = _sweeper(store, announcer).sweep(now=NOW.timestamp())
+    assert report.broker_down
+    assert report.announced == ["j-0"]
+    assert announcer.tries == 2
+    assert len(report.errors) == 1
 
 
 def test_the_sweeper_delivers_spooled_results_first_and_survives_a_store_outage() -> None:

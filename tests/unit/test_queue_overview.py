@@ -50,3 +50,21 @@ def test_a_queued_class_with_only_silent_workers_is_unserved() -> None:
         ClassLine("sim:rtx x 1", 2, ("rtx",)),
     ]
     assert [line.unserved for line in lines] == [True, False]
+
+
+def test_a_quarantined_worker_shows_its_reason_and_serves_no_class() -> None:
+    """A quarantined host is listed as such with the reason, and a class only it declares is unserved."""
+    broken = WorkerView(
+        worker_id="broken",
+        host_name="host-broken",
+        hardware_classes=("sim:rtx x 2",),
+        version="0.1.0",
+        started_at=NOW - timedelta(hours=1),
+        last_heartbeat=NOW - timedelta(seconds=2),
+        start_failures=3,
+        quarantined_at=NOW - timedelta(seconds=30),
+        quarantine_reason="the engine failed to start 3 times in a row",
+    )
+    (line,) = worker_lines([broken], NOW, silent_after_s=120)
+    assert (line.state, line.quarantine_reason) == ("quarantined", "the engine failed to start 3 times in a row")
+    assert class_lines({"sim:rtx x 2": 4}, [line]) == [ClassLine("sim:rtx x 2", 4, ())]

@@ -1,0 +1,150 @@
+"""The sweeper: the periodic pass of a farm worker (a thread beside Celery's consumer).
+
+Each pass delivers the worker's spooled results (before the reap: results of an attempt that no other attempt
+followed are still taken), reaps expired leases (announcing each reaped job at once), checks the host's
+quarantine (a quarantined worker stops consuming and runs its self-check), announces what its hardware classes
+need (farm.queue.announce says when a job needs it; the sweeper lists only the queued jobs of its classes, and
+after one broker failure it stops trying for the rest of the pass), and says the worker is alive when it is idle.
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from farm.domain import JobState, JobView
+from farm.errors import BrokerError, FarmError, StoreError
+from farm.logs import get_logger
+from farm.queue.announce import Announcer
+from farm.settings import Settings
+from farm.store import Store
+
+log = get_logger(__name__)
+
+SWEEP_LIMIT = 10_000
+"""Queued jobs read per sweep: far above any backlog a farm of a few dozen hosts builds."""
+
+
+@dataclass
+class SweepReport:
+    """What one sweep did (for logs and tests)."""
+
+    delivered: bool = True
+    reaped: list[str] = field(default_factory=list)
+    announced: list[str] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    broker_down: bool = False
+    """The broker failed in this pass, so the pass stopped announcing."""
+
+
+class Sweeper:
+    """The periodic pass of a farm worker (module docstring); `start()` runs it on a daemon thread."""
+
+    def __init__(
+        self,
+        store: Store,
+        announcer: Announcer,
+        hardware_classes: Sequence[str],
+        settings: Settings,
+        *,
+        deliver_spooled: Callable[[], None] = lambda: None,
+        idle_heartbeat: Callable[[], None] = lambda: None,
+        check_host: Callable[[], None] = lambda: None,
+    ) -> None:
+        self.store = store
+        self.announcer = announcer
+        self.hardware_classes = tuple(hardware_classes)
+        self.settings = settings
+        self.deliver_spooled = deliver_spooled
+        self.idle_heartbeat = idle_heartbeat
+        self.check_host = check_host
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._loop, name="sweeper", daemon=True)
+        self._thread.start()
+
+    def stop(self, timeout_s: float = 10.0) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=timeout_s)
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self.sweep()
+            except Exception:  # the sweeper must outlive any one bad pass; the next one tries again
+                log.exception("sweep.unexpected_error")
+            self._stop.wait(self.settings.sweep_interval_s)
+
+    def sweep(self, *, now: float | None = None) -> SweepReport:
+        """One pass: deliver spooled results, reap, announce what is due, heartbeat when idle."""
+        report = SweepReport()
+        try:
+            self.deliver_spooled()
+        except FarmError as exc:
+            report.delivered = False
+            report.errors.append(str(exc))
+        try:
+            report.reaped = self.store.reap()
+            # Reaped jobs of any class are announced here (this sweeper took them back); queued ones only of the
+            # classes this worker serves, through the claim index (state, hardware_class).
+            reaped_jobs = [self.store.get_job(job_id) for job_id in report.reaped]
+            queued = self.store.queued_jobs(self.hardware_classes, limit=SWEEP_LIMIT)
+        except StoreError as exc:
+            log.warning("sweep.store_unavailable", error=str(exc))
+            report.errors.append(str(exc))
+            return report
+        try:
+            self.check_host()
+        except FarmError as exc:
+            report.errors.append(str(exc))
+        for reaped_job in reaped_jobs:
+            if reaped_job.state == JobState.QUEUED:  # else reaped for good (its budget was spent): nothing to announce
+                self._try(report, reaped_job.id, functools.partial(self._announce_reaped, reaped_job))
+        when = time.time() if now is None else now
+        empty: dict[str, bool] = {}
+        for job in queued:
+            if job.hardware_class not in self.hardware_classes or job.id in report.reaped:
+                continue
+
+            def due(job: JobView = job) -> bool:
+                if job.hardware_class not in empty:
+                    empty[job.hardware_class] = self.announcer.queue_length(job.hardware_class) == 0
+                return self.announcer.announce_if_due(
+                    job,
+                    now=when,
+                    grace_s=self.settings.announce_grace_s,
+                    stale_s=self.settings.announce_stale_s,
+                    queue_empty=empty[job.hardware_class],
+                )
+
+            self._try(report, job.id, due)
+        try:
+            self.idle_heartbeat()
+        except StoreError as exc:
+            report.errors.append(str(exc))
+        if report.reaped or report.announced:
+            log.info("sweep.done", reaped=report.reaped, announced=report.announced)
+        return report
+
+    def _announce_reaped(self, job: JobView) -> bool:
+        return self.announcer.announce(job.id, job.hardware_class, job.attempt)
+
+    @staticmethod
+    def _try(report: SweepReport, job_id: str, action: Callable[[], bool]) -> None:
+        """Announce one job unless the broker already failed in this pass (the next pass tries again: a dead
+        broker costs one timeout per pass, not one per queued job)."""
+        if report.broker_down:
+            return
+        try:
+            if action():
+                report.announced.append(job_id)
+        except BrokerError as exc:
+            log.warning("sweep.announce_failed", job=job_id, error=str(exc), note="no more tries this pass")
+            report.errors.append(str(exc))
+            report.broker_down = True
