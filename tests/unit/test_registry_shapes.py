@@ -254,3 +254,12 @@ def test_unquoted_json_in_an_observed_command_stays_json() -> None:
     assert recipe.provenance.source_command[:3] == ("python", "-m", "vllm.entrypoints.openai.api_server")
     quoted = parse_registry(_recipe(metadata=_localmaxxing('vllm serve m --x \'{"a": ["b c"]}\' --y 1')), "r.json")
     assert quoted.argv[3:5] == ("--x", '{"a": ["b c"]}')
+
+
+def test_markdown_fences() -> None:
+    """A chat message's closing ``` after the command is dropped; a fence inside the command is refused."""
+    recipe = parse_registry(_recipe(argv=["vllm", "serve", "a/b", "--max-num-seqs", "8```"]), "r.json")
+    assert recipe.argv == ("vllm", "serve", "a/b", "--max-num-seqs", "8")
+    with pytest.raises(RecipeError, match="Markdown code fence") as caught:
+        parse_registry(_recipe(argv=["vllm", "serve", "```", "a/b"]), "r.json")
+    assert caught.value.field == "argv"
