@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import shlex
 from collections import Counter
 from pathlib import Path
 
@@ -35,7 +36,10 @@ def show(
     table.add_row("model", recipe.model_id)
     table.add_row("hardware", f"{recipe.hardware_id} × {recipe.hardware_count}")
     table.add_row("engine", f"{recipe.engine.name} {recipe.engine.version or ''}".strip())
-    table.add_row("argv", " ".join(recipe.argv))
+    table.add_row("argv", shlex.join(recipe.argv))
+    if recipe.environment:
+        table.add_row("environment", " ".join(f"{k}={v}" for k, v in sorted(recipe.environment.items())))
+    table.add_row("command from", recipe.provenance.command_source or "-")
     if recipe.container:
         table.add_row("image", recipe.container.image)
     table.add_row("source", recipe.provenance.source_format)
