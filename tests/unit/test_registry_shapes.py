@@ -263,3 +263,26 @@ def test_markdown_fences() -> None:
     with pytest.raises(RecipeError, match="Markdown code fence") as caught:
         parse_registry(_recipe(argv=["vllm", "serve", "```", "a/b"]), "r.json")
     assert caught.value.field == "argv"
+
+
+def test_tabbyapi_draft_launch() -> None:
+    """The registry's TabbyAPI drafts (its generator writes entrypoint /opt/venv/bin/python3 and arguments
+    `main.py --config /app/config.yml`) are TabbyAPI's server; the model is in the mounted config, so the
+    recipe's model is its registry instance id, and provenance says so."""
+    draft = {
+        "kind": "docker",
+        "image": "ghcr.io/theroyallab/tabbyapi:cu13@sha256:" + "1" * 64,
+        "entrypoint": "/opt/venv/bin/python3",
+        "arguments": ["main.py", "--config", "/app/config.yml"],
+        "environment": {"NVIDIA_VISIBLE_DEVICES": "all"},
+        "mounts": [{"read_only": True, "source": "asset/m-tabbyapi-config.yml", "target": "/app/config.yml"}],
+    }
+    recipe = parse_registry(
+        _recipe(engine={"name": "tabbyapi"}, launch={"kind": "reference"}, draft_launch=draft), "r.json"
+    )
+    assert recipe.engine.name == "tabbyapi"
+    assert recipe.argv == ("python", "main.py", "--config", "/app/config.yml")
+    assert recipe.model_id == "org-model--fp8"
+    assert recipe.provenance.model_source == "model_instance_id"
+    assert recipe.container is not None
+    assert recipe.container.mounts[0].read_only
