@@ -292,6 +292,13 @@ def _registry_command(
     if deferred is not None:
         raise deferred
     kind = launch.get("kind")
+    if kind == "docker" and launch.get("image"):
+        raise RecipeError(
+            "a docker launch without arguments: what runs is the image's own default command, which the recipe "
+            "does not show",
+            source=source,
+            field="launch.arguments",
+        )
     if isinstance(kind, str) and kind in _NO_COMMAND_KINDS:
         where = _command_file(launch)
         raise RecipeError(
