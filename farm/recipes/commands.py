@@ -239,7 +239,7 @@ def read_command(
 ) -> Command:
     """Read a full command (`[VAR=v ...] executable [subcommand] args`) or, with `arguments_only`, the arguments a
     container entrypoint or draft launch gives (with or without a leading subcommand) into a Command."""
-    tokens = _without_closing_fence(tokens)
+    tokens = without_closing_fence(tokens)
     if len(tokens) > MAX_ARGV_TOKENS:
         raise RecipeError(
             f"{len(tokens)} tokens, more than {MAX_ARGV_TOKENS}: not a launch command", source=source, field=field_name
@@ -289,7 +289,7 @@ def read_command(
     )
 
 
-def _without_closing_fence(tokens: Sequence[str]) -> list[str]:
+def without_closing_fence(tokens: Sequence[str]) -> list[str]:
     """The tokens without a Markdown code fence that closes them (a last token "```" or a last token ending in
     it), which commands copied out of chat messages carry; a fence anywhere else is refused by read_command."""
     rest = list(tokens)

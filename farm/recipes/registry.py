@@ -21,6 +21,7 @@ from farm.recipes.commands import (
     split_command,
     split_environment,
     starts_a_server,
+    without_closing_fence,
     synthesize,
 )
 from farm.recipes.fields import (
@@ -424,6 +425,9 @@ def _container(draft_launch: Mapping[str, Any], source: str, prefix: str) -> Con
         "accelerator_backend",
     )
     fields = {key: draft_launch[key] for key in keys if draft_launch.get(key) is not None}
+    if isinstance(fields.get("arguments"), list) and all(isinstance(item, str) for item in fields["arguments"]):
+        # The same closing chat fence the argv drops (farm.recipes.commands) is not an argument of the image.
+        fields["arguments"] = without_closing_fence(fields["arguments"])
     if isinstance(fields.get("mounts"), list):
         fields["mounts"] = [
             {k: m[k] for k in ("source", "target", "read_only") if k in m} if isinstance(m, dict) else m

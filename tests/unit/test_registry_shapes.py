@@ -286,3 +286,11 @@ def test_tabbyapi_draft_launch() -> None:
     assert recipe.provenance.model_source == "model_instance_id"
     assert recipe.container is not None
     assert recipe.container.mounts[0].read_only
+
+
+def test_container_arguments_lose_the_closing_fence_too() -> None:
+    """The image's arguments carry no chat fence either, so what the worker hands the container matches argv."""
+    recipe = load_recipe(REGISTRY / "discord-lukealonso-mimo-v2-5-nvfp4-nvfp4-rtx-5090-32gb-tp4-356919.json")
+    assert recipe.container is not None
+    assert "```" not in recipe.container.arguments
+    assert recipe.container.arguments[-2:] == recipe.argv[-2:]
