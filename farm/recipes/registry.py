@@ -21,8 +21,8 @@ from farm.recipes.commands import (
     split_command,
     split_environment,
     starts_a_server,
-    without_closing_fence,
     synthesize,
+    without_closing_fence,
 )
 from farm.recipes.fields import (
     DEVICE_COUNTING_ENGINES,
