@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import shlex
 from collections import Counter
 from pathlib import Path
 
@@ -11,7 +12,9 @@ from rich.table import Table
 
 from farm.cli.common import console, err_console, farm_errors, print_json
 from farm.engines.policy import check_recipe_for_submit
-from farm.errors import InputError
+from farm.errors import FarmError, InputError
+from farm.recipes.commands import ENGINE_ALIASES
+from farm.recipes.limits import load_json, read_limited
 from farm.recipes.parse import load_recipe
 
 app = typer.Typer(help="Parse and validate recipes (local-ai-registry/v1 JSON or a LocalMaxxing run page).")
@@ -33,7 +36,10 @@ def show(
     table.add_row("model", recipe.model_id)
     table.add_row("hardware", f"{recipe.hardware_id} × {recipe.hardware_count}")
     table.add_row("engine", f"{recipe.engine.name} {recipe.engine.version or ''}".strip())
-    table.add_row("argv", " ".join(recipe.argv))
+    table.add_row("argv", shlex.join(recipe.argv))
+    if recipe.environment:
+        table.add_row("environment", " ".join(f"{k}={v}" for k, v in sorted(recipe.environment.items())))
+    table.add_row("command from", recipe.provenance.command_source or "-")
     if recipe.container:
         table.add_row("image", recipe.container.image)
     table.add_row("source", recipe.provenance.source_format)
@@ -69,9 +75,9 @@ def _check_one(file: Path) -> tuple[str, str, str]:
     try:
         recipe = load_recipe(file)
     except InputError as exc:
-        return "FAIL", "-", exc.detail if exc.field is None else f"field {exc.field!r}: {exc.detail}"
+        return "FAIL", _declared_engine(file), exc.detail if exc.field is None else f"field {exc.field!r}: {exc.detail}"
     except Exception as exc:
-        return "FAIL", "-", f"internal error ({type(exc).__name__}): {exc}"
+        return "FAIL", _declared_engine(file), f"internal error ({type(exc).__name__}): {exc}"
     source = recipe.provenance.command_source or "?"
     described = f"{recipe.id} ({recipe.hardware_class}, {recipe.engine.name}, command from {source})"
     try:
@@ -81,6 +87,17 @@ def _check_one(file: Path) -> tuple[str, str, str]:
     except Exception as exc:
         return "POLICY", recipe.engine.name, f"{described}: policy check failed ({type(exc).__name__}): {exc}"
     return "ok", recipe.engine.name, described
+
+
+def _declared_engine(file: Path) -> str:
+    """The engine a refused registry recipe names (for the summary by engine), or '-' when it names none."""
+    try:
+        document = load_json(read_limited(file, InputError).decode("utf-8"), InputError, str(file))
+        data = document.get("data", document) if isinstance(document, dict) else {}
+        name = data.get("engine", {}).get("name") if isinstance(data, dict) else None
+        return ENGINE_ALIASES.get(str(name).strip().lower(), str(name)) if name else "-"
+    except (FarmError, ValueError, AttributeError):
+        return "-"
 
 
 def _print_summary(outcomes: list[tuple[str, str, str]]) -> None:

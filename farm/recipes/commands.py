@@ -239,6 +239,7 @@ def read_command(
 ) -> Command:
     """Read a full command (`[VAR=v ...] executable [subcommand] args`) or, with `arguments_only`, the arguments a
     container entrypoint or draft launch gives (with or without a leading subcommand) into a Command."""
+    tokens = without_closing_fence(tokens)
     if len(tokens) > MAX_ARGV_TOKENS:
         raise RecipeError(
             f"{len(tokens)} tokens, more than {MAX_ARGV_TOKENS}: not a launch command", source=source, field=field_name
@@ -252,6 +253,13 @@ def read_command(
             )
         if not token:
             raise RecipeError(f"token {index} is empty", source=source, field=field_name)
+        if "```" in token:
+            raise RecipeError(
+                f"token {index} ({token[:40]!r}) holds a Markdown code fence: the command was copied out of a "
+                "chat message with its formatting, so where it ends is unknown",
+                source=source,
+                field=field_name,
+            )
     environment, rest = split_environment(tokens, source, field_name)
     if not rest:
         raise RecipeError("empty: the launch command has no tokens", source=source, field=field_name)
@@ -279,6 +287,17 @@ def read_command(
         source_field=field_name,
         source_tokens=tuple(tokens),
     )
+
+
+def without_closing_fence(tokens: Sequence[str]) -> list[str]:
+    """The tokens without a Markdown code fence that closes them (a last token "```" or a last token ending in
+    it), which commands copied out of chat messages carry; a fence anywhere else is refused by read_command."""
+    rest = list(tokens)
+    if rest and rest[-1] == "```":
+        rest.pop()
+    elif rest and rest[-1].endswith("```") and rest[-1] != "```":
+        rest[-1] = rest[-1][: -len("```")]
+    return rest
 
 
 def starts_a_server(tokens: Sequence[str]) -> bool:

@@ -1,9 +1,11 @@
 """Reading recipe documents: local-ai-registry/v1 JSON and LocalMaxxing run pages, into one validated Recipe.
 
 Every refusal is a farm.errors.RecipeError that names the file and the dotted field, so a bad recipe is
-caught before anything is queued. The launch argv is the recipe's core: it is taken from the tokenized
-arguments when a document has them, cross-checked against the observed command line, and checked against the
-engine and the hardware count the recipe claims.
+caught before anything is queued; no input makes the parsers raise anything else (farm.recipes.limits bounds
+size, nesting, numbers and text). The launch argv is the recipe's core: it is read from the most faithful
+source the document has (farm.recipes.registry.parse_registry lists the order), rewritten to the engine's
+canonical launcher (farm.recipes.commands), kept free of environment words, and checked against the engine
+and the hardware count the recipe claims. RecipeProvenance.command_source says which field it came from.
 """
 
 from __future__ import annotations

@@ -22,6 +22,7 @@ from farm.recipes.commands import (
     split_environment,
     starts_a_server,
     synthesize,
+    without_closing_fence,
 )
 from farm.recipes.fields import (
     DEVICE_COUNTING_ENGINES,
@@ -292,6 +293,13 @@ def _registry_command(
     if deferred is not None:
         raise deferred
     kind = launch.get("kind")
+    if kind == "docker" and launch.get("image"):
+        raise RecipeError(
+            "a docker launch without arguments: what runs is the image's own default command, which the recipe "
+            "does not show",
+            source=source,
+            field="launch.arguments",
+        )
     if isinstance(kind, str) and kind in _NO_COMMAND_KINDS:
         where = _command_file(launch)
         raise RecipeError(
@@ -417,6 +425,9 @@ def _container(draft_launch: Mapping[str, Any], source: str, prefix: str) -> Con
         "accelerator_backend",
     )
     fields = {key: draft_launch[key] for key in keys if draft_launch.get(key) is not None}
+    if isinstance(fields.get("arguments"), list) and all(isinstance(item, str) for item in fields["arguments"]):
+        # The same closing chat fence the argv drops (farm.recipes.commands) is not an argument of the image.
+        fields["arguments"] = without_closing_fence(fields["arguments"])
     if isinstance(fields.get("mounts"), list):
         fields["mounts"] = [
             {k: m[k] for k in ("source", "target", "read_only") if k in m} if isinstance(m, dict) else m

@@ -254,3 +254,43 @@ def test_unquoted_json_in_an_observed_command_stays_json() -> None:
     assert recipe.provenance.source_command[:3] == ("python", "-m", "vllm.entrypoints.openai.api_server")
     quoted = parse_registry(_recipe(metadata=_localmaxxing('vllm serve m --x \'{"a": ["b c"]}\' --y 1')), "r.json")
     assert quoted.argv[3:5] == ("--x", '{"a": ["b c"]}')
+
+
+def test_markdown_fences() -> None:
+    """A chat message's closing ``` after the command is dropped; a fence inside the command is refused."""
+    recipe = parse_registry(_recipe(argv=["vllm", "serve", "a/b", "--max-num-seqs", "8```"]), "r.json")
+    assert recipe.argv == ("vllm", "serve", "a/b", "--max-num-seqs", "8")
+    with pytest.raises(RecipeError, match="Markdown code fence") as caught:
+        parse_registry(_recipe(argv=["vllm", "serve", "```", "a/b"]), "r.json")
+    assert caught.value.field == "argv"
+
+
+def test_tabbyapi_draft_launch() -> None:
+    """The registry's TabbyAPI drafts (its generator writes entrypoint /opt/venv/bin/python3 and arguments
+    `main.py --config /app/config.yml`) are TabbyAPI's server; the model is in the mounted config, so the
+    recipe's model is its registry instance id, and provenance says so."""
+    draft = {
+        "kind": "docker",
+        "image": "ghcr.io/theroyallab/tabbyapi:cu13@sha256:" + "1" * 64,
+        "entrypoint": "/opt/venv/bin/python3",
+        "arguments": ["main.py", "--config", "/app/config.yml"],
+        "environment": {"NVIDIA_VISIBLE_DEVICES": "all"},
+        "mounts": [{"read_only": True, "source": "asset/m-tabbyapi-config.yml", "target": "/app/config.yml"}],
+    }
+    recipe = parse_registry(
+        _recipe(engine={"name": "tabbyapi"}, launch={"kind": "reference"}, draft_launch=draft), "r.json"
+    )
+    assert recipe.engine.name == "tabbyapi"
+    assert recipe.argv == ("python", "main.py", "--config", "/app/config.yml")
+    assert recipe.model_id == "org-model--fp8"
+    assert recipe.provenance.model_source == "model_instance_id"
+    assert recipe.container is not None
+    assert recipe.container.mounts[0].read_only
+
+
+def test_container_arguments_lose_the_closing_fence_too() -> None:
+    """The image's arguments carry no chat fence either, so what the worker hands the container matches argv."""
+    recipe = load_recipe(REGISTRY / "discord-lukealonso-mimo-v2-5-nvfp4-nvfp4-rtx-5090-32gb-tp4-356919.json")
+    assert recipe.container is not None
+    assert "```" not in recipe.container.arguments
+    assert recipe.container.arguments[-2:] == recipe.argv[-2:]
