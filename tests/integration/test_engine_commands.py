@@ -173,7 +173,8 @@ def test_the_worker_refuses_before_the_engine_starts(
 
 
 def test_an_engine_no_worker_runs_is_refused_at_submit_with_the_list(tmp_path: Path) -> None:
-    """A valid recipe for an engine the farm cannot launch is refused at submit, naming what the workers run."""
+    """A valid recipe for an engine the farm cannot launch passes the command check (`farm recipe check`) and is
+    refused at submit, naming what the workers run."""
     recipe = Recipe(
         id="mlx",
         model_id="mlx-community/Qwen3-4B-4bit",
@@ -183,10 +184,11 @@ def test_an_engine_no_worker_runs_is_refused_at_submit_with_the_list(tmp_path: P
         argv=("mlx_lm.server", "--model", "mlx-community/Qwen3-4B-4bit", "--port", "8080"),
         provenance=RecipeProvenance(source_format="local-ai-registry/v1", content_sha256="0" * 64),
     )
-    from farm.engines.policy import check_recipe_for_submit
+    from farm.engines.policy import check_recipe_for_submit, check_runnable
 
+    check_recipe_for_submit(recipe)
     with pytest.raises(ArgumentPolicyError, match=r"no worker of this farm runs mlx \(the farm's workers run: vllm"):
-        check_recipe_for_submit(recipe)
+        check_runnable(recipe)
 
 
 def other_profile(tmp_path: Path, kind: str) -> Path:
@@ -332,3 +334,26 @@ def test_submit_accepts_the_seed_container_launch(tmp_path: Path) -> None:
     code, out, err = farm("submit", str(spec))
     assert code == 0, err
     assert "j-" in out
+
+
+def test_submit_queues_nothing_for_an_engine_no_worker_runs(tmp_path: Path) -> None:
+    """submit_sweep (what `farm submit` calls) refuses an Ollama recipe with the list of runnable engines, and
+    stores nothing."""
+    from farm.queue import submit_sweep
+    from farm.recipes.spec import LoadedSweep, SweepSpec
+
+    recipe = Recipe(
+        id="ollama",
+        model_id="qwen3:8b",
+        hardware_id="cpu",
+        hardware_count=1,
+        engine=Engine(name="ollama"),
+        argv=("ollama", "run", "qwen3:8b"),
+        provenance=RecipeProvenance(source_format="local-ai-registry/v1", content_sha256="0" * 64),
+    )
+    spec = SweepSpec.model_validate({"name": "o", "recipe": "r.json", "plan": {"short_ttft": {"prompt_tokens": 64}}})
+    sweep = LoadedSweep(spec=spec, recipe=recipe, spec_path=tmp_path, recipe_path=tmp_path, spec_sha256="0" * 64)
+    store = Store.open(f"sqlite:///{tmp_path / 'farm.db'}", auto_upgrade=True)
+    with pytest.raises(ArgumentPolicyError, match="no worker of this farm runs ollama"):
+        submit_sweep(store, sweep, broker_url=None)
+    assert store.list_jobs() == []
