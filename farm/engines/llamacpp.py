@@ -73,6 +73,20 @@ KINDS: Mapping[str, ValueKind] = {
     **{name: ValueKind.REFUSED for name in REFUSED},
 }
 
+SWITCH_VALUES: Mapping[str, bool | None] = {
+    "on": True,
+    "1": True,
+    "true": True,
+    "enabled": True,
+    "off": False,
+    "0": False,
+    "false": False,
+    "disabled": False,
+    "auto": None,
+}
+"""Newer llama-server versions take `-fa on|off|auto` where older ones read `-fa` as a switch: on a spec whose
+option is a switch, on sets it, off leaves it off, auto leaves the server's default."""
+
 REPEATABLE = frozenset(
     {
         "--lora",
@@ -263,9 +277,19 @@ def spec_from_dump(data: Mapping[str, Any], source: str) -> ArgSpec:
             prefixes=PREFIXES,
             underscores=False,
             abbreviations=False,
+            switch_values=SWITCH_VALUES,
         )
     except (KeyError, TypeError) as exc:
         raise ArgumentPolicyError(f"not a llama-server argument list: {exc!r}", source=source) from exc
+
+
+def load_llamacpp_spec(path: Path) -> ArgSpec:
+    """A spec from a list made by deploy/gen_llama_server_args.py on a host (its own llama-server)."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise ArgumentPolicyError(f"cannot read the argument list: {exc}", source=path) from exc
+    return spec_from_dump(data, str(path))
 
 
 @cache

@@ -265,3 +265,25 @@ def test_llama_bench_commands_that_do_not_translate(bench: str, why: str) -> Non
     """What a server cannot run the same way is refused, naming the token."""
     with pytest.raises(ArgumentPolicyError, match=why):
         llama_bench_to_server(bench.split())
+
+
+@pytest.mark.parametrize(
+    ("argv", "rendered"),
+    [
+        ("llama-server -m /models/a.gguf -fa on", ("--model", "/models/a.gguf", "--flash-attn")),
+        ("llama-server -m /models/a.gguf --flash-attn=1", ("--model", "/models/a.gguf", "--flash-attn")),
+        ("llama-server -m /models/a.gguf -fa off", ("--model", "/models/a.gguf")),
+        ("llama-server -m /models/a.gguf -fa auto -c 8", ("--model", "/models/a.gguf", "--ctx-size", "8")),
+        ("llama-server -m /models/a.gguf -fa -c 8", ("--model", "/models/a.gguf", "--flash-attn", "--ctx-size", "8")),
+    ],
+)
+def test_newer_llamacpp_switch_values_on_an_older_spec(argv: str, rendered: tuple[str, ...]) -> None:
+    """A newer llama-server's `-fa on|off|auto` runs on a spec where -fa is a switch: on sets it, off and auto
+    leave the server's default."""
+    assert canonical_command(argv.split(), "llama.cpp").render_options() == rendered
+
+
+def test_a_switch_value_that_is_not_one_is_refused() -> None:
+    """`--flash-attn=maybe` is neither on nor off."""
+    with pytest.raises(ArgumentPolicyError, match="a switch here"):
+        canonical_command(["llama-server", "-m", GGUF, "--flash-attn=maybe"], "llama.cpp")
