@@ -13,6 +13,7 @@ environment variables (`LLAMA_ARG_*`) set options too, so no recipe may set them
 from __future__ import annotations
 
 import json
+import os
 import re
 from collections.abc import Mapping, Sequence
 from functools import cache
@@ -50,7 +51,7 @@ REFUSED: Mapping[str, str] = {
 KINDS: Mapping[str, ValueKind] = {
     "--host": ValueKind.LISTEN,
     "--port": ValueKind.LISTEN,
-    "--model": ValueKind.PATH,
+    "--model": ValueKind.REPO,
     "--model-draft": ValueKind.PATH,
     "--model-vocoder": ValueKind.PATH,
     "--lora": ValueKind.PATH,
@@ -317,9 +318,10 @@ def llamacpp_process_argv(
     if model_path is not None:
         kept = kept.without(*MODEL_OPTIONS)
         kept = kept.with_options(option_value(spec.option("--model"), model_path))
-    elif kept.get("--model") is None and kept.get("--hf-repo") is None:
+    elif not os.path.isabs(os.path.expanduser(kept.value("--model") or "")) and kept.get("--hf-repo") is None:
         raise ArgumentPolicyError(
-            f"this host keeps no file for {served_model!r} (profile model_paths) and the recipe names none",
+            f"this host keeps no file for {served_model!r} (profile model_paths), and the recipe names no file by "
+            f"an absolute path ({kept.value('--model')!r})",
             field="argv",
         )
     return (

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from farm.engines.argspec import ArgSpec, CanonicalCommand, parse_command
-from farm.engines.environment import check_recipe_environment
+from farm.engines.environment import check_recipe_environment, recipe_environment
 from farm.engines.judge import DEFAULT_PATH_ROOTS, Judgement, judge
 from farm.engines.registry import engine_kind, launchable_engines
 from farm.engines.vllm_args import CODE_LOADING
@@ -129,7 +129,7 @@ def recipe_command(
 ) -> CanonicalCommand:
     """A recipe's canonical command under a host's policy: its engine's spec, its environment, its devices."""
     engine = engine_kind(recipe.engine.name)
-    check_recipe_environment(dict(getattr(recipe, "environment", None) or {}), engine.name)
+    recipe_environment(recipe, engine.name)
     if recipe.container is not None:
         check_recipe_environment(dict(recipe.container.environment), engine.name)
     return canonical_command(

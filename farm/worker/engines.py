@@ -13,6 +13,7 @@ from pathlib import Path
 from farm.domain import FailureClass
 from farm.engines.base import Engine
 from farm.engines.container import ContainerEngine
+from farm.engines.environment import recipe_environment
 from farm.engines.judge import DEFAULT_PATH_ROOTS
 from farm.engines.llamacpp import llamacpp_engine, load_llamacpp_spec
 from farm.engines.policy import EnginePolicy, recipe_command
@@ -125,7 +126,7 @@ def default_engine_factory(
         command = recipe_command(recipe, policy, resolve_links=True)
         model_path = section.model_paths.get(recipe.model_id)
         env = vllm_env(os.environ, section.env_allowlist, gpus, section.extra_env)
-        env = {**(getattr(recipe, "environment", None) or {}), **env}  # the host's settings win
+        env = {**recipe_environment(recipe, engine.kind), **env}  # the host's settings win
         make = llamacpp_engine if engine.kind == "llama.cpp" else sglang_engine
         return make(
             command,

@@ -305,7 +305,7 @@ SEED = ROOT / "tests" / "fixtures" / "001_5d0dc33ac7ff8823.txt"
         ({"environment": {"DOCKER_CONFIG": "/tmp/evil"}}, "DOCKER_CONFIG"),
         ({"environment": {"LD_AUDIT": "/tmp/evil.so"}}, "LD_AUDIT"),
         ({"environment": {"HTTPS_PROXY": "http://evil:3128"}}, "HTTPS_PROXY"),
-        ({"environment": {"HF_TOKEN": "hf_from_a_recipe"}}, "a secret"),
+        ({"environment": {"PYTHONPATH": "/tmp/evil"}}, "PYTHONPATH"),
         ({"container_port": -5}, "not a port"),
         ({"entrypoint": "bash"}, "entrypoint"),
         ({"arguments": ["--model", "deepseek-ai/DeepSeek-V4-Flash-0731", "--master-addr", "0.0.0.0"]}, "loopback"),
