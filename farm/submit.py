@@ -7,7 +7,7 @@ set): the jobs are stored in one transaction first, then each is announced on it
 
 from __future__ import annotations
 
-from farm.engines.policy import check_recipe_for_submit
+from farm.engines.policy import check_recipe_for_submit, check_runnable
 from farm.errors import BrokerError
 from farm.logs import get_logger
 from farm.recipes.spec import LoadedSweep
@@ -37,6 +37,7 @@ def submit_sweep(
     """
     recipe = sweep.recipe
     check_recipe_for_submit(recipe)
+    check_runnable(recipe)
     klass = simulated_class(recipe.hardware_class) if simulate else recipe.hardware_class
     job_ids = store.submit(
         recipe,

@@ -106,6 +106,9 @@ class ArgSpec:
     """Short options glued to their value (`-O3` is `--optimization-level 3` in vLLM): regex prefix -> option."""
     device_options: tuple[str, ...] = ()
     """Options whose product is the number of devices the engine uses (tensor x pipeline x data parallel)."""
+    switch_values: Mapping[str, bool | None] = field(default_factory=dict)
+    """Values a newer engine takes after an option this version reads as a bare switch (llama.cpp's `-fa on`):
+    True sets the switch, False leaves it off, None leaves the engine's default (the option is dropped)."""
 
     def __post_init__(self) -> None:
         index: dict[str, OptionSpec] = {}
@@ -330,6 +333,16 @@ def parse_command(
         if option.kind == ValueKind.REFUSED:
             raise refuse(token, option.reason or f"the farm never allows {option.name}")
         values: list[str] = []
+        if option.kind == ValueKind.FLAG and spec.switch_values:
+            said = inline if eq else (args[i] if i < len(args) and args[i].lower() in spec.switch_values else None)
+            if said is not None:
+                if said.lower() not in spec.switch_values:
+                    raise refuse(token, f"{option.name} is a switch here: on or off, not {said!r}")
+                i += 0 if eq else 1
+                switch = spec.switch_values[said.lower()]
+                if switch is None:
+                    continue
+                enabled, eq = switch, ""
         if not option.takes_value:
             if eq:
                 raise refuse(token, f"{option.name} takes no value")

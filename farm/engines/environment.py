@@ -92,11 +92,21 @@ def refused_reason(name: str) -> str | None:
     return None
 
 
+def is_secret_name(name: str) -> bool:
+    """A variable that holds a credential (HF_TOKEN, HUGGING_FACE_HUB_TOKEN, *_API_KEY, *_PASSWORD, ...)."""
+    return bool(_SECRET.search(name))
+
+
 def check_recipe_environment(environment: Mapping[str, str], engine: str) -> dict[str, str]:
-    """The recipe's environment, every name allowed and every value plain; ArgumentPolicyError otherwise."""
+    """The recipe's environment to give the engine: every name allowed and every value plain, ArgumentPolicyError
+    otherwise. Credentials are dropped, never passed: a recipe may name HF_TOKEN, but the engine gets the worker's
+    own token, and only where the host's profile passes it."""
     if len(environment) > ENV_LIMIT:
         raise ArgumentPolicyError(f"{len(environment)} variables; at most {ENV_LIMIT}", field="environment")
+    kept: dict[str, str] = {}
     for name, value in environment.items():
+        if _NAME.match(name) and is_secret_name(name):
+            continue
         why = refused_reason(name)
         if why is not None:
             raise ArgumentPolicyError(f"{name!r}: {why} ({engine} recipe)", field="environment")
@@ -105,4 +115,10 @@ def check_recipe_environment(environment: Mapping[str, str], engine: str) -> dic
                 f"{name}: the value must be plain text (letters, digits, ._,:+=@/ -), at most 1024 characters",
                 field="environment",
             )
-    return dict(environment)
+        kept[name] = value
+    return kept
+
+
+def recipe_environment(recipe: object, engine: str) -> dict[str, str]:
+    """The judged environment of a recipe's process launch (the recipe's `environment`; empty when it has none)."""
+    return check_recipe_environment(dict(getattr(recipe, "environment", None) or {}), engine)

@@ -27,9 +27,10 @@ DEFAULT_PATH_ROOTS = ("~/.cache/huggingface", "~/.cache/bench-farm", "/models")
 LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1", "[::1]"})
 
 CODE_KEY = re.compile(
-    r"(?:^|_)(?:cls|class|module|module_path|plugin|factory|inductor_passes|callable|import)$|^\(\)$", re.I
+    r"(?:^|_)(?:cls|class|module|module_path|plugin|factory|inductor_passes|callable|import)$|^\(\)$|^auto_map$",
+    re.I,
 )
-"""JSON keys that name code to import or call."""
+"""JSON keys that name code to import or call (`auto_map` points transformers at another repository's code)."""
 
 PATH_KEY = re.compile(r"(?:^|_)(?:path|dir|directory|file|filename|root)$", re.I)
 ADDRESS_KEY = re.compile(r"(?:^|_)(?:endpoint|host|hostname|addr|address|url|uri|ip)$", re.I)
@@ -270,16 +271,3 @@ def _check_devices(command: CanonicalCommand, judgement: Judgement) -> None:
             f"the engine would use {product} device(s); the job has {judgement.device_count}. Tensor x pipeline x "
             "data parallel must equal the job's device count",
         )
-
-
-def repositories_of(command: CanonicalCommand, judgement: Judgement) -> tuple[str, ...]:
-    """Every repository the command loads (for provenance and tests)."""
-    found: list[tuple[str, str]] = []
-    if command.model is not None:
-        found.append(("model", command.model))
-    for option in command.options:
-        if option.json_value is not None:
-            _judge_json(option.name, option.json_value, judgement, found)
-        elif option.spec.kind == ValueKind.REPO:
-            found += [(option.name, v) for v in option.values]
-    return tuple(repo for _, repo in found)

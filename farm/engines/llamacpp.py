@@ -13,6 +13,7 @@ environment variables (`LLAMA_ARG_*`) set options too, so no recipe may set them
 from __future__ import annotations
 
 import json
+import os
 import re
 from collections.abc import Mapping, Sequence
 from functools import cache
@@ -50,7 +51,7 @@ REFUSED: Mapping[str, str] = {
 KINDS: Mapping[str, ValueKind] = {
     "--host": ValueKind.LISTEN,
     "--port": ValueKind.LISTEN,
-    "--model": ValueKind.PATH,
+    "--model": ValueKind.REPO,
     "--model-draft": ValueKind.PATH,
     "--model-vocoder": ValueKind.PATH,
     "--lora": ValueKind.PATH,
@@ -72,6 +73,20 @@ KINDS: Mapping[str, ValueKind] = {
     "--json-schema": ValueKind.JSON,
     **{name: ValueKind.REFUSED for name in REFUSED},
 }
+
+SWITCH_VALUES: Mapping[str, bool | None] = {
+    "on": True,
+    "1": True,
+    "true": True,
+    "enabled": True,
+    "off": False,
+    "0": False,
+    "false": False,
+    "disabled": False,
+    "auto": None,
+}
+"""Newer llama-server versions take `-fa on|off|auto` where older ones read `-fa` as a switch: on a spec whose
+option is a switch, on sets it, off leaves it off, auto leaves the server's default."""
 
 REPEATABLE = frozenset(
     {
@@ -263,9 +278,19 @@ def spec_from_dump(data: Mapping[str, Any], source: str) -> ArgSpec:
             prefixes=PREFIXES,
             underscores=False,
             abbreviations=False,
+            switch_values=SWITCH_VALUES,
         )
     except (KeyError, TypeError) as exc:
         raise ArgumentPolicyError(f"not a llama-server argument list: {exc!r}", source=source) from exc
+
+
+def load_llamacpp_spec(path: Path) -> ArgSpec:
+    """A spec from a list made by deploy/gen_llama_server_args.py on a host (its own llama-server)."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise ArgumentPolicyError(f"cannot read the argument list: {exc}", source=path) from exc
+    return spec_from_dump(data, str(path))
 
 
 @cache
@@ -293,9 +318,10 @@ def llamacpp_process_argv(
     if model_path is not None:
         kept = kept.without(*MODEL_OPTIONS)
         kept = kept.with_options(option_value(spec.option("--model"), model_path))
-    elif kept.get("--model") is None and kept.get("--hf-repo") is None:
+    elif not os.path.isabs(os.path.expanduser(kept.value("--model") or "")) and kept.get("--hf-repo") is None:
         raise ArgumentPolicyError(
-            f"this host keeps no file for {served_model!r} (profile model_paths) and the recipe names none",
+            f"this host keeps no file for {served_model!r} (profile model_paths), and the recipe names no file by "
+            f"an absolute path ({kept.value('--model')!r})",
             field="argv",
         )
     return (

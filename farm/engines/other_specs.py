@@ -21,6 +21,21 @@ def _o(name: str, kind: ValueKind, *aliases: str, nargs: str | int | None = None
 _TLS = "the worker speaks plain HTTP on loopback"
 _NO_SECRETS = "secrets never go in argv (they would be stored and logged)"
 
+SGLANG_LOAD_FORMATS = (
+    "auto", "bitsandbytes", "dummy", "expert_pack", "fastsafetensors", "gguf", "layered", "mistral", "npcache",
+    "presharded", "pt", "safetensors", "sharded_state",
+)  # fmt: skip
+"""SGLang's LOAD_FORMAT_CHOICES without the ones that fetch weights from elsewhere (remote, remote_instance,
+private, runai_streamer, flash_rl)."""
+
+SGLANG_QUANTIZATIONS = (
+    "auto-round", "auto-round-int8", "awq", "awq_marlin", "bitsandbytes", "compressed-tensors", "fp8", "gguf", "gptq",
+    "gptq_marlin", "humming", "marlin", "mlx_q4", "mlx_q8", "modelopt", "modelopt_fp4", "modelopt_fp8",
+    "modelopt_mixed", "modelslim", "moe_wna16", "mxfp4", "mxfp8", "mxfp_w4a8", "nvfp4_online", "petit_nvfp4", "quark",
+    "quark_int4fp8_moe", "quark_mxfp4", "unquant", "w4afp8", "w8a8_fp8", "w8a8_int8",
+)  # fmt: skip
+"""SGLang's QUANTIZATION_CHOICES (server_args.py)."""
+
 SGLANG = ArgSpec(
     engine="sglang",
     version="0.5",
@@ -34,7 +49,7 @@ SGLANG = ArgSpec(
         _o("--tokenizer-path", K.REPO),
         _o("--tokenizer-mode", K.CHOICE, choices=("auto", "slow")),
         _o("--skip-tokenizer-init", K.FLAG),
-        _o("--load-format", K.WORD),
+        _o("--load-format", K.CHOICE, choices=SGLANG_LOAD_FORMATS),
         _o("--model-loader-extra-config", K.JSON),
         _o("--trust-remote-code", K.FLAG),
         _o("--context-length", K.INT),
@@ -44,7 +59,7 @@ SGLANG = ArgSpec(
         _o("--port", K.LISTEN),
         _o("--dtype", K.WORD),
         _o("--kv-cache-dtype", K.WORD),
-        _o("--quantization", K.WORD),
+        _o("--quantization", K.CHOICE, choices=SGLANG_QUANTIZATIONS),
         _o("--served-model-name", K.WORD),
         _o("--chat-template", K.TEMPLATE),
         _o("--completion-template", K.TEMPLATE),
@@ -80,8 +95,24 @@ SGLANG = ArgSpec(
         _o("--attention-backend", K.WORD),
         _o("--prefill-attention-backend", K.WORD),
         _o("--decode-attention-backend", K.WORD),
-        _o("--sampling-backend", K.WORD),
-        _o("--grammar-backend", K.WORD),
+        _o("--sampling-backend", K.CHOICE, choices=("ascend", "flashinfer", "pytorch")),
+        _o("--grammar-backend", K.CHOICE, choices=("llguidance", "none", "outlines", "xgrammar")),
+        _o("--radix-eviction-policy", K.CHOICE, choices=("lfu", "lru", "priority", "slru")),
+        _o("--fp8-gemm-backend", K.WORD),
+        _o("--fp4-gemm-backend", K.WORD),
+        _o("--swa-full-tokens-ratio", K.FLOAT),
+        _o("--enable-pcie-oneshot-allreduce", K.FLAG),
+        _o("--enable-multi-layer-eagle", K.FLAG),
+        _o("--enable-deterministic-inference", K.FLAG),
+        _o("--enable-two-batch-overlap", K.FLAG),
+        _o("--enable-flashinfer-allreduce-fusion", K.FLAG),
+        _o("--disable-custom-all-reduce", K.FLAG),
+        _o("--disable-shared-experts-fusion", K.FLAG),
+        _o("--num-continuous-decode-steps", K.INT),
+        _o("--allow-auto-truncate", K.FLAG),
+        _o("--enable-memory-saver", K.FLAG),
+        _o("--triton-attention-reduce-in-fp32", K.FLAG),
+        _o("--speculative-draft-model-revision", K.WORD),
         _o("--mm-attention-backend", K.WORD),
         _o("--speculative-algorithm", K.WORD),
         _o("--speculative-draft-model-path", K.REPO, "--speculative-draft-model"),

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from farm.engines.argspec import ArgSpec, CanonicalCommand, parse_command
-from farm.engines.environment import check_recipe_environment
+from farm.engines.environment import check_recipe_environment, recipe_environment
 from farm.engines.judge import DEFAULT_PATH_ROOTS, Judgement, judge
 from farm.engines.registry import engine_kind, launchable_engines
 from farm.engines.vllm_args import CODE_LOADING
@@ -129,7 +129,7 @@ def recipe_command(
 ) -> CanonicalCommand:
     """A recipe's canonical command under a host's policy: its engine's spec, its environment, its devices."""
     engine = engine_kind(recipe.engine.name)
-    check_recipe_environment(dict(getattr(recipe, "environment", None) or {}), engine.name)
+    recipe_environment(recipe, engine.name)
     if recipe.container is not None:
         check_recipe_environment(dict(recipe.container.environment), engine.name)
     return canonical_command(
@@ -151,23 +151,29 @@ def submit_policy(recipe: Recipe) -> EnginePolicy:
     )
 
 
-def check_recipe_for_submit(recipe: Recipe, *, runnable: Sequence[str] | None = None) -> CanonicalCommand:
-    """The check at submit, before anything is stored: the engine is one the farm's workers can run, and its
-    command passes the engine's spec and the policy that some host may have.
-
-    `runnable`: the engines the farm's workers can run (default: every engine with a launching adapter)."""
+def check_recipe_for_submit(recipe: Recipe) -> CanonicalCommand:
+    """The check of a recipe's command before anything is stored (`farm submit`, `farm recipe check`): its engine
+    has a spec, and its command and container launch pass the policy that some host may have. Whether any worker
+    runs the engine is `check_runnable`'s question."""
     engine = engine_kind(recipe.engine.name)
-    can_run = tuple(runnable) if runnable is not None else launchable_engines()
     policy = submit_policy(recipe)
     command = recipe_command(recipe, policy)
     if recipe.container is not None:
         from farm.engines.container import check_container_launch
 
         check_container_launch(recipe.container, policy, engine=engine.name, device_count=recipe.hardware_count)
+    return command
+
+
+def check_runnable(recipe: Recipe, *, runnable: Sequence[str] | None = None) -> None:
+    """Refuse at submit a job no worker can run, rather than queue it forever.
+
+    `runnable`: the engines the farm's workers can run (default: every engine with a launching adapter)."""
+    engine = engine_kind(recipe.engine.name)
+    can_run = tuple(runnable) if runnable is not None else launchable_engines()
     if engine.name not in can_run:
         raise ArgumentPolicyError(
             f"the recipe is valid, but no worker of this farm runs {engine.name} "
             f"(the farm's workers run: {', '.join(can_run)}); nothing was queued",
             field="engine.name",
         )
-    return command

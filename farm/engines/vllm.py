@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 from farm.domain import FailureClass
 from farm.engines.argspec import CanonicalCommand
+from farm.engines.environment import recipe_environment
 from farm.engines.policy import DEFAULT_POLICY, EnginePolicy, recipe_command
 from farm.engines.process import EngineProcess
 from farm.errors import ArgumentPolicyError, EngineError
@@ -292,7 +293,7 @@ def vllm_engine(
         command=command,
     )
     env = vllm_env(os.environ if base_env is None else base_env, env_allowlist, gpus, extra_env)
-    env = {**(getattr(recipe, "environment", None) or {}), **env}  # the host's settings win
+    env = {**recipe_environment(recipe, "vllm"), **env}  # the host's settings win
     return VllmEngineProcess(
         argv,
         env=env,

@@ -13,8 +13,9 @@ from pathlib import Path
 from farm.domain import FailureClass
 from farm.engines.base import Engine
 from farm.engines.container import ContainerEngine
+from farm.engines.environment import recipe_environment
 from farm.engines.judge import DEFAULT_PATH_ROOTS
-from farm.engines.llamacpp import llamacpp_engine
+from farm.engines.llamacpp import llamacpp_engine, load_llamacpp_spec
 from farm.engines.policy import EnginePolicy, recipe_command
 from farm.engines.registry import canonical_engine_name
 from farm.engines.sglang import sglang_engine
@@ -63,6 +64,9 @@ def assigned_gpus(profile: WorkerProfile, probe: HardwareProbe, count: int) -> t
 def engine_policy(profile: WorkerProfile) -> EnginePolicy:
     section = profile.engine.policy
     serve_args = load_vllm_spec(Path(section.serve_args_file).expanduser()) if section.serve_args_file else None
+    specs = {}
+    if section.llamacpp_args_file:
+        specs["llama.cpp"] = load_llamacpp_spec(Path(section.llamacpp_args_file).expanduser())
     return EnginePolicy(
         allow_trust_remote_code_models=frozenset(section.allow_trust_remote_code_models),
         allow_local_media=section.allow_local_media,
@@ -72,6 +76,7 @@ def engine_policy(profile: WorkerProfile) -> EnginePolicy:
         allowed_mount_sources=frozenset(section.allowed_mount_sources),
         path_roots=section.path_roots if section.path_roots is not None else _host_roots(profile),
         serve_args=serve_args,
+        specs=specs,
     )
 
 
@@ -121,7 +126,7 @@ def default_engine_factory(
         command = recipe_command(recipe, policy, resolve_links=True)
         model_path = section.model_paths.get(recipe.model_id)
         env = vllm_env(os.environ, section.env_allowlist, gpus, section.extra_env)
-        env = {**(getattr(recipe, "environment", None) or {}), **env}  # the host's settings win
+        env = {**recipe_environment(recipe, engine.kind), **env}  # the host's settings win
         make = llamacpp_engine if engine.kind == "llama.cpp" else sglang_engine
         return make(
             command,

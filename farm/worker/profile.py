@@ -115,6 +115,9 @@ class PolicySection(_Section):
     allow_image_tags: bool = False
     allowed_mount_sources: tuple[str, ...] = ()
     serve_args_file: str | None = Field(None, description="a vLLM argument list generated on this host")
+    llamacpp_args_file: str | None = Field(
+        None, description="a llama-server argument list generated on this host (deploy/gen_llama_server_args.py)"
+    )
     path_roots: tuple[str, ...] | None = Field(
         None, description="the host's model and cache roots: every path an engine gets lies under one (unset: default)"
     )

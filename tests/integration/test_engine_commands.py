@@ -4,6 +4,7 @@ a benign control recipe whose canonical command reaches a fake engine executable
 from __future__ import annotations
 
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -47,7 +48,8 @@ REFUSED: list[tuple[list[str], str]] = [
     (["vllm", "serve", MODEL, "--lora-modules", "a=/root/.ssh"], "outside this host's model and cache roots"),
     (["vllm", "serve", MODEL, "--mm-encoder-fp8-scale-save-path", "/tmp/s"], "outside this host's"),
     (["vllm", "serve", "../../etc"], "relative path"),
-    (["vllm", "serve", MODEL, "--tensor_parallel_size", "2"], "the job has 1"),
+    # the recipe reader may refuse it first, naming hardware_count: either way, never queued
+    (["vllm", "serve", MODEL, "--tensor_parallel_size", "2"], "the job has 1|runs on 2 device"),
     (["vllm", "serve", MODEL, "-tp", "1", "--tensor-parallel-size", "1"], "given twice"),
     (["vllm", "serve", MODEL, "--trust-remote"], "abbreviations are refused"),
 ]
@@ -85,9 +87,6 @@ def make_recipe(argv: list[str]) -> Recipe:
     )
 
 
-SUBMIT_WHY = {"the job has 1": "runs on 2 device(s)"}
-
-
 @pytest.mark.parametrize(("argv", "why"), REFUSED)
 def test_submit_and_recipe_check_refuse(tmp_path: Path, argv: list[str], why: str) -> None:
     """`farm submit` refuses with exit 2, the field and the reason, and stores nothing; `farm recipe check`
@@ -97,15 +96,14 @@ def test_submit_and_recipe_check_refuse(tmp_path: Path, argv: list[str], why: st
     spec.write_text('name = "audit"\nrecipe = "recipe.json"\n[plan]\n[plan.short_ttft]\nprompt_tokens = 64\n')
     code, _, err = farm("submit", str(spec))
     assert code == 2, err
-    assert "argv" in err
-    # At submit the recipe reader already counts the devices a command runs on, before the engine's judge.
-    assert SUBMIT_WHY.get(why, why) in " ".join(err.split())
+    assert "field 'argv'" in err or "field 'hardware_count'" in err
+    assert re.search(why, " ".join(err.split()))
     assert "Traceback" not in err
     store = Store.open(Settings().resolved_database_url, auto_upgrade=True)
     assert store.list_jobs() == []
     code, _, err = farm("recipe", "check", str(recipe))
     assert code == 2
-    assert SUBMIT_WHY.get(why, why) in " ".join(err.split())
+    assert re.search(why, " ".join(err.split()))
 
 
 @pytest.fixture
@@ -177,7 +175,8 @@ def test_the_worker_refuses_before_the_engine_starts(
 
 
 def test_an_engine_no_worker_runs_is_refused_at_submit_with_the_list(tmp_path: Path) -> None:
-    """A valid recipe for an engine the farm cannot launch is refused at submit, naming what the workers run."""
+    """A valid recipe for an engine the farm cannot launch passes the command check (`farm recipe check`) and is
+    refused at submit, naming what the workers run."""
     recipe = Recipe(
         id="mlx",
         model_id="mlx-community/Qwen3-4B-4bit",
@@ -187,10 +186,11 @@ def test_an_engine_no_worker_runs_is_refused_at_submit_with_the_list(tmp_path: P
         argv=("mlx_lm.server", "--model", "mlx-community/Qwen3-4B-4bit", "--port", "8080"),
         provenance=RecipeProvenance(source_format="local-ai-registry/v1", content_sha256="0" * 64),
     )
-    from farm.engines.policy import check_recipe_for_submit
+    from farm.engines.policy import check_recipe_for_submit, check_runnable
 
+    check_recipe_for_submit(recipe)
     with pytest.raises(ArgumentPolicyError, match=r"no worker of this farm runs mlx \(the farm's workers run: vllm"):
-        check_recipe_for_submit(recipe)
+        check_runnable(recipe)
 
 
 def other_profile(tmp_path: Path, kind: str) -> Path:
@@ -307,7 +307,7 @@ SEED = ROOT / "tests" / "fixtures" / "001_5d0dc33ac7ff8823.txt"
         ({"environment": {"DOCKER_CONFIG": "/tmp/evil"}}, "DOCKER_CONFIG"),
         ({"environment": {"LD_AUDIT": "/tmp/evil.so"}}, "LD_AUDIT"),
         ({"environment": {"HTTPS_PROXY": "http://evil:3128"}}, "HTTPS_PROXY"),
-        ({"environment": {"HF_TOKEN": "hf_from_a_recipe"}}, "a secret"),
+        ({"environment": {"PYTHONPATH": "/tmp/evil"}}, "PYTHONPATH"),
         ({"container_port": -5}, "not a port"),
         ({"entrypoint": "bash"}, "entrypoint"),
         ({"arguments": ["--model", "deepseek-ai/DeepSeek-V4-Flash-0731", "--master-addr", "0.0.0.0"]}, "loopback"),
@@ -336,3 +336,26 @@ def test_submit_accepts_the_seed_container_launch(tmp_path: Path) -> None:
     code, out, err = farm("submit", str(spec))
     assert code == 0, err
     assert "j-" in out
+
+
+def test_submit_queues_nothing_for_an_engine_no_worker_runs(tmp_path: Path) -> None:
+    """submit_sweep (what `farm submit` calls) refuses an Ollama recipe with the list of runnable engines, and
+    stores nothing."""
+    from farm.queue import submit_sweep
+    from farm.recipes.spec import LoadedSweep, SweepSpec
+
+    recipe = Recipe(
+        id="ollama",
+        model_id="qwen3:8b",
+        hardware_id="cpu",
+        hardware_count=1,
+        engine=Engine(name="ollama"),
+        argv=("ollama", "run", "qwen3:8b"),
+        provenance=RecipeProvenance(source_format="local-ai-registry/v1", content_sha256="0" * 64),
+    )
+    spec = SweepSpec.model_validate({"name": "o", "recipe": "r.json", "plan": {"short_ttft": {"prompt_tokens": 64}}})
+    sweep = LoadedSweep(spec=spec, recipe=recipe, spec_path=tmp_path, recipe_path=tmp_path, spec_sha256="0" * 64)
+    store = Store.open(f"sqlite:///{tmp_path / 'farm.db'}", auto_upgrade=True)
+    with pytest.raises(ArgumentPolicyError, match="no worker of this farm runs ollama"):
+        submit_sweep(store, sweep, broker_url=None)
+    assert store.list_jobs() == []

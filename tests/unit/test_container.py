@@ -99,6 +99,15 @@ def test_model_cache_added_when_the_recipe_mounts_none(home: Path) -> None:
     assert "--gpus" not in argv
 
 
+def test_a_recipes_credentials_never_reach_the_container(home: Path) -> None:
+    """HF_TOKEN in a recipe's container environment is dropped; the host's own token goes by name only."""
+    container = launch(environment={"HF_TOKEN": "hf_from_the_recipe", "VLLM_USE_V1": "1"})
+    argv = docker_run_argv(container, gpus=[0], host_port=1, name="n", model_cache=None, extra_env={"HF_TOKEN": "x"})
+    assert "VLLM_USE_V1=1" in argv
+    assert not any("hf_from_the_recipe" in token for token in argv)
+    assert argv[argv.index("VLLM_USE_V1=1") + 2] == "HF_TOKEN"
+
+
 def test_the_registrys_serve_subcommand_is_not_doubled(home: Path) -> None:
     """The registry's draft_launch names the image's `vllm` entrypoint and starts its arguments with `serve`: the
     container gets the model once, never `serve serve`."""
@@ -159,7 +168,7 @@ def test_recipe_environment_goes_to_the_container_only(home: Path, tmp_path: Pat
         ({"environment": {"DOCKER_HOST": "tcp://evil:2375"}}, "not on the farm's list"),
         ({"environment": {"DOCKER_CONFIG": "/tmp/cfg"}}, "not on the farm's list"),
         ({"environment": {"HTTPS_PROXY": "http://evil:3128"}}, "not on the farm's list"),
-        ({"environment": {"HF_TOKEN": "hf_x"}}, "a secret"),
+        ({"environment": {"PYTHONPATH": "/tmp/evil"}}, "not on the farm's list"),
         ({"environment": {"VLLM_PLUGINS": "evil"}}, "loads code"),
         ({"environment": {"VLLM_HOST_IP": "0.0.0.0"}}, "listens or connects"),
         ({"environment": {"LLAMA_ARG_MODEL": "/etc/passwd"}}, "past the argument policy"),

@@ -25,7 +25,7 @@ def test_llamacpp_spec_comes_from_the_servers_help() -> None:
     assert spec.option("-ngl").name == "--n-gpu-layers" or "-ngl" in spec.option("-ngl").aliases
     assert spec.option("--split-mode").choices == ("layer", "none", "row")
     assert spec.option("--metrics").kind == "flag"
-    assert spec.option("--model").kind == "path"
+    assert spec.option("--model").kind == "repo"  # a file name the host maps, or a path under its roots
 
 
 CANONICAL = [
@@ -114,6 +114,18 @@ def test_llamacpp_on_a_worker_loads_the_hosts_file_under_the_recipe_name() -> No
         "--port",
         "9",
     )
+
+
+def test_a_bare_gguf_name_passes_submit_but_needs_the_hosts_file() -> None:
+    """`-m model.gguf` names what to load: accepted as a name, but a host that maps no file for the model
+    refuses to start it (the name would be read relative to the worker's own directory)."""
+    command = canonical_command(("llama-server", "-m", "model-Q2.gguf"), "llama.cpp")
+    with pytest.raises(ArgumentPolicyError, match="no file by an absolute path"):
+        llamacpp_process_argv(command, executable=("x",), host="h", port=1, served_model="org/m", model_path=None)
+    argv = llamacpp_process_argv(command, executable=("x",), host="h", port=1, served_model="org/m", model_path=GGUF)
+    assert argv[1:3] == ("--model", GGUF)
+    with pytest.raises(ArgumentPolicyError, match="relative path"):
+        canonical_command(("llama-server", "-m", "./models/model.gguf"), "llama.cpp")
 
 
 def test_llamacpp_without_a_host_file_or_a_recipe_model_is_refused() -> None:
@@ -220,6 +232,12 @@ def test_environment_names_outside_the_allowlist(name: str, why: str) -> None:
     assert why in reason
 
 
+def test_credentials_in_a_recipe_environment_are_dropped() -> None:
+    """A recipe may name HF_TOKEN (registry recipes do, with a placeholder): it is dropped, never passed."""
+    env = {"HUGGING_FACE_HUB_TOKEN": "<redacted-credential>", "HF_TOKEN": "hf_x", "OMP_NUM_THREADS": "8"}
+    assert check_recipe_environment(env, "vllm") == {"OMP_NUM_THREADS": "8"}
+
+
 def test_tuning_environment_passes() -> None:
     """Tuning variables pass unchanged."""
     env = {
@@ -265,3 +283,25 @@ def test_llama_bench_commands_that_do_not_translate(bench: str, why: str) -> Non
     """What a server cannot run the same way is refused, naming the token."""
     with pytest.raises(ArgumentPolicyError, match=why):
         llama_bench_to_server(bench.split())
+
+
+@pytest.mark.parametrize(
+    ("argv", "rendered"),
+    [
+        ("llama-server -m /models/a.gguf -fa on", ("--model", "/models/a.gguf", "--flash-attn")),
+        ("llama-server -m /models/a.gguf --flash-attn=1", ("--model", "/models/a.gguf", "--flash-attn")),
+        ("llama-server -m /models/a.gguf -fa off", ("--model", "/models/a.gguf")),
+        ("llama-server -m /models/a.gguf -fa auto -c 8", ("--model", "/models/a.gguf", "--ctx-size", "8")),
+        ("llama-server -m /models/a.gguf -fa -c 8", ("--model", "/models/a.gguf", "--flash-attn", "--ctx-size", "8")),
+    ],
+)
+def test_newer_llamacpp_switch_values_on_an_older_spec(argv: str, rendered: tuple[str, ...]) -> None:
+    """A newer llama-server's `-fa on|off|auto` runs on a spec where -fa is a switch: on sets it, off and auto
+    leave the server's default."""
+    assert canonical_command(argv.split(), "llama.cpp").render_options() == rendered
+
+
+def test_a_switch_value_that_is_not_one_is_refused() -> None:
+    """`--flash-attn=maybe` is neither on nor off."""
+    with pytest.raises(ArgumentPolicyError, match="a switch here"):
+        canonical_command(["llama-server", "-m", GGUF, "--flash-attn=maybe"], "llama.cpp")

@@ -139,6 +139,7 @@ def test_refused(argv: str, policy: EnginePolicy, devices: int | None, why: str)
     [
         ("--kv-transfer-config", {"kv_connector": "X", "kv_connector_module_path": "evil.mod"}, "names code"),
         ("--compilation-config", {"inductor_passes": {"p": "evil.p"}}, "names code"),
+        ("--hf-overrides", {"auto_map": {"AutoModelForCausalLM": "evil/repo--modeling.M"}}, "names code"),
         ("--kv-events-config", {"enable_kv_cache_events": True, "endpoint": "tcp://*:5557"}, "not loopback"),
         ("--speculative-config", {"method": "eagle", "model": "evil/draft"}, "trust list"),
         ("--hf-overrides", {"architectures": ["evil.models.Model"]}, "qualified Python name"),
