@@ -1,8 +1,9 @@
 """`farm bench URL`: a sweep against a server the farm did not launch, stored like any other run.
 
 The spec is a sweep spec TOML: `name`, `[plan]`, optionally `[open_loop]` (farm.bench.load.OpenLoopPlan) and
-`[client]` (farm.bench.sharded.ClientPlan: with `processes` > 1 the concurrency levels are measured by that
-many load-generator processes). Its `recipe` is optional and not read: the endpoint is the recipe.
+`[client]` (farm.bench.sharded.ClientPlan: the concurrency levels are measured by that many load-generator
+processes, each reporting its loop lag and CPU, a client-bound level flagged). Its `recipe` is optional and
+not read: the endpoint is the recipe.
 
 The run is written through the store's own path: a job of one attempt is submitted under the hardware class
 `endpoint/<hardware> x <count>` (no worker serves it, so none can take it), claimed at once by this process,
@@ -62,7 +63,7 @@ class EndpointSpec(BaseModel):
     max_attempts: int = 1
     plan: SweepPlan = SweepPlan()
     open_loop: OpenLoopPlan | None = None
-    client: ClientPlan = ClientPlan()
+    client: ClientPlan | None = None
 
 
 @dataclass(frozen=True)
@@ -143,7 +144,8 @@ def bench_endpoint(
     plan_json = spec.plan.model_dump(mode="json")
     if spec.open_loop is not None:
         plan_json["open_loop"] = spec.open_loop.model_dump(mode="json")
-    plan_json["client"] = spec.client.model_dump(mode="json")
+    if spec.client is not None:
+        plan_json["client"] = spec.client.model_dump(mode="json")
     (job_id,) = store.submit(
         recipe,
         sweep_name=spec.name,

@@ -108,8 +108,9 @@ async def run_sweep(
 ) -> SweepOutcome:
     """Run every measurement of `plan` against the OpenAI-compatible server at `base_url` serving `model`.
 
-    `open_loop` adds open-loop load at rates (and the rate sweep), after the concurrency levels; `client` with
-    more than one process measures the concurrency levels from that many load-generator processes.
+    `open_loop` adds open-loop load at rates (and the rate sweep), after the concurrency levels; a `client`
+    plan measures the concurrency levels from its load-generator processes (one or more, each watching its own
+    loop lag and CPU, so a client-bound level is flagged).
     """
     deadline_ns = time.monotonic_ns() + int(plan.time_budget_s * 1e9)
     total_steps = max(planned_steps(plan, open_loop), 1)
@@ -155,7 +156,7 @@ async def run_sweep(
             results.append(await methods.measure_prefix_cache(ctx, cache_prompt, cache_tokens))
         if plan.concurrency is not None:
             for level in plan.concurrency.levels:
-                if client is not None and client.processes > 1:
+                if client is not None:
                     results.append(await measure_concurrency_sharded(ctx, level, plan.concurrency, client))
                 else:
                     results.append(await methods.measure_concurrency(ctx, level, plan.concurrency))

@@ -106,9 +106,18 @@ def running_sim(
     cpus: set[int] | None = None,
     log_path: Path | None = None,
 ) -> Iterator[EngineProcess]:
-    """A started simulator for the `with` block, stopped (its whole process group) afterwards."""
-    process = launch_sim(profile=profile, model=model, overrides=overrides, faults=faults, cpus=cpus, log_path=log_path)
-    try:
-        yield process
-    finally:
-        process.stop()
+    """A started simulator for the `with` block, stopped (its whole process group) afterwards; its log is kept
+    at `log_path`, or in a temporary directory removed afterwards."""
+    with tempfile.TemporaryDirectory(prefix="farm-sim-") as scratch:
+        process = launch_sim(
+            profile=profile,
+            model=model,
+            overrides=overrides,
+            faults=faults,
+            cpus=cpus,
+            log_path=log_path or Path(scratch) / "sim.log",
+        )
+        try:
+            yield process
+        finally:
+            process.stop()

@@ -229,7 +229,7 @@ class Scheduler:
             now = perf_counter_ns()
             while heap and heap[0][0] <= now and not self._frozen:
                 due, _, stream = heapq.heappop(heap)
-                now = advance(stream, due)
+                now = advance(stream, due, now)
             if not heap or self._frozen:
                 continue
             # epoll rounds a timeout UP to whole milliseconds: sleep a whole number of them that ends at least
@@ -247,7 +247,7 @@ class Scheduler:
     def _rate_now(self, stream: Stream) -> float:
         return timing.per_stream_rate(stream.one_stream_rate, self.profile.contention, self.decoding)
 
-    def _advance(self, stream: Stream, due: int) -> int:
+    def _advance(self, stream: Stream, due: int, now: int) -> int:
         """Emit the stream's next step (it is due), schedule the next; returns its stamp, taken just before the
         write.
 
@@ -255,7 +255,8 @@ class Scheduler:
         A stream whose next step is already due when this one is ready (the scheduler is behind) holds this
         step's bytes and sends them with the next one: one `send` for several steps, which is how it catches
         up (at most HOLD_STEPS at a time). Held steps are stamped (written, late by) when they really go out.
-        The first and last steps are never held.
+        The first and last steps are never held. `now` is the scheduler's clock when it took this step: the
+        next step is judged overdue against it (no clock read for that on the hot path).
         """
         record = stream.record
         step_tokens = stream.step_tokens
@@ -306,7 +307,7 @@ class Scheduler:
             next_due = stream.anchor_ns + round(
                 (end + stream.step_tokens - 1 - stream.anchor_index) * timing.NS_PER_S / stream.rate
             )
-            if data is not None and not first and len(stream.held) < HOLD_STEPS and next_due <= perf_counter_ns():
+            if data is not None and next_due <= now and not first and len(stream.held) < HOLD_STEPS:
                 stream.held.append(data)
                 stream.held_due.append(due)
                 stream.due_ns = next_due
@@ -328,7 +329,13 @@ class Scheduler:
                 self._stamp(stream, record, held_due, now)
             stream.held.clear()
             stream.held_due.clear()
-        self._stamp(stream, record, due, now)
+        # _stamp, inlined for the common step
+        self.lateness.record_ns(now - due)
+        record.chunk_ns.append(now)
+        record.last_chunk_ns = now
+        if stream.prev_write_ns:
+            metrics.itl.observe((now - stream.prev_write_ns) / 1e9)
+        stream.prev_write_ns = now
         if first:
             record.first_chunk_ns = now
             metrics.ttft.observe((now - record.arrival_ns) / 1e9)

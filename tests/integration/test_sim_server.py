@@ -429,14 +429,24 @@ def test_farm_cli_entry_point_serves() -> None:
 
 
 def test_fault_startup_delay_keeps_the_port_closed() -> None:
-    """With a start-up delay nothing listens until it has passed."""
+    """With a start-up delay nothing listens until it has passed: every probe before then is refused."""
     sim = spawn("--profile", "test", "--fault-startup-delay", "1.5")
     try:
-        time.sleep(0.8)
-        with pytest.raises(urllib.error.URLError):
-            open_url(sim.base + "/health", 1.0)
-        wait_ready(sim)
-        assert time.monotonic() - sim.started >= 1.5
+        refused = 0
+        deadline = time.monotonic() + READY_DEADLINE_S
+        while True:
+            assert time.monotonic() < deadline, "the simulator never listened"
+            try:
+                status = get(sim.base + "/health", timeout=1.0)[0]
+            except OSError:  # refused: nothing listens yet
+                refused += 1
+                time.sleep(0.05)
+                continue
+            opened = time.monotonic() - sim.started
+            break
+        assert status == 200
+        assert refused > 0
+        assert opened >= 1.5
     finally:
         stop(sim)
 
@@ -468,7 +478,14 @@ def test_fault_error_rate_answers_some_500s() -> None:
 def test_fault_hang_stops_answering() -> None:
     """After the hang, /health and completions never answer (the socket still accepts)."""
     with running("--profile", "test", "--fault-hang-after", "0.3") as sim:
-        time.sleep(0.5)
+        deadline = time.monotonic() + 10
+        while True:  # /health answers until the hang, then a probe times out
+            assert time.monotonic() < deadline, "the simulator never hung"
+            try:
+                open_url(sim.base + "/health", 0.5).close()
+            except (TimeoutError, urllib.error.URLError):
+                break
+            time.sleep(0.02)  # a poll interval, not a guess at the hang's time
         with pytest.raises((TimeoutError, urllib.error.URLError)):
             open_url(sim.base + "/health", 0.5)
         with pytest.raises((TimeoutError, urllib.error.URLError)):

@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import base64
+from pathlib import Path
 
 import pytest
 
 from farm.bench.endpoint import EndpointInfo, endpoint_engine_provenance, endpoint_recipe, engine_from_metrics
+from farm.bench.endpoint_run import check_fits, default_spec_path, load_endpoint_spec
+from farm.errors import MeasurementError, SweepSpecError
 from farm.net import basic_auth_header, free_port, url_without_credentials
+from farm.recipes.sweep import PrefillPlan, SweepPlan
 
 
 @pytest.mark.parametrize(
@@ -63,3 +67,32 @@ def test_endpoint_recipe_and_provenance_carry_no_credentials() -> None:
     assert engine["launched_by_farm"] is False
     assert engine["version"] == "0.9.1"
     assert engine["url"] == "http://10.0.0.5:8000"
+
+
+def test_endpoint_spec_errors_name_the_file_and_field(tmp_path: Path) -> None:
+    """A bad open-loop section, an unknown key and an empty spec are refused naming the file and the field;
+    jobs/demo.toml (the default) loads with its recipe ignored."""
+    cases = {
+        "bad.toml": ('name = "x"\n[open_loop]\nrates_rps = [-1.0]\n', "open_loop"),
+        "unknown.toml": ('name = "x"\n[plan]\nrepeat = 3\n', "plan.repeat"),
+        "empty.toml": ('name = "x"\n', "plan"),
+    }
+    for name, (text, field) in cases.items():
+        path = tmp_path / name
+        path.write_text(text)
+        with pytest.raises(SweepSpecError) as raised:
+            load_endpoint_spec(path)
+        assert raised.value.field == field, (name, str(raised.value))
+        assert name in str(raised.value)
+    loaded = load_endpoint_spec(default_spec_path())
+    assert loaded.spec.plan.decode is not None
+    assert loaded.spec.open_loop is None
+
+
+def test_check_fits_refuses_prompts_longer_than_the_servers_context() -> None:
+    """A prefill prompt plus its output above the server's max_model_len is refused before anything is sent."""
+    info = EndpointInfo(url="http://h:1", version=None, models=("m",), max_model_len={"m": 1000})
+    plan = SweepPlan(prefill=PrefillPlan(prompt_tokens=(1000,)))
+    with pytest.raises(MeasurementError, match=r"plan\.prefill\.prompt_tokens: 1001 tokens"):
+        check_fits(plan, None, info, "m")
+    check_fits(SweepPlan(prefill=PrefillPlan(prompt_tokens=(999,))), None, info, "m")

@@ -123,3 +123,16 @@ def test_plan_refuses_a_search_without_goals_and_a_plan_without_rates() -> None:
         OpenLoopPlan()
     with pytest.raises(ValidationError, match="must be above low_rps"):
         RateSearch(low_rps=3, high_rps=2)
+
+
+def test_planned_steps_count_open_loop_rates_and_the_search() -> None:
+    """Progress counts each open-loop rate per repeat, and the rate sweep by its most points."""
+    from farm.bench.runner import planned_steps
+    from farm.recipes.sweep import SweepPlan
+
+    plan = SweepPlan(repeats=2)
+    rates = OpenLoopPlan(rates_rps=(1.0, 2.0, 4.0))
+    assert planned_steps(plan) == 0
+    assert planned_steps(plan, rates) == 3 * 2
+    search = OpenLoopPlan(slo=SLO(ttft_ms=100), find_max_rate=RateSearch(low_rps=1, high_rps=9, max_points=10))
+    assert planned_steps(plan, search) == 10

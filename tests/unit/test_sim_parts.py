@@ -563,7 +563,7 @@ def test_a_late_stream_sends_several_steps_in_one_write() -> None:
     scheduler.push(0, stream)  # due at the clock's origin: every step is long overdue
     while len(scheduler):
         due, _, popped = heapq.heappop(scheduler._heap)
-        scheduler._advance(popped, due)
+        scheduler._advance(popped, due, time.perf_counter_ns())
     assert record.status == "ok"
     assert len(record.chunk_ns) == 20
     assert len(transport.writes) == 1 + -(-19 // (HOLD_STEPS + 1))
