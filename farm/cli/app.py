@@ -58,7 +58,7 @@ def load_command(name: str) -> click.Command:
         group = typer.main.get_group(target)
         group.name = name
         return group
-    single = typer.Typer()
+    single = typer.Typer(add_completion=False)
     single.command(name=name)(target)
     command = typer.main.get_command(single)
     command.name = name
