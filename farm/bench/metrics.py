@@ -14,6 +14,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from farm.bench.records import RequestSample, Summary
+from farm.domain import spread
 from farm.errors import MeasurementError
 
 NS_PER_S = 1_000_000_000
@@ -69,7 +70,7 @@ def summarize(values: Sequence[float]) -> Summary:
         min=low,
         max=high,
         stdev=statistics.stdev(values) if len(values) > 1 else 0.0,
-        spread=(high - low) / mean if mean else 0.0,
+        spread=spread(low, high, mean),
     )
 
 
