@@ -417,7 +417,7 @@ def iter_entries(
     def concatenated(column: Any) -> Any:
         if postgres and ordered_values:
             return func.string_agg(
-                aggregate_order_by(cast(column, Text), inner.c.finished_at, inner.c.job_id), literal_column("','")
+                cast(column, Text), aggregate_order_by(literal_column("','"), inner.c.finished_at, inner.c.job_id)
             )
         if postgres:
             return func.string_agg(cast(column, Text), literal_column("','"))
