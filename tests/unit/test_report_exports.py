@@ -25,12 +25,12 @@ from farm.report.exports import (
 )
 from farm.report.filters import ALL
 from farm.report.html import ReportData, render_report
-from farm.report.paths import safe_file_name
-from farm.store.leaderboard import aggregate as leaderboard
-from farm.store.records import LeaderboardRow, MeasuredRun, RunMeasurements
 from farm.report.localmaxxing import SUBMISSION_FIELDS, engine_commit, submissions, tensor_parallel
+from farm.report.paths import safe_file_name
 from farm.report.registry import speed_sweeps
 from farm.report.registry_schema import check_speed_sweep, speed_sweep_errors
+from farm.store.leaderboard import aggregate as leaderboard
+from farm.store.records import LeaderboardRow, MeasuredRun, RunMeasurements
 
 REGISTRY_SWEEP_OF_THE_SEED_RUN: dict[str, Any] = {
     "accepted_at": None,
@@ -343,7 +343,7 @@ def test_html_report_marks_numbers_and_simulated_rows() -> None:
 @pytest.mark.parametrize(
     ("value", "written"),
     [
-        ("=HYPERLINK(\"http://x\")", "'=HYPERLINK(\"http://x\")"),
+        ('=HYPERLINK("http://x")', '\'=HYPERLINK("http://x")'),
         ("+1+2", "'+1+2"),
         ("-2+3", "'-2+3"),
         ("@SUM(A1)", "'@SUM(A1)"),
@@ -386,7 +386,7 @@ def test_file_names_from_ids_stay_one_plain_component(identifier: str) -> None:
     """Every id maps to one path component without separators or a leading dot; changed ids carry a hash."""
     name = safe_file_name(identifier, ".json")
     stem = name.removesuffix(".json")
-    assert "/" not in name and "\\" not in name and "\x00" not in name
+    assert not {"/", "\\", "\x00"} & set(name)
     assert not name.startswith(".")
     assert stem not in ("", ".", "..")
     assert len(name) < 200
