@@ -130,3 +130,20 @@ def test_large_sides_use_the_bootstraps_normal_limit_and_agree_with_it() -> None
     assert 0 < drawn_low < drawn_high
     assert abs((high - low) - (drawn_high - drawn_low)) < 0.1 * (drawn_high - drawn_low)
     assert abs((low + high) / 2 - (drawn_low + drawn_high) / 2) < 0.1 * (drawn_high - drawn_low)
+
+
+def test_small_sides_get_the_exact_bootstrap_which_drawing_approaches() -> None:
+    """For three values a side the interval is the exact bootstrap distribution's; 40 000 draws done here by hand
+    land within a few percent of its width, and the interval is the same whatever the seed."""
+    import random
+    from statistics import fmean
+
+    a, b = [268.0, 276.0, 284.0], [295.0, 300.0, 309.0]
+    low, high = bootstrap_mean_difference(a, b)
+    assert (low, high) == bootstrap_mean_difference(a, b, seed=7)
+    rng = random.Random(3)
+    draws = sorted(fmean(rng.choices(b, k=3)) - fmean(rng.choices(a, k=3)) for _ in range(40_000))
+    width = draws[38_999] - draws[1_000]
+    assert abs(low - draws[1_000]) < 0.05 * width
+    assert abs(high - draws[38_999]) < 0.05 * width
+    assert low <= 300.0 + 1e-9 - 276.0 <= high
