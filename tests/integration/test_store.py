@@ -605,3 +605,10 @@ def test_entries_pool_runs_in_the_database_on_both_backends(
     [late] = list(reads.iter_entries(store, build_filter(since=(start + timedelta(seconds=90)).isoformat())))
     assert (late.values, late.job_ids) == ((280.0, 290.0), (jobs[1],))
     assert store.results(jobs[0])[0].params == {"point": "code"}
+
+
+def test_the_head_read_from_the_files_is_alembics_head() -> None:
+    """The fast check of `Store.open` (the head read from the migration files) names the head Alembic computes."""
+    from farm.store.migrate import head_from_files
+
+    assert head_from_files() == head_revision()
