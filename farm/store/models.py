@@ -28,6 +28,8 @@ from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 from sqlalchemy.sql.elements import conv
 
+from farm.store import params_codec
+
 NAMING_CONVENTION = {
     "ix": "ix_%(table_name)s_%(column_0_N_name)s",
     "uq": "uq_%(table_name)s_%(column_0_N_name)s",
@@ -63,6 +65,19 @@ class UTCDateTime(TypeDecorator[datetime]):
         if value is None:
             return None
         return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+class CompactParams(TypeDecorator[dict[str, Any]]):
+    """A figure's parameters, stored compressed (farm.store.params_codec); JSON from before 0002 still reads."""
+
+    impl = LargeBinary
+    cache_ok = True
+
+    def process_bind_param(self, value: dict[str, Any] | None, dialect: Dialect) -> bytes | None:
+        return None if value is None else params_codec.encode(value)
+
+    def process_result_value(self, value: Any, dialect: Dialect) -> dict[str, Any] | None:
+        return None if value is None else params_codec.decode(value)
 
 
 class Base(DeclarativeBase):
@@ -164,10 +179,7 @@ class Measurement(Base):
     """One figure of a run with the summary of its repeats."""
 
     __tablename__ = "measurements"
-    __table_args__ = (
-        UniqueConstraint("run_id", "key"),
-        Index("ix_measurements_kind_metric", "kind", "metric", "run_id"),
-    )
+    __table_args__ = (UniqueConstraint("run_id", "key"),)
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
     run_id: Mapped[int] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"))
@@ -178,7 +190,7 @@ class Measurement(Base):
     workload: Mapped[str | None] = mapped_column(String(64))
     metric: Mapped[str] = mapped_column(String(64))
     unit: Mapped[str] = mapped_column(String(32))
-    params: Mapped[dict[str, Any]] = mapped_column(JSONType)
+    params: Mapped[dict[str, Any]] = mapped_column(CompactParams)
     values: Mapped[list[float]] = mapped_column(JSONType)
     n: Mapped[int] = mapped_column(Integer)
     mean: Mapped[float] = mapped_column(Float)

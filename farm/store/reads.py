@@ -156,17 +156,7 @@ def leaderboard(store: Store, filters: ResultFilter) -> list[LeaderboardRow]:
         .group_by(*_GROUP_COLUMNS, Measurement.kind, Measurement.point, Measurement.metric),
         filters,
     )
-    jobs_query = _filtered(
-        select(
-            RunSummary.recipe_sha256,
-            RunSummary.hardware_class,
-            RunSummary.engine_name,
-            RunSummary.engine_version,
-            RunSummary.origin,
-            RunSummary.job_id,
-        ),
-        filters,
-    )
+    jobs_query = _jobs_by_group(store, filters)
     with store._read("cannot read the leaderboard") as conn:
         stats = [
             GroupStat(
@@ -189,26 +179,34 @@ def leaderboard(store: Store, filters: ResultFilter) -> list[LeaderboardRow]:
             )
             for r in conn.execute(stats_query)
         ]
-        job_ids: dict[tuple[str, str, str, str | None, str], list[str]] = defaultdict(list)
-        for sha, cls, name, version, origin, job_id in conn.execute(jobs_query):
-            job_ids[(sha, cls, name, version, origin)].append(job_id)
+        job_ids = {
+            (sha, cls, name, version, origin): text.split(",")
+            for sha, cls, name, version, origin, text in conn.execute(jobs_query)
+        }
     return rows(stats, job_ids)
+
+
+def _jobs_by_group(store: Store, filters: ResultFilter) -> Any:
+    """The job ids of each group's selected runs, concatenated in the database (one row per group)."""
+    group = (
+        RunSummary.recipe_sha256,
+        RunSummary.hardware_class,
+        RunSummary.engine_name,
+        RunSummary.engine_version,
+        RunSummary.origin,
+    )
+    joined = (
+        func.string_agg(RunSummary.job_id, literal_column("','"))
+        if store.url.startswith("postgres")
+        else func.group_concat(RunSummary.job_id, ",")
+    )
+    return _filtered(select(*group, joined).group_by(*group), filters)
 
 
 def _leaderboard_from_stats(store: Store, filters: ResultFilter) -> list[LeaderboardRow]:
     where = conditions(filters, GroupFigureStat)
     stats_query = select(GroupFigureStat).where(GroupFigureStat.kind.in_(LEADERBOARD_KINDS), *where)
-    jobs_query = _filtered(
-        select(
-            RunSummary.recipe_sha256,
-            RunSummary.hardware_class,
-            RunSummary.engine_name,
-            RunSummary.engine_version,
-            RunSummary.origin,
-            RunSummary.job_id,
-        ),
-        filters,
-    )
+    jobs_query = _jobs_by_group(store, filters)
     with store._read("cannot read the leaderboard") as conn:
         stats = [
             GroupStat(
@@ -231,9 +229,10 @@ def _leaderboard_from_stats(store: Store, filters: ResultFilter) -> list[Leaderb
             )
             for r in conn.execute(stats_query)
         ]
-        job_ids: dict[tuple[str, str, str, str | None, str], list[str]] = defaultdict(list)
-        for sha, cls, name, version, origin, job_id in conn.execute(jobs_query):
-            job_ids[(sha, cls, name, version, origin)].append(job_id)
+        job_ids = {
+            (sha, cls, name, version, origin): text.split(",")
+            for sha, cls, name, version, origin, text in conn.execute(jobs_query)
+        }
     return rows(stats, job_ids)
 
 
@@ -417,7 +416,7 @@ def iter_entries(
     def concatenated(column: Any) -> Any:
         if postgres and ordered_values:
             return func.string_agg(
-                aggregate_order_by(cast(column, Text), inner.c.finished_at, inner.c.job_id), literal_column("','")
+                cast(column, Text), aggregate_order_by(literal_column("','"), inner.c.finished_at, inner.c.job_id)
             )
         if postgres:
             return func.string_agg(cast(column, Text), literal_column("','"))

@@ -41,7 +41,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import ColumnElement, Connection, Row, and_, case, func, insert, or_, select, update
 from sqlalchemy.dialects import postgresql, sqlite
@@ -62,13 +62,15 @@ from farm.domain import (
 )
 from farm.errors import InvalidTransition, JobNotFound, LeaseLost, StoreError
 from farm.provenance import scrub_artifact, scrub_text
-from farm.recipes.model import Recipe
 from farm.store import migrate, queries
 from farm.store.db import READ_ONLY, create_store_engine, is_sqlite, normalise_url, translate_errors
 from farm.store.models import ArtifactRow, GroupFigureStat, Host, Job, Measurement, RecipeRow, Run, RunSummary, Sample
 from farm.store.records import LeaderboardRow, RunState, RunView, WorkerView
 from farm.store.sample_codec import encode as encode_samples
 from farm.store.summaries import run_summary_values
+
+if TYPE_CHECKING:
+    from farm.recipes.model import Recipe  # only named in signatures: the store's readers start without pydantic
 
 LIVE_WITHIN_S = 120.0
 """A host heard from within this long counts as live when a claim asks whether another host could take a job

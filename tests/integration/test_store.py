@@ -592,3 +592,43 @@ def test_a_store_from_before_revision_0002_is_backfilled_and_still_read(
         assert upgraded.leaderboard() == board_now
         assert [r.runs for r in board_now] == [1, 1]
         assert upgraded.samples(job_ids[0]) == samples_now
+
+
+def test_entries_pool_runs_in_the_database_on_both_backends(
+    store: Store, make_recipe: Callable[..., Recipe], make_result: Callable[..., RunResult]
+) -> None:
+    """Two runs of one group pool into one entry per key, values in time order (or any order when asked), with
+    ranks, job ids and provenance; a time filter selects runs; params come back whole (compact in the store)."""
+    from farm.filters import ALL, build_filter
+    from farm.store import reads
+
+    recipe = make_recipe()
+    start = datetime(2026, 8, 30, 9, 0, tzinfo=UTC)
+    jobs = []
+    for index, values in enumerate(((270.0, 276.0), (280.0, 290.0))):
+        [job_id] = store.submit(recipe, "s", {"repeats": 2}, "ab" * 32, 1, simulated=False, now=start)
+        claimed = store.claim_job(job_id, "w1", [recipe.hardware_class], lease_s=600, now=start)
+        assert claimed is not None
+        result = make_result({"decode/code/decode_tok_s": values})
+        store.complete(job_id, claimed.attempt, "w1", result, now=start + timedelta(minutes=1 + index))
+        jobs.append(job_id)
+    [entry] = list(reads.iter_entries(store, ALL))
+    assert entry.values == (270.0, 276.0, 280.0, 290.0)
+    assert (entry.n, entry.runs, entry.requested, entry.rank) == (4, 2, 4, 1)
+    assert entry.median == 278.0
+    assert entry.job_ids == tuple(sorted(jobs))
+    assert [p.job_id for p in entry.provenance] == jobs
+    assert entry.params == {"point": "code"}
+    [unordered] = list(reads.iter_entries(store, ALL, ordered_values=False))
+    assert sorted(unordered.values) == list(entry.values)
+    assert unordered.mean == pytest.approx(entry.mean)
+    [late] = list(reads.iter_entries(store, build_filter(since=(start + timedelta(seconds=90)).isoformat())))
+    assert (late.values, late.job_ids) == ((280.0, 290.0), (jobs[1],))
+    assert store.results(jobs[0])[0].params == {"point": "code"}
+
+
+def test_the_head_read_from_the_files_is_alembics_head() -> None:
+    """The fast check of `Store.open` (the head read from the migration files) names the head Alembic computes."""
+    from farm.store.migrate import head_from_files
+
+    assert head_from_files() == head_revision()

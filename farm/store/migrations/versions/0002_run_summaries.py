@@ -9,19 +9,22 @@ Create Date: 2026-11-30
 - `run_summaries`: one row per succeeded run (identity, origin, short provenance) in indexed columns, so that
   leaderboards, aggregates and comparisons are SQL over summaries. Backfilled here for the runs already stored,
   with the same function `Store.complete` uses (farm.store.summaries.run_summary_values, pure).
-- `measurements.point`: the middle part of the key, backfilled in SQL; an index on (kind, metric, run_id).
+- `measurements.point`: the middle part of the key, backfilled in SQL; `measurements.params` becomes compact
+  bytes (farm.store.params_codec), older rows keeping their JSON.
 - `samples.data`: the compact form of new raw samples (farm.store.sample_codec); `samples.samples` (JSON) becomes
   nullable and keeps the rows written before, which are still read.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 
 import sqlalchemy as sa
 from alembic import op
 from sqlalchemy.dialects import postgresql
 
+from farm.store import params_codec
 from farm.store.summaries import run_summary_values
 
 revision: str = "0002_run_summaries"
@@ -44,7 +47,13 @@ def upgrade() -> None:
             "instr(substr(key, instr(key, '/') + 1), '/') - 1) WHERE key LIKE '%/%/%'"
         )
     op.execute("UPDATE measurements SET point = '' WHERE point IS NULL")
-    op.create_index("ix_measurements_kind_metric", "measurements", ["kind", "metric", "run_id"], unique=False)
+    # The parameters become compact bytes (farm.store.params_codec); the JSON of older rows stays as it was and
+    # is still read (as text on SQLite, as its UTF-8 bytes on PostgreSQL).
+    if bind.dialect.name == "postgresql":
+        op.execute("ALTER TABLE measurements ALTER COLUMN params TYPE bytea USING convert_to(params::text, 'UTF8')")
+    else:
+        with op.batch_alter_table("measurements") as batch:
+            batch.alter_column("params", existing_type=JSON_TYPE, type_=sa.LargeBinary(), existing_nullable=False)
 
     with op.batch_alter_table("samples") as batch:
         batch.add_column(sa.Column("data", sa.LargeBinary(), nullable=True))
@@ -255,6 +264,18 @@ def downgrade() -> None:
     with op.batch_alter_table("samples") as batch:
         batch.alter_column("samples", existing_type=JSON_TYPE, nullable=False)
         batch.drop_column("data")
-    op.drop_index("ix_measurements_kind_metric", table_name="measurements")
+    bind = op.get_bind()
+    postgres = bind.dialect.name == "postgresql"
+    for row_id, data in bind.execute(sa.text("SELECT id, params FROM measurements")).all():
+        if isinstance(data, bytes | memoryview) and bytes(data[:1]) == params_codec.VERSION_1:
+            text = json.dumps(params_codec.decode(bytes(data)))
+            bind.execute(
+                sa.text("UPDATE measurements SET params = :p WHERE id = :i"),
+                {"p": text.encode("utf-8") if postgres else text, "i": row_id},
+            )
+    if postgres:
+        op.execute("ALTER TABLE measurements ALTER COLUMN params TYPE jsonb USING convert_from(params, 'UTF8')::jsonb")
     with op.batch_alter_table("measurements") as batch:
         batch.drop_column("point")
+        if not postgres:
+            batch.alter_column("params", existing_type=sa.LargeBinary(), type_=JSON_TYPE, existing_nullable=False)
