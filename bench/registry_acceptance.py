@@ -25,6 +25,7 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
+from farm.engines.argspec import CanonicalCommand
 from farm.engines.policy import check_recipe_for_submit
 from farm.errors import FarmError, InputError
 from farm.recipes.commands import ENGINE_ALIASES
@@ -59,10 +60,15 @@ def check_file(path: Path) -> Outcome:
     except Exception as exc:
         detail = f"internal error ({type(exc).__name__}): {exc}"
         return Outcome(path.name, "POLICY", recipe.engine.name, None, detail)
+    return Outcome(path.name, "ok", recipe.engine.name, None, "", canonical_argv(command))
+
+
+def canonical_argv(command: CanonicalCommand) -> tuple[str, ...]:
+    """The judged command as the farm re-renders it: the engine's launcher, the model, every option in its
+    canonical spelling; without `--host`/`--port`, which the worker always sets itself."""
     launcher = command.spec.prefixes[0] if command.spec.prefixes else ()
     model = (command.model,) if command.model else ()
-    argv = (*launcher, *model, *command.render_options())
-    return Outcome(path.name, "ok", recipe.engine.name, None, "", argv)
+    return (*launcher, *model, *command.without("--host", "--port").render_options())
 
 
 def declared_engine(path: Path) -> str:

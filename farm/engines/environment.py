@@ -45,12 +45,26 @@ ALLOWED_PREFIXES = (
     "GLOO_",
     "TP_",
     "SAFETENSORS_",
+    "B12X_",
+    "CUTE_DSL_",
 )
 """Name prefixes of tuning variables a recipe may set."""
 
+DROPPED_NAMES = {
+    "LLAMA_CACHE": "llama.cpp's download cache directory: a path on the recipe author's machine; the worker's own "
+    "cache (under its roots) applies, and the model the command names is the same",
+    **{
+        name: "the author's choice of devices: the worker assigns the job's devices itself (their count is the "
+        "recipe's hardware_count, which the command's parallelism must match)"
+        for name in ("CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES")
+    },
+}
+"""Variables a recipe may carry that are dropped, not refused: they name where the author's machine keeps files,
+which says nothing about what runs. Credentials (is_secret_name) are dropped the same way."""
+
 ALLOWED_NAMES = frozenset({"TOKENIZERS_PARALLELISM", "MALLOC_ARENA_MAX", "TZ"})
 
-_SECRET = re.compile(r"(TOKEN|KEY|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH)", re.I)
+_SECRET = re.compile(r"(TOKEN(?!S|IZ)|KEY|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH)", re.I)
 _REFUSED_PARTS: tuple[tuple[re.Pattern[str], str], ...] = (
     (_SECRET, "a secret: tokens come from the worker's own environment, never from a recipe"),
     (re.compile(r"PLUGIN|LOGGING_CONFIG|INSECURE_SERIALIZATION|RUNTIME_LORA|CUSTOM_OP|EXTENSION"), "loads code"),
@@ -60,10 +74,6 @@ _REFUSED_PARTS: tuple[tuple[re.Pattern[str], str], ...] = (
     ),
     (re.compile(r"(^|_)(DIR|PATH|ROOT|HOME|CACHE|FILE|PREFIX)(_|$)"), "names a path on the worker"),
     (re.compile(r"USE_MODELSCOPE|USAGE_STATS|TRACE|OTEL|OTLP"), "sends data or downloads beyond the farm's checks"),
-    (
-        re.compile(r"^CUDA_VISIBLE_DEVICES$|^NVIDIA_VISIBLE_DEVICES$|^HIP_VISIBLE_DEVICES$|^ROCR_VISIBLE_DEVICES$"),
-        "the worker assigns the devices",
-    ),
     (re.compile(r"^HF_HUB_OFFLINE$|^TRANSFORMERS_OFFLINE$"), "the worker's profile decides whether downloads happen"),
 )
 _REFUSED_PREFIXES = {
@@ -92,6 +102,19 @@ def refused_reason(name: str) -> str | None:
     return None
 
 
+def dropped_names(environment: Mapping[str, str]) -> dict[str, str]:
+    """The recipe's variables that the engine does not get, each with why: credentials and DROPPED_NAMES."""
+    dropped: dict[str, str] = {}
+    for name in environment:
+        if not _NAME.match(name):
+            continue
+        if is_secret_name(name):
+            dropped[name] = "a credential: the engine gets the worker's own, where its profile passes one"
+        elif name in DROPPED_NAMES:
+            dropped[name] = DROPPED_NAMES[name]
+    return dropped
+
+
 def is_secret_name(name: str) -> bool:
     """A variable that holds a credential (HF_TOKEN, HUGGING_FACE_HUB_TOKEN, *_API_KEY, *_PASSWORD, ...)."""
     return bool(_SECRET.search(name))
@@ -105,7 +128,7 @@ def check_recipe_environment(environment: Mapping[str, str], engine: str) -> dic
         raise ArgumentPolicyError(f"{len(environment)} variables; at most {ENV_LIMIT}", field="environment")
     kept: dict[str, str] = {}
     for name, value in environment.items():
-        if _NAME.match(name) and is_secret_name(name):
+        if _NAME.match(name) and (is_secret_name(name) or name in DROPPED_NAMES):
             continue
         why = refused_reason(name)
         if why is not None:

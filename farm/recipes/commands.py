@@ -239,7 +239,8 @@ def read_command(
 ) -> Command:
     """Read a full command (`[VAR=v ...] executable [subcommand] args`) or, with `arguments_only`, the arguments a
     container entrypoint or draft launch gives (with or without a leading subcommand) into a Command."""
-    tokens = without_closing_fence(tokens)
+    original = tuple(tokens)
+    tokens = without_closing_fence(before_prose_fence(tokens))
     if len(tokens) > MAX_ARGV_TOKENS:
         raise RecipeError(
             f"{len(tokens)} tokens, more than {MAX_ARGV_TOKENS}: not a launch command", source=source, field=field_name
@@ -285,8 +286,33 @@ def read_command(
         argv=tuple(argv),
         environment=environment,
         source_field=field_name,
-        source_tokens=tuple(tokens),
+        source_tokens=original,
     )
+
+
+_OPTION_LIKE = re.compile(r"^-{1,2}[A-Za-z]")
+_FENCE = "```"
+_PROSE_WORD = re.compile(r"^[A-Za-z][a-z']*[:,.!]?$")
+
+
+def before_prose_fence(tokens: Sequence[str]) -> list[str]:
+    """The tokens before a Markdown fence line that closes the command when what follows it is prose.
+
+    A command pasted from a chat message often goes on past its closing fence with the message's text
+    ("``` My command is pretty straightforward"). The cut is made only at a token that is exactly "```" (a fence
+    line) with a command before it, only when the first word after it is a plain word ("My", "Returns", "it's";
+    not a path, a model or a number) and nothing after it looks like an option (`-x`, `--opt`) or like JSON: then
+    the rest is prose. Anything less clear is left whole, and read_command refuses the fence."""
+    for index, word in enumerate(tokens):
+        if word != _FENCE:
+            continue
+        rest = tokens[index + 1 :]
+        if index == 0 or not rest or not _PROSE_WORD.match(rest[0]):
+            return list(tokens)
+        if any(_OPTION_LIKE.match(word) or word.startswith(("{", "[")) for word in rest):
+            return list(tokens)
+        return list(tokens[:index])
+    return list(tokens)
 
 
 def without_closing_fence(tokens: Sequence[str]) -> list[str]:

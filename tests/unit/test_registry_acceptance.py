@@ -1,0 +1,170 @@
+"""Real registry recipes: what `farm recipe check` accepts launches exactly what the document means.
+
+tests/fixtures/registry/canonical.json records, for each real recipe, the verdict of parse + submit policy and,
+for an accepted one, the canonical argv the farm re-renders from the judged command (bench/registry_acceptance.py
+writes the same). It is a regression guard: a change in reading or rendering that alters what would be launched
+fails here, recipe by recipe.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from farm.engines.argspec import CanonicalCommand
+from farm.engines.environment import check_recipe_environment, dropped_names
+from farm.engines.policy import check_recipe_for_submit, check_runnable
+from farm.engines.vllm import vllm_process_argv
+from farm.errors import ArgumentPolicyError, InputError, RecipeError
+from farm.recipes.parse import load_recipe, parse_registry
+
+REGISTRY = Path(__file__).resolve().parents[1] / "fixtures" / "registry"
+BAD = Path(__file__).resolve().parents[1] / "fixtures" / "bad"
+CANONICAL: dict[str, dict[str, Any]] = json.loads((REGISTRY / "canonical.json").read_text())
+ACCEPTED = sorted(name for name, verdict in CANONICAL.items() if verdict["status"] == "ok")
+REFUSED = sorted(name for name, verdict in CANONICAL.items() if verdict["status"] != "ok")
+
+
+def _canonical(command: CanonicalCommand) -> list[str]:
+    launcher = command.spec.prefixes[0] if command.spec.prefixes else ()
+    model = [command.model] if command.model else []
+    return [*launcher, *model, *command.without("--host", "--port").render_options()]
+
+
+def _recipe(**changes: Any) -> str:
+    document: dict[str, Any] = {
+        "schema_version": "local-ai-registry/v1",
+        "id": "acceptance-test",
+        "hardware_id": "h200-141gb",
+        "hardware_count": 1,
+        "engine": {"name": "vllm"},
+    }
+    document.update(changes)
+    return json.dumps(document)
+
+
+def test_every_registry_fixture_has_a_canonical_verdict() -> None:
+    """No real recipe goes without its recorded verdict."""
+    names = {path.name for path in REGISTRY.glob("*.json")} - {"expected.json", "canonical.json"}
+    assert names == set(CANONICAL)
+    assert ACCEPTED, "at least one real recipe is accepted"
+
+
+@pytest.mark.parametrize("name", ACCEPTED)
+def test_accepted_recipe_launches_its_recorded_canonical_argv(name: str) -> None:
+    """An accepted recipe's judged command re-renders to exactly the recorded argv: one subcommand, the recipe's
+    model, every JSON value valid JSON."""
+    recipe = load_recipe(REGISTRY / name)
+    command = check_recipe_for_submit(recipe)
+    argv = _canonical(command)
+    assert argv == CANONICAL[name]["argv"]
+    launcher = list(command.spec.prefixes[0])
+    assert argv[: len(launcher)] == launcher
+    assert argv[len(launcher) :].count("serve") == 0, "one subcommand, not two"
+    if command.model is not None:
+        assert command.model == recipe.model_id
+    for option in command.options:
+        for value in option.values:
+            if value.startswith(("{", "[")):
+                json.loads(value)
+
+
+@pytest.mark.parametrize("name", [name for name in ACCEPTED if CANONICAL[name]["argv"][:2] == ["vllm", "serve"]])
+def test_accepted_vllm_recipe_process_argv_is_the_canonical_one(name: str) -> None:
+    """What the worker runs for an accepted vLLM recipe is that canonical argv, with the worker's own address."""
+    recipe = load_recipe(REGISTRY / name)
+    command = check_recipe_for_submit(recipe)
+    argv = vllm_process_argv(recipe, executable=("vllm", "serve"), host="127.0.0.1", port=8123, command=command)
+    assert list(argv) == [*CANONICAL[name]["argv"], "--host", "127.0.0.1", "--port", "8123"]
+
+
+@pytest.mark.parametrize("name", REFUSED)
+def test_refused_recipe_names_its_field(name: str) -> None:
+    """A refused real recipe is refused at the recorded stage, naming the recorded field, without a traceback."""
+    verdict = CANONICAL[name]
+    with pytest.raises(InputError) as caught:
+        check_recipe_for_submit(load_recipe(REGISTRY / name))
+    assert caught.value.field == verdict["field"]
+    assert isinstance(caught.value, RecipeError) == (verdict["status"] == "FAIL")
+    assert caught.value.detail
+
+
+def test_hardware_outside_the_catalogue_is_valid_but_refused_at_submit() -> None:
+    """A well-formed hardware id the catalogue lacks is kept as the recipe spells it; submit refuses the job,
+    since no worker profile can name that hardware."""
+    recipe = load_recipe(BAD / "unknown_hardware_id.json")
+    assert recipe.hardware_id == "tpu-v5e"
+    check_recipe_for_submit(recipe)
+    with pytest.raises(ArgumentPolicyError, match="unknown hardware id 'tpu-v5e'") as caught:
+        check_runnable(recipe)
+    assert caught.value.field == "hardware_id"
+
+
+def test_malformed_hardware_id_is_refused_at_parse() -> None:
+    """An id that is not the registry's spelling (spaces, capitals) is refused naming the field."""
+    argv = ["vllm", "serve", "org/model"]
+    with pytest.raises(RecipeError, match="malformed hardware id") as caught:
+        parse_registry(_recipe(hardware_id="RTX 3060 12GB", argv=argv), "r.json")
+    assert caught.value.field == "hardware_id"
+
+
+def test_prose_after_a_fence_line_is_cut() -> None:
+    """A command pasted from chat, then a fence line, then the message's prose: the command alone is read, and
+    provenance keeps the tokens as the recipe gave them."""
+    tokens = ["--model", "org/model", "--max-num-seqs", "8", "```", "My", "command", "is", "pretty", "plain"]
+    recipe = parse_registry(_recipe(launch={"kind": "docker", "image": "i:1", "arguments": tokens}), "r.json")
+    assert recipe.argv == ("vllm", "serve", "org/model", "--max-num-seqs", "8")
+    assert recipe.provenance.source_command == tuple(tokens)
+
+
+@pytest.mark.parametrize(
+    "after",
+    [["--max-num-seqs", "8"], ["Then", "add", "--enforce-eager"], ["org/other-model"], ["Config:", "{a:1}"]],
+)
+def test_a_fence_with_command_text_after_it_is_refused(after: list[str]) -> None:
+    """When what follows the fence could be part of the command (an option, a model, JSON), where the command
+    ends is unknown: the recipe is refused, naming the fence."""
+    tokens = ["vllm", "serve", "org/model", "```", *after]
+    with pytest.raises(RecipeError, match="Markdown code fence") as caught:
+        parse_registry(_recipe(argv=tokens), "r.json")
+    assert caught.value.field == "argv"
+
+
+def test_device_pinning_and_cache_paths_are_dropped_tuning_kept() -> None:
+    """CUDA_VISIBLE_DEVICES (the worker assigns devices) and LLAMA_CACHE (a path on the author's machine) are
+    dropped, each with its reason; B12X_ and CUTE_DSL_ kernel tuning passes."""
+    env = {
+        "CUDA_VISIBLE_DEVICES": "0,1",
+        "LLAMA_CACHE": "/home/me/.cache/llama",
+        "B12X_MHC_MAX_TOKENS": "16384",
+        "CUTE_DSL_ARCH": "sm_120a",
+    }
+    assert check_recipe_environment(env, "vllm") == {"B12X_MHC_MAX_TOKENS": "16384", "CUTE_DSL_ARCH": "sm_120a"}
+    assert set(dropped_names(env)) == {"CUDA_VISIBLE_DEVICES", "LLAMA_CACHE"}
+
+
+@pytest.mark.parametrize("name", ["VLLM_MAX_TOKENS_PER_EXPERT", "B12X_MHC_MAX_TOKENS", "TOKENIZERS_PARALLELISM"])
+def test_token_counts_are_not_credentials(name: str) -> None:
+    """A variable counting tokens, or the tokenizer's, is tuning, not a credential: it reaches the engine."""
+    assert check_recipe_environment({name: "8"}, "vllm") == {name: "8"}
+
+
+def test_a_credential_in_a_recipe_is_never_stored() -> None:
+    """HUGGING_FACE_HUB_TOKEN in a recipe is dropped from its environment, its value redacted from the source
+    command provenance keeps, and its name recorded as dropped; the recipe is not refused for it."""
+    metadata = {
+        "localmaxxing": {
+            "observed_command": "HUGGING_FACE_HUB_TOKEN=hf_secret OMP_NUM_THREADS=4 vllm serve org/model",
+            "tokenized": {"environment": {"HF_TOKEN": "hf_other"}},
+        }
+    }
+    recipe = parse_registry(_recipe(metadata=metadata), "r.json")
+    assert recipe.environment == {"OMP_NUM_THREADS": "4"}
+    assert recipe.provenance.dropped_environment == ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN")
+    stored = recipe.model_dump_json()
+    assert "hf_secret" not in stored
+    assert "hf_other" not in stored
+    check_recipe_for_submit(recipe)
