@@ -67,7 +67,12 @@ def canonical_argv(command: CanonicalCommand) -> tuple[str, ...]:
     """The judged command as the farm re-renders it: the engine's launcher, the model, every option in its
     canonical spelling; without `--host`/`--port`, which the worker always sets itself."""
     launcher = command.spec.prefixes[0] if command.spec.prefixes else ()
-    model = (command.model,) if command.model else ()
+    model: tuple[str, ...] = ()
+    if command.model is not None:
+        spec = command.spec
+        model = (
+            (command.model,) if spec.positional_model or not spec.model_option else (spec.model_option, command.model)
+        )
     return (*launcher, *model, *command.without("--host", "--port").render_options())
 
 

@@ -50,9 +50,28 @@ ALLOWED_PREFIXES = (
 )
 """Name prefixes of tuning variables a recipe may set."""
 
+_CACHE_PATH = (
+    "a cache directory on the recipe author's machine: the worker's own cache (under its roots) applies, and "
+    "what the command loads is the same"
+)
 DROPPED_NAMES = {
-    "LLAMA_CACHE": "llama.cpp's download cache directory: a path on the recipe author's machine; the worker's own "
-    "cache (under its roots) applies, and the model the command names is the same",
+    **{
+        name: _CACHE_PATH
+        for name in (
+            "LLAMA_CACHE",
+            "HF_HOME",
+            "HF_HUB_CACHE",
+            "HUGGINGFACE_HUB_CACHE",
+            "TRANSFORMERS_CACHE",
+            "VLLM_CACHE_ROOT",
+            "SGLANG_CACHE_DIR",
+            "TRITON_CACHE_DIR",
+            "TORCHINDUCTOR_CACHE_DIR",
+            "FLASHINFER_WORKSPACE_BASE",
+        )
+    },
+    "HF_HUB_OFFLINE": "the worker's profile decides whether downloads happen",
+    "TRANSFORMERS_OFFLINE": "the worker's profile decides whether downloads happen",
     **{
         name: "the author's choice of devices: the worker assigns the job's devices itself (their count is the "
         "recipe's hardware_count, which the command's parallelism must match)"
@@ -133,6 +152,7 @@ def check_recipe_environment(environment: Mapping[str, str], engine: str) -> dic
         why = refused_reason(name)
         if why is not None:
             raise ArgumentPolicyError(f"{name!r}: {why} ({engine} recipe)", field="environment")
+        value = _unquoted(value)
         if not isinstance(value, str) or len(value) > 1024 or not _VALUE.match(value):
             raise ArgumentPolicyError(
                 f"{name}: the value must be plain text (letters, digits, ._,:+=@/ -), at most 1024 characters",
@@ -140,6 +160,16 @@ def check_recipe_environment(environment: Mapping[str, str], engine: str) -> dic
             )
         kept[name] = value
     return kept
+
+
+def _unquoted(value: object) -> object:
+    """A value without the one pair of matching quotes a shell would have removed (`-e MODE="mtp0"` as the
+    registry copied it keeps them: `"mtp0"`); a value with other quotes inside stays as it is (and is refused)."""
+    if isinstance(value, str) and len(value) >= 2 and value[0] == value[-1] and value[0] in "\"'":
+        inner = value[1:-1]
+        if '"' not in inner and "'" not in inner:
+            return inner
+    return value
 
 
 def recipe_environment(recipe: object, engine: str) -> dict[str, str]:

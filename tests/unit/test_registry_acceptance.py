@@ -9,14 +9,16 @@ fails here, recipe by recipe.
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from farm.engines.argspec import CanonicalCommand
+from farm.engines.container import docker_run_argv
 from farm.engines.environment import check_recipe_environment, dropped_names
-from farm.engines.policy import check_recipe_for_submit, check_runnable
+from farm.engines.policy import DEFAULT_POLICY, check_recipe_for_submit, check_runnable
 from farm.engines.vllm import vllm_process_argv
 from farm.errors import ArgumentPolicyError, InputError, RecipeError
 from farm.recipes.parse import load_recipe, parse_registry
@@ -30,7 +32,12 @@ REFUSED = sorted(name for name, verdict in CANONICAL.items() if verdict["status"
 
 def _canonical(command: CanonicalCommand) -> list[str]:
     launcher = command.spec.prefixes[0] if command.spec.prefixes else ()
-    model = [command.model] if command.model else []
+    model: list[str] = []
+    if command.model is not None:
+        spec = command.spec
+        model = (
+            [command.model] if spec.positional_model or not spec.model_option else [spec.model_option, command.model]
+        )
     return [*launcher, *model, *command.without("--host", "--port").render_options()]
 
 
@@ -168,3 +175,43 @@ def test_a_credential_in_a_recipe_is_never_stored() -> None:
     assert "hf_secret" not in stored
     assert "hf_other" not in stored
     check_recipe_for_submit(recipe)
+
+
+def test_cache_paths_and_offline_switches_are_dropped() -> None:
+    """HF_HOME, VLLM_CACHE_ROOT and HF_HUB_OFFLINE say where the author's machine keeps files and whether it
+    downloads: the worker decides both, so they are dropped rather than refused."""
+    env = {"HF_HOME": "/workspace/.cache/huggingface", "VLLM_CACHE_ROOT": "/cache", "HF_HUB_OFFLINE": "1"}
+    assert check_recipe_environment(env, "vllm") == {}
+    assert set(dropped_names(env)) == set(env)
+
+
+def test_shell_quotes_around_a_value_are_removed() -> None:
+    """`-e MODE="mtp0"` copied with its quotes means MODE=mtp0, as the shell would pass it; other quotes stay
+    and are refused."""
+    assert check_recipe_environment({"CUTE_DSL_ARCH": '"sm_120a"'}, "sglang") == {"CUTE_DSL_ARCH": "sm_120a"}
+    with pytest.raises(ArgumentPolicyError, match="plain text"):
+        check_recipe_environment({"CUTE_DSL_ARCH": '"sm_120a" --x "y"'}, "sglang")
+
+
+def test_an_sglang_container_launch_is_judged_as_sglang() -> None:
+    """A docker launch of SGLang's image is read with SGLang's spec (not as `vllm serve`), and its docker argv
+    names the model with SGLang's own option."""
+    arguments = ["--model-path", "org/model", "--tp-size", "2", "--host", "0.0.0.0", "--port", "5000"]
+    launch = {"kind": "docker", "image": "lmsysorg/sglang:v0.5.2", "arguments": arguments}
+    recipe = parse_registry(_recipe(engine={"name": "sglang"}, hardware_count=2, launch=launch), "r.json")
+    command = check_recipe_for_submit(recipe)
+    assert command.model == "org/model"
+    assert recipe.container is not None
+    argv = docker_run_argv(
+        recipe.container,
+        gpus=(0, 1),
+        host_port=9000,
+        name="farm-test",
+        model_cache=None,
+        extra_env={},
+        policy=replace(DEFAULT_POLICY, allow_image_tags=True),
+        engine="sglang",
+        device_count=2,
+    )
+    tail = list(argv[argv.index("lmsysorg/sglang:v0.5.2") + 1 :])
+    assert tail == ["--model-path", "org/model", "--tp-size", "2", "--host", "0.0.0.0", "--port", "8000"]
