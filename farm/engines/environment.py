@@ -152,13 +152,13 @@ def check_recipe_environment(environment: Mapping[str, str], engine: str) -> dic
         why = refused_reason(name)
         if why is not None:
             raise ArgumentPolicyError(f"{name!r}: {why} ({engine} recipe)", field="environment")
-        value = _unquoted(value)
-        if not isinstance(value, str) or len(value) > 1024 or not _VALUE.match(value):
+        plain = _unquoted(value)
+        if not isinstance(plain, str) or len(plain) > 1024 or not _VALUE.match(plain):
             raise ArgumentPolicyError(
                 f"{name}: the value must be plain text (letters, digits, ._,:+=@/ -), at most 1024 characters",
                 field="environment",
             )
-        kept[name] = value
+        kept[name] = plain
     return kept
 
 
