@@ -48,6 +48,14 @@ DOCKER_COMMAND_TIMEOUT_S = 60.0
 IMAGE_ENTRYPOINTS = (None, "vllm")
 """What a recipe may say the image's entrypoint is: the image's own (`vllm`, whose `serve` the image runs)."""
 
+ENGINE_IMAGE_ENTRYPOINTS: dict[str, tuple[str | None, ...]] = {
+    "vllm": IMAGE_ENTRYPOINTS,
+    "llama.cpp": (None, "/app/llama-server", "llama-server"),
+}
+"""Per engine, the entrypoints a recipe may name: the engine's official image's own (ghcr.io/ggml-org/llama.cpp
+`:server` images start `/app/llama-server`). The farm never passes `--entrypoint`: the image runs its own, and the
+recipe's arguments are judged as that server's."""
+
 ALLOWED_IPC = frozenset({"host", "private", "shareable"})
 """IPC modes a recipe may ask for (vLLM's tensor-parallel workers want `host`); never another container's."""
 
@@ -159,7 +167,7 @@ def docker_run_argv(
     _check_image(container.image, policy)
     if not _CONTAINER_NAME.match(name):
         raise _refuse(repr(name), "not a valid container name")
-    if container.entrypoint not in IMAGE_ENTRYPOINTS:
+    if container.entrypoint not in ENGINE_IMAGE_ENTRYPOINTS.get(engine, (None,)):
         raise _refuse(repr(container.entrypoint), "a recipe may not replace the image's entrypoint")
     arguments = tuple(container.arguments)
     if engine == "vllm" and arguments[:1] == ("serve",):  # the registry writes the `vllm` entrypoint's subcommand

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from farm.engines.argspec import CanonicalCommand
-from farm.engines.container import docker_run_argv
+from farm.engines.container import check_container_launch, docker_run_argv
 from farm.engines.environment import check_recipe_environment, dropped_names
 from farm.engines.policy import DEFAULT_POLICY, check_recipe_for_submit, check_runnable
 from farm.engines.vllm import vllm_process_argv
@@ -215,3 +215,57 @@ def test_an_sglang_container_launch_is_judged_as_sglang() -> None:
     )
     tail = list(argv[argv.index("lmsysorg/sglang:v0.5.2") + 1 :])
     assert tail == ["--model-path", "org/model", "--tp-size", "2", "--host", "0.0.0.0", "--port", "8000"]
+
+
+def test_a_flattened_compose_command_list_is_read_as_its_options() -> None:
+    """A compose service's `command:` list copied with its `-` markers and followed by the service's container
+    keys reads as the listed options; the keys are not arguments."""
+    tokens = [
+        "--model-path=org/model",
+        "-",
+        "--tp-size=2",
+        "-",
+        "--trust-remote-code",
+        "-",
+        "--mem-fraction-static=0.9",
+    ]
+    tokens += ["ipc:", "host", "shm_size:", "32g", "```"]
+    launch = {"kind": "docker", "image": "lmsysorg/sglang:v0.5.2", "arguments": tokens}
+    recipe = parse_registry(_recipe(engine={"name": "sglang"}, hardware_count=2, launch=launch), "r.json")
+    assert recipe.argv[3:] == (
+        "--model-path=org/model",
+        "--tp-size=2",
+        "--trust-remote-code",
+        "--mem-fraction-static=0.9",
+    )
+
+
+@pytest.mark.parametrize(
+    "tail",
+    [["entrypoint:", "/bin/sh"], ["command:", "--x"], ["ipc:", "--evil=1"]],
+)
+def test_a_compose_list_with_anything_else_after_it_is_not_read_as_one(tail: list[str]) -> None:
+    """Anything after the list but plain container keys leaves the tokens whole, and the stray `-` markers are
+    then refused by the engine's policy."""
+    tokens = ["--model-path=org/model", "-", "--tp-size=2", "-", "--trust-remote-code", "-", "--dtype=auto", *tail]
+    launch = {"kind": "docker", "image": "lmsysorg/sglang:v0.5.2", "arguments": tokens}
+    with pytest.raises(InputError):
+        check_recipe_for_submit(
+            parse_registry(_recipe(engine={"name": "sglang"}, hardware_count=2, launch=launch), "r.json")
+        )
+
+
+def test_the_official_llama_cpp_image_entrypoint_is_accepted_for_llama_cpp_only() -> None:
+    """`/app/llama-server` is the llama.cpp server image's own entrypoint: a llama.cpp container recipe may name
+    it; a vLLM one may not."""
+    arguments = ["-hf", "org/model-GGUF:Q4_K_M", "--n-gpu-layers", "99", "-c", "2048"]
+    draft = {"kind": "docker", "image": "ghcr.io/ggml-org/llama.cpp:server", "entrypoint": "/app/llama-server"}
+    draft["arguments"] = arguments
+    launch = {"kind": "reference"}
+    recipe = parse_registry(_recipe(engine={"name": "llama.cpp"}, launch=launch, draft_launch=draft), "r.json")
+    command = check_recipe_for_submit(recipe)
+    assert command.value("--hf-repo") == "org/model-GGUF:Q4_K_M"
+    assert recipe.container is not None
+    vllm_container = recipe.container.model_copy(update={"arguments": ("org/model",)})
+    with pytest.raises(ArgumentPolicyError, match="may not replace the image's entrypoint"):
+        check_container_launch(vllm_container, DEFAULT_POLICY, engine="vllm", device_count=1)
