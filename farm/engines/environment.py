@@ -68,6 +68,7 @@ DROPPED_NAMES = {
             "TRITON_CACHE_DIR",
             "TORCHINDUCTOR_CACHE_DIR",
             "FLASHINFER_WORKSPACE_BASE",
+            "XDG_CACHE_HOME",
         )
     },
     "HF_HUB_OFFLINE": "the worker's profile decides whether downloads happen",
@@ -82,6 +83,10 @@ DROPPED_NAMES = {
 which says nothing about what runs. Credentials (is_secret_name) are dropped the same way."""
 
 ALLOWED_NAMES = frozenset({"TOKENIZERS_PARALLELISM", "MALLOC_ARENA_MAX", "TZ"})
+
+BENIGN_NAMES = frozenset({"NCCL_CUMEM_HOST_ENABLE"})
+"""Tuning variables whose names trip a refusal pattern without meaning it (`_HOST_` here is host memory for
+NCCL's cuMem allocations, not an address)."""
 
 _SECRET = re.compile(r"(TOKEN(?!S|IZ)|KEY|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH)", re.I)
 _REFUSED_PARTS: tuple[tuple[re.Pattern[str], str], ...] = (
@@ -115,6 +120,8 @@ def refused_reason(name: str) -> str | None:
             return why
     if name not in ALLOWED_NAMES and not name.startswith(ALLOWED_PREFIXES):
         return f"not on the farm's list of tuning variables (prefixes {', '.join(ALLOWED_PREFIXES[:6])}, ...)"
+    if name in BENIGN_NAMES:
+        return None
     for pattern, why in _REFUSED_PARTS:
         if pattern.search(name):
             return why

@@ -269,3 +269,11 @@ def test_the_official_llama_cpp_image_entrypoint_is_accepted_for_llama_cpp_only(
     vllm_container = recipe.container.model_copy(update={"arguments": ("org/model",)})
     with pytest.raises(ArgumentPolicyError, match="may not replace the image's entrypoint"):
         check_container_launch(vllm_container, DEFAULT_POLICY, engine="vllm", device_count=1)
+
+
+def test_nccl_host_memory_switch_is_tuning() -> None:
+    """NCCL_CUMEM_HOST_ENABLE is about host memory, not a listening host: it passes; NCCL_SOCKET_IFNAME-like
+    address settings still do not."""
+    assert check_recipe_environment({"NCCL_CUMEM_HOST_ENABLE": "0"}, "sglang") == {"NCCL_CUMEM_HOST_ENABLE": "0"}
+    with pytest.raises(ArgumentPolicyError, match="listens or connects"):
+        check_recipe_environment({"NCCL_COMM_HOST": "10.0.0.1"}, "sglang")
