@@ -339,11 +339,12 @@ def before_prose_fence(tokens: Sequence[str]) -> list[str]:
 
     A command pasted from a chat message often goes on past its closing fence with the message's text
     ("``` My command is pretty straightforward"). The cut is made only at a token that is exactly "```" (a fence
-    line) with a command before it, only when the first word after it is a plain word ("My", "Returns", "it's";
-    not a path, a model or a number) and nothing after it looks like an option (`-x`, `--opt`) or like JSON: then
-    the rest is prose. Anything less clear is left whole, and read_command refuses the fence."""
+    line) or "`" (inline code closing) with a command before it, only when the first word after it is a plain
+    word ("My", "Returns", "it's"; not a path, a model or a number) and nothing after it looks like an option
+    (`-x`, `--opt`) or like JSON: then the rest is prose. Anything less clear is left whole, and read_command
+    refuses the fence."""
     for index, word in enumerate(tokens):
-        if word != _FENCE:
+        if word not in (_FENCE, "`"):
             continue
         rest = tokens[index + 1 :]
         if index == 0 or not rest or not _PROSE_WORD.match(rest[0]):

@@ -277,3 +277,11 @@ def test_nccl_host_memory_switch_is_tuning() -> None:
     assert check_recipe_environment({"NCCL_CUMEM_HOST_ENABLE": "0"}, "sglang") == {"NCCL_CUMEM_HOST_ENABLE": "0"}
     with pytest.raises(ArgumentPolicyError, match="listens or connects"):
         check_recipe_environment({"NCCL_COMM_HOST": "10.0.0.1"}, "sglang")
+
+
+def test_prose_after_closing_inline_code_is_cut() -> None:
+    """A lone "`" closing inline code, then prose: the command before it is read."""
+    tokens = ["--model-path", "org/model", "`", "although", "if", "I", "run", "it", "bare", "it", "fails"]
+    launch = {"kind": "docker", "image": "lmsysorg/sglang:v0.5.2", "arguments": tokens}
+    recipe = parse_registry(_recipe(engine={"name": "sglang"}, launch=launch), "r.json")
+    assert recipe.argv == ("python", "-m", "sglang.launch_server", "--model-path", "org/model")
