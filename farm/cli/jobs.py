@@ -21,12 +21,16 @@ def submit(
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:
     """Validate a sweep spec and its recipe, queue the jobs, print their ids. Bad input queues nothing."""
+    from farm.engines.policy import check_recipe_for_submit, check_runnable
     from farm.queue import submit_sweep
     from farm.recipes.spec import load_sweep
 
     s = settings()
     with farm_errors():
         sweep = load_sweep(spec, recipe_override=recipe)
+        # Judged before the store or the broker is touched (submit_sweep judges again, for its other callers).
+        check_recipe_for_submit(sweep.recipe)
+        check_runnable(sweep.recipe)
         store = open_store(s)
         job_ids = submit_sweep(store, sweep, simulate=simulate, count=count)
     if as_json:

@@ -29,7 +29,7 @@ from farm.engines.vllm import GPU_FREE_DEADLINE_S, VllmEngineProcess
 from farm.errors import ArgumentPolicyError
 from farm.hardware.probe import HardwareProbe
 from farm.logs import get_logger
-from farm.recipes.model import ContainerLaunch
+from farm.recipes.model import ENGINE_LAUNCHERS, ContainerLaunch
 
 log = get_logger(__name__)
 
@@ -47,6 +47,14 @@ DOCKER_COMMAND_TIMEOUT_S = 60.0
 
 IMAGE_ENTRYPOINTS = (None, "vllm")
 """What a recipe may say the image's entrypoint is: the image's own (`vllm`, whose `serve` the image runs)."""
+
+ENGINE_IMAGE_ENTRYPOINTS: dict[str, tuple[str | None, ...]] = {
+    "vllm": IMAGE_ENTRYPOINTS,
+    "llama.cpp": (None, "/app/llama-server", "llama-server"),
+}
+"""Per engine, the entrypoints a recipe may name: the engine's official image's own (ghcr.io/ggml-org/llama.cpp
+`:server` images start `/app/llama-server`). The farm never passes `--entrypoint`: the image runs its own, and the
+recipe's arguments are judged as that server's."""
 
 ALLOWED_IPC = frozenset({"host", "private", "shareable"})
 """IPC modes a recipe may ask for (vLLM's tensor-parallel workers want `host`); never another container's."""
@@ -159,12 +167,13 @@ def docker_run_argv(
     _check_image(container.image, policy)
     if not _CONTAINER_NAME.match(name):
         raise _refuse(repr(name), "not a valid container name")
-    if container.entrypoint not in IMAGE_ENTRYPOINTS:
+    if container.entrypoint not in ENGINE_IMAGE_ENTRYPOINTS.get(engine, (None,)):
         raise _refuse(repr(container.entrypoint), "a recipe may not replace the image's entrypoint")
     arguments = tuple(container.arguments)
-    if arguments[:1] == ("serve",):  # the registry writes the image's `vllm` entrypoint's subcommand too
+    if engine == "vllm" and arguments[:1] == ("serve",):  # the registry writes the `vllm` entrypoint's subcommand
         arguments = arguments[1:]
-    command = canonical_command(("vllm", "serve", *arguments), engine, policy, device_count=device_count)
+    launcher = ENGINE_LAUNCHERS.get(engine, ENGINE_LAUNCHERS["vllm"])  # the image's entrypoint runs this server
+    command = canonical_command((*launcher, *arguments), engine, policy, device_count=device_count)
     container_port = container.container_port if container.container_port is not None else DEFAULT_CONTAINER_PORT
     if isinstance(container_port, bool) or not 1 <= container_port <= 65535:
         raise _refuse(f"container_port {container_port!r}", "not a port (1-65535)")
@@ -188,7 +197,7 @@ def docker_run_argv(
     argv.append(container.image)
     kept = command.without("--host", "--port")
     if kept.model is not None:
-        argv += ["--model", kept.model]
+        argv += [kept.spec.model_option or "--model", kept.model]
     argv += kept.render_options()
     argv += ["--host", "0.0.0.0", "--port", str(container_port)]
     return tuple(argv)

@@ -45,12 +45,50 @@ ALLOWED_PREFIXES = (
     "GLOO_",
     "TP_",
     "SAFETENSORS_",
+    "B12X_",
+    "CUTE_DSL_",
 )
 """Name prefixes of tuning variables a recipe may set."""
 
+_CACHE_PATH = (
+    "a cache directory on the recipe author's machine: the worker's own cache (under its roots) applies, and "
+    "what the command loads is the same"
+)
+DROPPED_NAMES = {
+    **{
+        name: _CACHE_PATH
+        for name in (
+            "LLAMA_CACHE",
+            "HF_HOME",
+            "HF_HUB_CACHE",
+            "HUGGINGFACE_HUB_CACHE",
+            "TRANSFORMERS_CACHE",
+            "VLLM_CACHE_ROOT",
+            "SGLANG_CACHE_DIR",
+            "TRITON_CACHE_DIR",
+            "TORCHINDUCTOR_CACHE_DIR",
+            "FLASHINFER_WORKSPACE_BASE",
+            "XDG_CACHE_HOME",
+        )
+    },
+    "HF_HUB_OFFLINE": "the worker's profile decides whether downloads happen",
+    "TRANSFORMERS_OFFLINE": "the worker's profile decides whether downloads happen",
+    **{
+        name: "the author's choice of devices: the worker assigns the job's devices itself (their count is the "
+        "recipe's hardware_count, which the command's parallelism must match)"
+        for name in ("CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES")
+    },
+}
+"""Variables a recipe may carry that are dropped, not refused: they name where the author's machine keeps files,
+which says nothing about what runs. Credentials (is_secret_name) are dropped the same way."""
+
 ALLOWED_NAMES = frozenset({"TOKENIZERS_PARALLELISM", "MALLOC_ARENA_MAX", "TZ"})
 
-_SECRET = re.compile(r"(TOKEN|KEY|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH)", re.I)
+BENIGN_NAMES = frozenset({"NCCL_CUMEM_HOST_ENABLE"})
+"""Tuning variables whose names trip a refusal pattern without meaning it (`_HOST_` here is host memory for
+NCCL's cuMem allocations, not an address)."""
+
+_SECRET = re.compile(r"(TOKEN(?!S|IZ)|KEY|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH)", re.I)
 _REFUSED_PARTS: tuple[tuple[re.Pattern[str], str], ...] = (
     (_SECRET, "a secret: tokens come from the worker's own environment, never from a recipe"),
     (re.compile(r"PLUGIN|LOGGING_CONFIG|INSECURE_SERIALIZATION|RUNTIME_LORA|CUSTOM_OP|EXTENSION"), "loads code"),
@@ -60,10 +98,6 @@ _REFUSED_PARTS: tuple[tuple[re.Pattern[str], str], ...] = (
     ),
     (re.compile(r"(^|_)(DIR|PATH|ROOT|HOME|CACHE|FILE|PREFIX)(_|$)"), "names a path on the worker"),
     (re.compile(r"USE_MODELSCOPE|USAGE_STATS|TRACE|OTEL|OTLP"), "sends data or downloads beyond the farm's checks"),
-    (
-        re.compile(r"^CUDA_VISIBLE_DEVICES$|^NVIDIA_VISIBLE_DEVICES$|^HIP_VISIBLE_DEVICES$|^ROCR_VISIBLE_DEVICES$"),
-        "the worker assigns the devices",
-    ),
     (re.compile(r"^HF_HUB_OFFLINE$|^TRANSFORMERS_OFFLINE$"), "the worker's profile decides whether downloads happen"),
 )
 _REFUSED_PREFIXES = {
@@ -86,10 +120,25 @@ def refused_reason(name: str) -> str | None:
             return why
     if name not in ALLOWED_NAMES and not name.startswith(ALLOWED_PREFIXES):
         return f"not on the farm's list of tuning variables (prefixes {', '.join(ALLOWED_PREFIXES[:6])}, ...)"
+    if name in BENIGN_NAMES:
+        return None
     for pattern, why in _REFUSED_PARTS:
         if pattern.search(name):
             return why
     return None
+
+
+def dropped_names(environment: Mapping[str, str]) -> dict[str, str]:
+    """The recipe's variables that the engine does not get, each with why: credentials and DROPPED_NAMES."""
+    dropped: dict[str, str] = {}
+    for name in environment:
+        if not _NAME.match(name):
+            continue
+        if is_secret_name(name):
+            dropped[name] = "a credential: the engine gets the worker's own, where its profile passes one"
+        elif name in DROPPED_NAMES:
+            dropped[name] = DROPPED_NAMES[name]
+    return dropped
 
 
 def is_secret_name(name: str) -> bool:
@@ -105,18 +154,29 @@ def check_recipe_environment(environment: Mapping[str, str], engine: str) -> dic
         raise ArgumentPolicyError(f"{len(environment)} variables; at most {ENV_LIMIT}", field="environment")
     kept: dict[str, str] = {}
     for name, value in environment.items():
-        if _NAME.match(name) and is_secret_name(name):
+        if _NAME.match(name) and (is_secret_name(name) or name in DROPPED_NAMES):
             continue
         why = refused_reason(name)
         if why is not None:
             raise ArgumentPolicyError(f"{name!r}: {why} ({engine} recipe)", field="environment")
-        if not isinstance(value, str) or len(value) > 1024 or not _VALUE.match(value):
+        plain = _unquoted(value)
+        if not isinstance(plain, str) or len(plain) > 1024 or not _VALUE.match(plain):
             raise ArgumentPolicyError(
                 f"{name}: the value must be plain text (letters, digits, ._,:+=@/ -), at most 1024 characters",
                 field="environment",
             )
-        kept[name] = value
+        kept[name] = plain
     return kept
+
+
+def _unquoted(value: object) -> object:
+    """A value without the one pair of matching quotes a shell would have removed (`-e MODE="mtp0"` as the
+    registry copied it keeps them: `"mtp0"`); a value with other quotes inside stays as it is (and is refused)."""
+    if isinstance(value, str) and len(value) >= 2 and value[0] == value[-1] and value[0] in "\"'":
+        inner = value[1:-1]
+        if '"' not in inner and "'" not in inner:
+            return inner
+    return value
 
 
 def recipe_environment(recipe: object, engine: str) -> dict[str, str]:

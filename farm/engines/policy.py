@@ -168,7 +168,9 @@ def check_recipe_for_submit(recipe: Recipe) -> CanonicalCommand:
 def check_runnable(recipe: Recipe, *, runnable: Sequence[str] | None = None) -> None:
     """Refuse at submit a job no worker can run, rather than queue it forever.
 
-    `runnable`: the engines the farm's workers can run (default: every engine with a launching adapter)."""
+    `runnable`: the engines the farm's workers can run (default: every engine with a launching adapter). A recipe
+    whose hardware id the catalogue lacks is valid (the parser keeps a well-formed id as-is), but no worker
+    profile can name that hardware, so its job is refused here too."""
     engine = engine_kind(recipe.engine.name)
     can_run = tuple(runnable) if runnable is not None else launchable_engines()
     if engine.name not in can_run:
@@ -176,4 +178,14 @@ def check_runnable(recipe: Recipe, *, runnable: Sequence[str] | None = None) -> 
             f"the recipe is valid, but no worker of this farm runs {engine.name} "
             f"(the farm's workers run: {', '.join(can_run)}); nothing was queued",
             field="engine.name",
+        )
+    from farm import hardware
+
+    if not hardware.is_known(recipe.hardware_id):
+        raise ArgumentPolicyError(
+            f"unknown hardware id {recipe.hardware_id!r}: the recipe is valid, but the id is not in the farm's "
+            "catalogue, so no "
+            "worker can declare it (a worker profile names catalogued hardware only; `farm catalogue` lists them, "
+            "and farm/hardware/catalogue.toml takes more); nothing was queued",
+            field="hardware_id",
         )

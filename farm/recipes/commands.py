@@ -239,7 +239,8 @@ def read_command(
 ) -> Command:
     """Read a full command (`[VAR=v ...] executable [subcommand] args`) or, with `arguments_only`, the arguments a
     container entrypoint or draft launch gives (with or without a leading subcommand) into a Command."""
-    tokens = without_closing_fence(tokens)
+    original = tuple(tokens)
+    tokens = without_closing_fence(before_prose_fence(from_compose_list(tokens)))
     if len(tokens) > MAX_ARGV_TOKENS:
         raise RecipeError(
             f"{len(tokens)} tokens, more than {MAX_ARGV_TOKENS}: not a launch command", source=source, field=field_name
@@ -285,8 +286,73 @@ def read_command(
         argv=tuple(argv),
         environment=environment,
         source_field=field_name,
-        source_tokens=tuple(tokens),
+        source_tokens=original,
     )
+
+
+_OPTION_LIKE = re.compile(r"^-{1,2}[A-Za-z]")
+_COMPOSE_KEY = re.compile(
+    r"^(ipc|shm_size|cpuset|ulimits|memlock|stack|nofile|soft|hard|restart|init|tty|stdin_open):$"
+)
+"""Keys of a compose service that only say how its container runs, which a flattened `command:` list can be
+followed by when a chat message pastes the service (`ipc: host`, `shm_size: 32g`, `ulimits: memlock: -1`)."""
+
+
+def from_compose_list(tokens: Sequence[str]) -> list[str]:
+    """The options of a compose service's `command:` list that a registry copy flattened with its list markers
+    (`--tp=8`, `-`, `--trust-remote-code`, `-`, ... `ipc:`, `host`, `shm_size:`, `32g`).
+
+    Read as a list only when it is one beyond doubt: at least three items, every item an option (`--x` or
+    `--x=value`) followed by a lone `-` marker except the last, and nothing after the last item but the service's
+    own container keys (_COMPOSE_KEY) with their plain values and a closing fence. Those keys are left out: the
+    worker runs the container its own way (ipc, shm and ulimits come from the recipe's container launch fields).
+    Anything else is returned whole, for read_command to judge (a stray `-` is then refused)."""
+    items: list[str] = []
+    index = 0
+    while index < len(tokens) and tokens[index].startswith("--"):
+        items.append(tokens[index])
+        index += 1
+        if index < len(tokens) and tokens[index] == "-":
+            index += 1
+        else:
+            break
+    markers = index - len(items)
+    if len(items) < 3 or markers < len(items) - 1 or markers < 2:
+        return list(tokens)
+    rest = tokens[index:]
+    if rest and not _COMPOSE_KEY.match(rest[0]):
+        return list(tokens)
+    for word in rest:
+        if word != _FENCE and (word.startswith("--") or word.startswith(("{", "[")) or "=" in word):
+            return list(tokens)
+        if word.endswith(":") and not _COMPOSE_KEY.match(word):
+            return list(tokens)
+    return items
+
+
+_FENCE = "```"
+_PROSE_WORD = re.compile(r"^[A-Za-z][a-z']*[:,.!]?$")
+
+
+def before_prose_fence(tokens: Sequence[str]) -> list[str]:
+    """The tokens before a Markdown fence line that closes the command when what follows it is prose.
+
+    A command pasted from a chat message often goes on past its closing fence with the message's text
+    ("``` My command is pretty straightforward"). The cut is made only at a token that is exactly "```" (a fence
+    line) or "`" (inline code closing) with a command before it, only when the first word after it is a plain
+    word ("My", "Returns", "it's"; not a path, a model or a number) and nothing after it looks like an option
+    (`-x`, `--opt`) or like JSON: then the rest is prose. Anything less clear is left whole, and read_command
+    refuses the fence."""
+    for index, word in enumerate(tokens):
+        if word not in (_FENCE, "`"):
+            continue
+        rest = tokens[index + 1 :]
+        if index == 0 or not rest or not _PROSE_WORD.match(rest[0]):
+            return list(tokens)
+        if any(_OPTION_LIKE.match(word) or word.startswith(("{", "[")) for word in rest):
+            return list(tokens)
+        return list(tokens[:index])
+    return list(tokens)
 
 
 def without_closing_fence(tokens: Sequence[str]) -> list[str]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import difflib
 import hashlib
+import re
 import shlex
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -214,17 +215,24 @@ def read_recipe_id(value: object, source: str, field: str) -> str:
     return value
 
 
+HARDWARE_ID = re.compile(r"^[a-z0-9][a-z0-9.-]{0,79}$")
+"""A well-formed hardware id (the registry's spelling: `rtx-3060-12gb`, `apple-m5-max-128gb`)."""
+
+
 def read_hardware_id(value: object, source: str, field: str) -> str:
+    """The recipe's hardware id, kept as the recipe spells it. An id the catalogue lacks is accepted when it is
+    well formed: the recipe is still valid, and a job for it is refused at submit (no worker can declare a
+    hardware id outside the catalogue; farm.engines.policy.check_runnable says so), not at parse."""
     if value is None or value == "":
         raise RecipeError("missing: every recipe names the hardware it runs on", source=source, field=field)
     if not isinstance(value, str):
         raise RecipeError(f"expected a string, got {value!r}", source=source, field=field)
-    if not hardware.is_known(value):
+    if not hardware.is_known(value) and not HARDWARE_ID.match(value):
         close = difflib.get_close_matches(value, list(hardware.catalogue()), n=3, cutoff=0.75)
         hint = f"; close: {', '.join(close)}" if close else ""
         raise RecipeError(
-            f"unknown hardware id {value!r}: not among the catalogue's {len(hardware.catalogue())} ids "
-            f"(the registry's hardware documents and the farm's own; `farm catalogue` lists them{hint})",
+            f"malformed hardware id {value!r}: a registry hardware id is lowercase letters, digits, '.' and '-' "
+            f"(`farm catalogue` lists the {len(hardware.catalogue())} the farm knows{hint})",
             source=source,
             field=field,
         )
@@ -249,9 +257,50 @@ def read_engine(value: object, source: str) -> Engine:
     return Engine(name=name, version=version)
 
 
+_SECRET_NAME = re.compile(r"(TOKEN(?!S|IZ)|KEY|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH)", re.I)
+"""A variable that holds a credential (the same test as farm.engines.environment.is_secret_name)."""
+REDACTED = "<redacted>"
+
+
+def without_credentials(fields: dict[str, Any]) -> dict[str, Any]:
+    """The recipe's fields with no credential in them: a variable like HUGGING_FACE_HUB_TOKEN is dropped from the
+    environment and the container's environment (its name is kept in provenance.dropped_environment), and its
+    value is redacted in the source command provenance keeps. A recipe is stored with the job; a credential
+    never is, and the engine gets the worker's own."""
+    out = dict(fields)
+    dropped: list[str] = []
+    environment = out.get("environment")
+    if isinstance(environment, Mapping):
+        dropped += [name for name in environment if _SECRET_NAME.search(str(name))]
+        out["environment"] = {k: v for k, v in environment.items() if not _SECRET_NAME.search(str(k))}
+    container = out.get("container")
+    if container is not None and getattr(container, "environment", None):
+        secret = [name for name in container.environment if _SECRET_NAME.search(name)]
+        if secret:
+            dropped += secret
+            kept = {k: v for k, v in container.environment.items() if k not in secret}
+            out["container"] = container.model_copy(update={"environment": kept})
+    provenance = out.get("provenance")
+    if isinstance(provenance, dict):
+        provenance = dict(provenance)
+        tokens = provenance.get("source_command") or ()
+        provenance["source_command"] = tuple(_redact(token) for token in tokens)
+        if dropped:
+            provenance["dropped_environment"] = tuple(sorted(set(dropped)))
+        out["provenance"] = provenance
+    return out
+
+
+def _redact(token: str) -> str:
+    name, equals, _value = token.partition("=")
+    if equals and not name.startswith("-") and name.isidentifier() and _SECRET_NAME.search(name):
+        return f"{name}={REDACTED}"
+    return token
+
+
 def build(source: str, **fields: Any) -> Recipe:
     try:
-        return Recipe.model_validate(fields)
+        return Recipe.model_validate(without_credentials(fields))
     except ValidationError as exc:
         raise from_validation(exc, source, None) from exc
 

@@ -72,6 +72,9 @@ class RecipeProvenance(_Frozen):
     launch_kind: str | None = Field(None, description="the registry's launch.kind: reference, docker, ...")
     model_source: str | None = Field(None, description="where model_id came from: argv, model_id, model_instance_id")
     content_sha256: str = Field(description="sha256 of the source document's bytes")
+    dropped_environment: tuple[str, ...] = Field(
+        (), description="credential variables the recipe named, dropped unread: the engine gets the worker's own"
+    )
 
 
 class Mount(_Frozen):

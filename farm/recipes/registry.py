@@ -13,6 +13,7 @@ from farm.errors import RecipeError
 from farm.recipes.commands import (
     NOT_SERVERS,
     Command,
+    before_prose_fence,
     check_environment,
     is_placeholder,
     json_damage,
@@ -427,7 +428,7 @@ def _container(draft_launch: Mapping[str, Any], source: str, prefix: str) -> Con
     fields = {key: draft_launch[key] for key in keys if draft_launch.get(key) is not None}
     if isinstance(fields.get("arguments"), list) and all(isinstance(item, str) for item in fields["arguments"]):
         # The same closing chat fence the argv drops (farm.recipes.commands) is not an argument of the image.
-        fields["arguments"] = without_closing_fence(fields["arguments"])
+        fields["arguments"] = without_closing_fence(before_prose_fence(fields["arguments"]))
     if isinstance(fields.get("mounts"), list):
         fields["mounts"] = [
             {k: m[k] for k in ("source", "target", "read_only") if k in m} if isinstance(m, dict) else m

@@ -220,7 +220,6 @@ def test_extra_options_of_a_newer_engine_through_the_profile() -> None:
         ("OLLAMA_HOST", "listens or connects"),
         ("HF_ENDPOINT", "listens or connects"),
         ("VLLM_CACHE_ROOT", "a path"),
-        ("CUDA_VISIBLE_DEVICES", "assigns the devices"),
         ("LLAMA_ARG_MODEL", "past the argument policy"),
         ("VLLM_ALLOW_INSECURE_SERIALIZATION", "loads code"),
     ],
