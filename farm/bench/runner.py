@@ -77,6 +77,7 @@ def _never_stop() -> bool:
 
 def planned_steps(plan: SweepPlan, open_loop: OpenLoopPlan | None = None) -> int:
     """How many repeats the plan holds in all: the unit of progress (a rate sweep counts its most points)."""
+    open_loop = open_loop if open_loop is not None else plan.open_loop
     points = 0
     if open_loop is not None:
         points += len(open_loop.rates_rps)
@@ -110,8 +111,11 @@ async def run_sweep(
 
     `open_loop` adds open-loop load at rates (and the rate sweep), after the concurrency levels; a `client`
     plan measures the concurrency levels from its load-generator processes (one or more, each watching its own
-    loop lag and CPU, so a client-bound level is flagged).
+    loop lag and CPU, so a client-bound level is flagged). Both default to the plan's own sections
+    (`plan.open_loop`, `plan.client`), so a worker running a job's plan measures them with no more arguments.
     """
+    open_loop = open_loop if open_loop is not None else plan.open_loop
+    client = client if client is not None else plan.client
     deadline_ns = time.monotonic_ns() + int(plan.time_budget_s * 1e9)
     total_steps = max(planned_steps(plan, open_loop), 1)
     done_steps = 0

@@ -1,0 +1,95 @@
+"""The worker through its real code paths with the parts of issues 8, 11 and 12 wired in: open-loop plans,
+endpoint engines, engine counters of other families, SGLang through the simulator."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from farm.domain import JobState
+from farm.recipes.spec import load_sweep
+from farm.store import Store
+from farm.submit import submit_sweep
+from farm.worker.daemon import Worker
+from farm.worker.profile import load_profile
+
+pytestmark = pytest.mark.slow
+
+ROOT = Path(__file__).resolve().parents[2]
+SEED_RECIPE = ROOT / "examples" / "deepseek-v4-flash-0731-registry.json"
+
+
+def write_sim_profile(tmp_path: Path) -> Path:
+    """A simulator worker for the seed's hardware on the fast `test` simulator profile."""
+    path = tmp_path / "worker.toml"
+    path.write_text(
+        "\n".join(
+            [
+                'name = "wiring-sim"',
+                "[worker]",
+                "lease_s = 4.0",
+                "poll_interval_s = 0.1",
+                "[hardware]",
+                'hardware_id = "rtx-pro-6000-blackwell-96gb"',
+                "count = 2",
+                "[engine]",
+                'kind = "sim"',
+                "ready_timeout_s = 30.0",
+                "stop_grace_s = 2.0",
+                "[engine.sim]",
+                'profile = "test"',
+            ]
+        )
+        + "\n"
+    )
+    return path
+
+
+def write_spec(tmp_path: Path, body: str, *, recipe: Path = SEED_RECIPE) -> Path:
+    """A small sweep spec of `recipe` with the given plan sections."""
+    path = tmp_path / "sweep.toml"
+    path.write_text(
+        f'name = "wiring"\nrecipe = {json.dumps(str(recipe))}\nmax_attempts = 1\n'
+        "[plan]\nrepeats = 1\nwarmup_requests = 1\ntime_budget_s = 120\nrequest_timeout_s = 30\n" + body
+    )
+    return path
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Store:
+    """A fresh embedded store."""
+    return Store.open(f"sqlite:///{tmp_path / 'farm.db'}", auto_upgrade=True)
+
+
+def run_one(store: Store, worker: Worker, spec: Path) -> str:
+    """Submit the spec as a simulated job, let the worker run it, return the job id once it has ended."""
+    (job_id,) = submit_sweep(store, load_sweep(spec), simulate=True)
+    assert worker.run(max_jobs=1, idle_exit_s=10) == 1
+    return job_id
+
+
+def test_open_loop_plan_runs_through_the_worker_and_stores_its_figures(tmp_path: Path, store: Store) -> None:
+    """A spec whose only measurement is [plan.open_loop] runs on a simulator worker with no daemon change: the
+    worker's run_sweep reads the section from the job's plan and the open-loop figures are stored."""
+    spec = write_spec(
+        tmp_path,
+        "[plan.open_loop]\nprocess = 'constant'\nrates_rps = [4.0]\nrequests = 6\n"
+        "prompt_tokens = 64\noutput_tokens = 16\n[plan.open_loop.slo]\nttft_ms = 5000\n",
+    )
+    worker = Worker(store, load_profile(write_sim_profile(tmp_path)), data_dir=tmp_path / "data")
+    job_id = run_one(store, worker, spec)
+
+    job = store.get_job(job_id)
+    assert job.state == JobState.SUCCEEDED, job.failure_message
+    figures = {f.key: f for f in store.results(job_id)}
+    open_loop = {key: figure for key, figure in figures.items() if key.startswith("open_loop/")}
+    assert open_loop, f"no open-loop figures among {sorted(figures)}"
+    (offered,) = [f for key, f in open_loop.items() if key.endswith("/offered_rps")]
+    assert offered.summary.mean == pytest.approx(4.0)
+    (good,) = [f for key, f in open_loop.items() if key.endswith("/good_fraction")]
+    assert 0.0 < good.summary.mean <= 1.0
+    (run,) = store.runs(job_id)
+    assert run.provenance is not None
+    assert run.provenance["method"]["open_loop"]["rates_rps"] == [4.0]
