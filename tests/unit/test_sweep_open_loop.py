@@ -49,8 +49,10 @@ def test_plan_round_trips_through_json_as_the_worker_reads_it() -> None:
     )
     again = SweepPlan.model_validate(plan.model_dump(mode="json"))
     assert again == plan
-    assert again.open_loop is not None and again.open_loop.requests == 4
-    assert again.client is not None and again.client.processes == 3
+    assert again.open_loop is not None
+    assert again.open_loop.requests == 4
+    assert again.client is not None
+    assert again.client.processes == 3
 
 
 @pytest.mark.parametrize(
