@@ -10,6 +10,7 @@ import pytest
 
 from farm.domain import JobState
 from farm.recipes.spec import load_sweep
+from farm.sim.launch import running_sim
 from farm.store import Store
 from farm.submit import submit_sweep
 from farm.worker.daemon import Worker
@@ -93,3 +94,59 @@ def test_open_loop_plan_runs_through_the_worker_and_stores_its_figures(tmp_path:
     (run,) = store.runs(job_id)
     assert run.provenance is not None
     assert run.provenance["method"]["open_loop"]["rates_rps"] == [4.0]
+
+
+def write_endpoint_profile(tmp_path: Path, url: str, served: dict[str, str]) -> Path:
+    """An endpoint worker (the seed's hardware, declared) measuring the simulator at `url`."""
+    path = tmp_path / "endpoint-worker.toml"
+    lines = [
+        'name = "wiring-endpoint"',
+        "[worker]",
+        "lease_s = 4.0",
+        "poll_interval_s = 0.1",
+        "[hardware]",
+        'hardware_id = "rtx-pro-6000-blackwell-96gb"',
+        "count = 2",
+        "[engine]",
+        'kind = "endpoint"',
+        "ready_timeout_s = 30.0",
+        "[engine.endpoint]",
+        f"url = {json.dumps(url)}",
+        "simulated = true",
+        "[engine.endpoint.served_models]",
+        *[f"{json.dumps(model)} = {json.dumps(name)}" for model, name in served.items()],
+    ]
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def test_endpoint_worker_measures_a_server_it_did_not_start(tmp_path: Path, store: Store) -> None:
+    """A worker whose profile names an endpoint (a simulator started separately) runs a job on it, stores the
+    run with provenance engine kind "endpoint" and the URL without credentials, and leaves the server running."""
+    recipe = load_sweep(write_spec(tmp_path, "[plan.short_ttft]\nprompt_tokens = 16\n")).recipe
+    with running_sim(model="sim-served", faults=("--fault-startup-delay", "0")) as sim:
+        url = sim.base_url.replace("http://", "http://me:hunter2@")
+        profile = load_profile(write_endpoint_profile(tmp_path, url, {recipe.model_id: "sim-served"}))
+        spec = write_spec(
+            tmp_path,
+            "[plan.decode]\nworkloads = ['code']\nshort_output_tokens = 8\nlong_output_tokens = 64\n"
+            "[plan.short_ttft]\nprompt_tokens = 16\n",
+        )
+        worker = Worker(store, profile, data_dir=tmp_path / "data")
+        job_id = run_one(store, worker, spec)
+        assert sim.alive(), "the worker must not stop a server it did not start"
+
+    job = store.get_job(job_id)
+    assert job.state == JobState.SUCCEEDED, job.failure_message
+    figures = {f.key for f in store.results(job_id)}
+    assert {"decode/code/decode_tok_s", "short_ttft/16/ttft_ms"} <= figures
+    (run,) = store.runs(job_id)
+    prov = run.provenance
+    assert prov is not None
+    assert prov["engine"]["kind"] == "endpoint"
+    assert prov["engine"]["launched_by_farm"] is False
+    assert prov["engine"]["url"] == sim.base_url
+    assert prov["engine"]["version"] == "0.0.0+sim"
+    assert prov["simulated"] is True
+    assert prov["argv"] == []
+    assert "hunter2" not in json.dumps(prov)
