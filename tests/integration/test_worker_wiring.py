@@ -4,6 +4,7 @@ endpoint engines, engine counters of other families, SGLang through the simulato
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -150,3 +151,68 @@ def test_endpoint_worker_measures_a_server_it_did_not_start(tmp_path: Path, stor
     assert prov["simulated"] is True
     assert prov["argv"] == []
     assert "hunter2" not in json.dumps(prov)
+
+
+FAKE_SGLANG = ROOT / "tests" / "fixtures" / "fake_engines" / "sglang_module"
+SGLANG_RECIPE = """{"schema_version": "local-ai-registry/v1", "id": "sglang-on-the-sim", "hardware_id": "cpu",
+ "hardware_count": 1, "engine": {"name": "sglang"},
+ "argv": ["python3", "-m", "sglang.launch_server", "--model-path", "org/m", "--context-length", "4096"]}"""
+
+
+def write_sglang_profile(tmp_path: Path) -> Path:
+    """An SGLang worker whose `python -m sglang.launch_server` is the fake that execs the simulator in SGLang's
+    dialect (its package is put on PYTHONPATH by the profile's own extra_env)."""
+    path = tmp_path / "sglang-worker.toml"
+    lines = [
+        'name = "wiring-sglang"',
+        "[worker]",
+        "lease_s = 4.0",
+        "poll_interval_s = 0.1",
+        "[hardware]",
+        'hardware_id = "cpu"',
+        "count = 1",
+        "[engine]",
+        'kind = "sglang"',
+        "ready_timeout_s = 30.0",
+        "stop_grace_s = 2.0",
+        "[engine.sglang]",
+        f"executable = [{json.dumps(sys.executable)}, '-m', 'sglang.launch_server']",
+        "[engine.sglang.extra_env]",
+        f"PYTHONPATH = {json.dumps(str(FAKE_SGLANG))}",
+        f"FARM_FAKE_ARGV_OUT = {json.dumps(str(tmp_path / 'argv.json'))}",
+    ]
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def test_sglang_worker_runs_a_job_on_the_simulator_speaking_sglang(tmp_path: Path, store: Store) -> None:
+    """The worker launches the SGLang adapter's canonical command; the fake launcher becomes the simulator in
+    SGLang's dialect; the job succeeds, the version comes from /get_server_info (there is no /version), and the
+    decode's token cross-check reads SGLang's own counters (sglang:generation_tokens_total)."""
+    recipe = tmp_path / "sglang.json"
+    recipe.write_text(SGLANG_RECIPE)
+    spec = write_spec(
+        tmp_path,
+        "[plan.decode]\nworkloads = ['code']\nshort_output_tokens = 8\nlong_output_tokens = 64\n",
+        recipe=recipe,
+    )
+    (job_id,) = submit_sweep(store, load_sweep(spec), simulate=False)
+    worker = Worker(store, load_profile(write_sglang_profile(tmp_path)), data_dir=tmp_path / "data")
+    assert worker.run(max_jobs=1, idle_exit_s=10) == 1
+
+    job = store.get_job(job_id)
+    assert job.state == JobState.SUCCEEDED, job.failure_message
+    launched = json.loads((tmp_path / "argv.json").read_text())
+    assert launched[1:5] == ["--model-path", "org/m", "--context-length", "4096"]
+    assert launched[-6:] == ["--served-model-name", "org/m", "--host", "127.0.0.1", "--port", launched[-1]]
+
+    (decode,) = [f for f in store.results(job_id) if f.key == "decode/code/decode_tok_s"]
+    (counted,) = decode.params["server_counter_deltas"]
+    (usage,) = decode.params["usage_completion_tokens"]
+    assert counted["vllm:generation_tokens"] == usage == 8 + 64
+    (run,) = store.runs(job_id)
+    prov = run.provenance
+    assert prov is not None
+    assert prov["engine"]["name"] == "sglang"
+    assert prov["engine"]["version"] == "0.0.0+sim"
+    assert prov["argv"][1:3] == ["-m", "sglang.launch_server"]
