@@ -245,6 +245,24 @@ def _os_name() -> str:
     return platform.system()
 
 
+def _engine_provenance(engine: Engine, recipe: Recipe, outcome: SweepOutcome) -> dict[str, Any]:
+    """The `engine` part: what the farm launched, or, for an engine that describes itself (an endpoint the farm
+    did not launch has `provenance()`: kind "endpoint", its URL without credentials), that description."""
+    launched: dict[str, Any] = {
+        "name": "sim" if engine.simulated else recipe.engine.name,
+        "recipe_engine": recipe.engine.name,
+        "version": outcome.engine_version or engine.version(),
+        "image_digest": recipe.container.digest if recipe.container else None,
+    }
+    describe = getattr(engine, "provenance", None)
+    if not callable(describe):
+        return launched
+    described = dict(describe())
+    if outcome.engine_version:
+        described["version"] = outcome.engine_version
+    return {**launched, **described, "recipe_engine": recipe.engine.name}
+
+
 def capture_provenance(
     *,
     host: HostInfo,
@@ -276,12 +294,7 @@ def capture_provenance(
             "interconnect": report.interconnect,
             "power_limit_w": [g.power_limit_w for g in report.gpus],
         },
-        engine={
-            "name": "sim" if engine.simulated else recipe.engine.name,
-            "recipe_engine": recipe.engine.name,
-            "version": outcome.engine_version or engine.version(),
-            "image_digest": recipe.container.digest if recipe.container else None,
-        },
+        engine=_engine_provenance(engine, recipe, outcome),
         argv=tuple(scrub_argv(engine.argv)),
         recipe_argv=tuple(scrub_argv(recipe.argv)),
         command_source=recipe.provenance.command_source,

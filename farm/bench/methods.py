@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -68,7 +68,13 @@ class MeasureContext:
         deadline_ns: int,
         should_stop: Callable[[], bool] = lambda: False,
         on_step: Callable[[str], None] = lambda message: None,
+        counter_names: Mapping[str, str] | None = None,
+        counter_families: Mapping[str, Mapping[str, str]] | None = None,
     ) -> None:
+        """`counter_names` maps the farm's counter names (vLLM's, metrics.TOKEN_COUNTERS) to the engine's; None
+        learns them from the first /metrics page whose names carry a prefix of `counter_families`."""
+        self.counter_names = counter_names
+        self.counter_families = counter_families or {}
         self.base_url = base_url.rstrip("/")
         self.model = model
         self.plan = plan
@@ -130,7 +136,8 @@ class MeasureContext:
                 return await response.json(content_type=None)
 
     async def counters(self) -> dict[str, float] | None:
-        """The engine's Prometheus counters (GET /metrics, summed over label sets); None without /metrics."""
+        """The engine's Prometheus counters (GET /metrics, summed over label sets), with the engine's counters also
+        under the farm's names (`counter_names`); None without /metrics."""
         try:
             async with asyncio.timeout(self.control_timeout_s()):
                 async with self.control.get(self.base_url + "/metrics") as response:
@@ -139,7 +146,10 @@ class MeasureContext:
                     text = await response.text()
         except (aiohttp.ClientError, TimeoutError):
             return None
-        return metrics.parse_prometheus_counters(text)
+        counters = metrics.parse_prometheus_counters(text)
+        if self.counter_names is None:
+            self.counter_names = metrics.counter_names_for(counters, self.counter_families)
+        return metrics.canonical_counters(counters, self.counter_names or {})
 
 
 @dataclass(frozen=True)

@@ -274,6 +274,29 @@ def counter_value(counters: Mapping[str, float], name: str) -> float | None:
     return counters.get(f"{name}_total")
 
 
+def canonical_counters(counters: Mapping[str, float], names: Mapping[str, str]) -> dict[str, float]:
+    """The counters, with each engine counter also under the farm's name for it (vLLM's names, as
+    TOKEN_COUNTERS). `names` maps the farm's name to the engine's (e.g. `vllm:generation_tokens` ->
+    `llamacpp:tokens_predicted_total`); a farm name the page already carries keeps its own value."""
+    canonical = dict(counters)
+    for farm_name, engine_name in names.items():
+        if counter_value(canonical, farm_name) is None:
+            value = counter_value(counters, engine_name)
+            if value is not None:
+                canonical[farm_name] = value
+    return canonical
+
+
+def counter_names_for(counters: Iterable[str], families: Mapping[str, Mapping[str, str]]) -> Mapping[str, str] | None:
+    """The counter names of the engine whose metric-name prefix (a key of `families`, e.g. `sglang:`) the page
+    carries first in `families`' order; None when no known prefix is there (yet)."""
+    present = tuple(counters)
+    for prefix, names in families.items():
+        if any(name.startswith(prefix) for name in present):
+            return names
+    return None
+
+
 def counter_deltas(
     before: Mapping[str, float], after: Mapping[str, float], names: Iterable[str]
 ) -> dict[str, float] | None:

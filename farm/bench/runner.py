@@ -9,7 +9,7 @@ Partial failures are counted in the outcome, and the failed samples are kept wit
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,8 +21,18 @@ from farm.bench.methods import MeasureContext, Measurement
 from farm.bench.openloop import measure_open_loop
 from farm.bench.records import Figure
 from farm.bench.sharded import ClientPlan, measure_concurrency_sharded
+from farm.engines import llamacpp, sglang
 from farm.errors import MeasurementError
 from farm.recipes.sweep import SweepPlan
+
+ENGINE_COUNTER_NAMES: Mapping[str, Mapping[str, str]] = {
+    "vllm:": {},
+    "sglang:": sglang.METRICS,
+    "llamacpp:": llamacpp.METRICS,
+}
+"""Each engine's metric-name prefix and its counters under the farm's names (vLLM's own need no mapping): a
+sweep learns which family the server speaks from its /metrics page, so the token-count cross-checks hold for
+llama.cpp and SGLang too."""
 
 PHASE_WARMING = "warming"
 PHASE_MEASURING = "measuring"
@@ -77,6 +87,7 @@ def _never_stop() -> bool:
 
 def planned_steps(plan: SweepPlan, open_loop: OpenLoopPlan | None = None) -> int:
     """How many repeats the plan holds in all: the unit of progress (a rate sweep counts its most points)."""
+    open_loop = open_loop if open_loop is not None else plan.open_loop
     points = 0
     if open_loop is not None:
         points += len(open_loop.rates_rps)
@@ -105,13 +116,19 @@ async def run_sweep(
     should_stop: Callable[[], bool] = _never_stop,
     open_loop: OpenLoopPlan | None = None,
     client: ClientPlan | None = None,
+    counter_names: Mapping[str, str] | None = None,
 ) -> SweepOutcome:
     """Run every measurement of `plan` against the OpenAI-compatible server at `base_url` serving `model`.
 
     `open_loop` adds open-loop load at rates (and the rate sweep), after the concurrency levels; a `client`
     plan measures the concurrency levels from its load-generator processes (one or more, each watching its own
-    loop lag and CPU, so a client-bound level is flagged).
+    loop lag and CPU, so a client-bound level is flagged). Both default to the plan's own sections
+    (`plan.open_loop`, `plan.client`), so a worker running a job's plan measures them with no more arguments.
+    `counter_names` maps the farm's counter names to the engine's (an adapter's `metric_names`); None learns
+    them from the server's /metrics page (ENGINE_COUNTER_NAMES).
     """
+    open_loop = open_loop if open_loop is not None else plan.open_loop
+    client = client if client is not None else plan.client
     deadline_ns = time.monotonic_ns() + int(plan.time_budget_s * 1e9)
     total_steps = max(planned_steps(plan, open_loop), 1)
     done_steps = 0
@@ -125,7 +142,15 @@ async def run_sweep(
     # Every control call sets its own limit (MeasureContext.control_timeout_s).
     async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=None)) as control:
         ctx = MeasureContext(
-            base_url, model, plan, control, deadline_ns=deadline_ns, should_stop=should_stop, on_step=on_step
+            base_url,
+            model,
+            plan,
+            control,
+            deadline_ns=deadline_ns,
+            should_stop=should_stop,
+            on_step=on_step,
+            counter_names=counter_names,
+            counter_families=ENGINE_COUNTER_NAMES,
         )
         ctx.check()
         served = await methods.served_models(base_url, ctx.control_timeout_s())

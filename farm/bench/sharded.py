@@ -12,8 +12,6 @@ import hashlib
 from dataclasses import asdict
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
-
 from farm.bench.methods import (
     ConcurrencyRounds,
     MeasureContext,
@@ -23,16 +21,9 @@ from farm.bench.methods import (
     concurrency_requests,
 )
 from farm.bench.multiproc import default_processes, run_sharded
-from farm.recipes.sweep import ConcurrencyPlan
+from farm.recipes.sweep import ClientPlan, ConcurrencyPlan
 
-
-class ClientPlan(BaseModel):
-    """The `[client]` section of a `farm bench` spec: how many load-generator processes, on which CPUs."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    processes: int = Field(1, ge=1, le=256, description="load-generator processes (1: the sweep's own loop)")
-    engine_cpus: tuple[int, ...] = Field((), description="CPUs the engine uses here: the client keeps off them")
+__all__ = ["ClientPlan", "measure_concurrency_sharded"]
 
 
 async def measure_concurrency_sharded(

@@ -58,7 +58,7 @@ def load_sweep(path: Path, recipe_override: Path | None = None) -> LoadedSweep:
     if not spec.plan.measures_anything:
         raise SweepSpecError(
             "measures nothing: add at least one of [plan.decode], [plan.prefill], [plan.short_ttft], "
-            "[plan.prefix_cache], [plan.concurrency]",
+            "[plan.prefix_cache], [plan.concurrency], [plan.open_loop]",
             source=source,
             field="plan",
         )
@@ -139,6 +139,11 @@ def check_fits_context(plan: SweepPlan, recipe: Recipe, source: str) -> None:
     if plan.decode is not None:
         output = plan.decode.long_output_tokens
         needs.append(("plan.decode.long_output_tokens", output, f"{output} output tokens"))
+    if plan.open_loop is not None:
+        tokens, output = plan.open_loop.prompt_tokens, plan.open_loop.output_tokens
+        needs.append(
+            ("plan.open_loop.prompt_tokens", tokens + output, f"{tokens} prompt tokens + {output} output tokens")
+        )
     for field, total, what in needs:
         if total > limit:
             raise SweepSpecError(

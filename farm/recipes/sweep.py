@@ -5,9 +5,12 @@ The loader is farm.recipes.spec.
 
 from __future__ import annotations
 
+import math
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
+
+from farm.bench.load import OpenLoopPlan
 
 Workload = Literal["code", "prose", "math"]
 """A workload prompt the farm ships (farm.bench.prompts)."""
@@ -36,6 +39,18 @@ MAX_REQUEST_TIMEOUT_S = 24 * 3600.0
 """One request: a day (a 1M-token prefill on slow hardware takes minutes)."""
 MAX_TEMPERATURE = 2.0
 """The largest temperature OpenAI-compatible servers accept."""
+MAX_RATE_RPS = 100_000.0
+"""One open-loop rate: far past what one server answers (the seed's host serves a few hundred requests/s)."""
+MAX_RATES = MAX_LEVELS
+"""Open-loop rates in one sweep, as many as concurrency levels."""
+MAX_IN_FLIGHT = 65_536
+"""Open connections the open-loop client may hold at once (one process's file descriptors, with margin)."""
+MAX_SEED = 2**63 - 1
+"""An arrival seed fits a signed 64-bit integer (stored in JSON, read by PostgreSQL)."""
+MAX_CLIENT_PROCESSES = 256
+"""Load-generator processes (one per core of the largest hosts)."""
+MAX_ENGINE_CPUS = 4096
+"""CPU indices named in `client.engine_cpus`."""
 
 
 class _Spec(BaseModel):
@@ -117,6 +132,57 @@ class ConcurrencyPlan(_Spec):
         return levels
 
 
+class ClientPlan(_Spec):
+    """The `[plan.client]` section (and `[client]` of a `farm bench` spec): how many load-generator processes
+    measure the concurrency levels, on which CPUs (farm.bench.sharded)."""
+
+    processes: int = Field(
+        1, ge=1, le=MAX_CLIENT_PROCESSES, description="load-generator processes (1: the sweep's own loop)"
+    )
+    engine_cpus: tuple[int, ...] = Field(
+        (), max_length=MAX_ENGINE_CPUS, description="CPUs the engine uses here: the client keeps off them"
+    )
+
+    @field_validator("engine_cpus")
+    @classmethod
+    def _cpu_indices(cls, engine_cpus: tuple[int, ...]) -> tuple[int, ...]:
+        if any(cpu < 0 or cpu >= MAX_ENGINE_CPUS for cpu in engine_cpus):
+            raise ValueError(f"every CPU index must lie in [0, {MAX_ENGINE_CPUS})")
+        return engine_cpus
+
+
+def open_loop_problems(plan: OpenLoopPlan) -> list[str]:
+    """What in an `[open_loop]` section is past the farm's limits or not finite (farm.bench.load validates the
+    shape; the bounds on user input live here, with the other sections' bounds)."""
+    problems: list[str] = []
+    if len(plan.rates_rps) > MAX_RATES:
+        problems.append(f"rates_rps: at most {MAX_RATES} rates")
+    rates = [("rates_rps", rate) for rate in plan.rates_rps]
+    if plan.find_max_rate is not None:
+        rates += [("find_max_rate.low_rps", plan.find_max_rate.low_rps)]
+        rates += [("find_max_rate.high_rps", plan.find_max_rate.high_rps)]
+    for field, rate in rates:
+        if not math.isfinite(rate) or rate > MAX_RATE_RPS:
+            problems.append(f"{field}: every rate must be finite and at most {MAX_RATE_RPS:g} requests/s")
+    for field, goal in (
+        ("slo.ttft_ms", plan.slo.ttft_ms),
+        ("slo.tpot_ms", plan.slo.tpot_ms),
+        ("slo.e2e_ms", plan.slo.e2e_ms),
+    ):
+        if goal is not None and not math.isfinite(goal):
+            problems.append(f"{field}: must be finite")
+    limits = (
+        ("prompt_tokens", plan.prompt_tokens, MAX_PROMPT_TOKENS),
+        ("output_tokens", plan.output_tokens, MAX_OUTPUT_TOKENS),
+        ("burst_size", plan.burst_size, MAX_CONCURRENCY),
+        ("max_in_flight", plan.max_in_flight, MAX_IN_FLIGHT),
+    )
+    problems += [f"{field}: at most {limit:,}" for field, value, limit in limits if value > limit]
+    if not -MAX_SEED <= plan.seed <= MAX_SEED:
+        problems.append("seed: must fit a signed 64-bit integer")
+    return problems
+
+
 class SweepPlan(_Spec):
     """How to measure. A section left out of the spec (None here) is not measured.
 
@@ -142,6 +208,20 @@ class SweepPlan(_Spec):
     short_ttft: ShortTTFTPlan | None = None
     prefix_cache: PrefixCachePlan | None = None
     concurrency: ConcurrencyPlan | None = None
+    open_loop: OpenLoopPlan | None = Field(
+        None, description="requests arriving at rates (farm.bench.load), measured after the concurrency levels"
+    )
+    client: ClientPlan | None = Field(
+        None, description="the concurrency levels measured by this many load-generator processes"
+    )
+
+    @field_validator("open_loop")
+    @classmethod
+    def _bounded_open_loop(cls, open_loop: OpenLoopPlan | None) -> OpenLoopPlan | None:
+        problems = open_loop_problems(open_loop) if open_loop is not None else []
+        if problems:
+            raise ValueError("; ".join(problems))
+        return open_loop
 
     @field_validator("prefix_cache")
     @classmethod
@@ -162,7 +242,7 @@ class SweepPlan(_Spec):
     @property
     def measures_anything(self) -> bool:
         """Whether at least one measurement section is present (a disabled prefix cache does not count)."""
-        sections = (self.decode, self.prefill, self.short_ttft, self.concurrency)
+        sections = (self.decode, self.prefill, self.short_ttft, self.concurrency, self.open_loop)
         prefix_cache = self.prefix_cache is not None and self.prefix_cache.enabled
         return prefix_cache or any(section is not None for section in sections)
 

@@ -27,6 +27,9 @@ def serve(
     host: Annotated[str, typer.Option(help="address to listen on")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="port to listen on (0: any free port, logged)")] = 8000,
     model: Annotated[str | None, typer.Option(help="served model name (overrides the profile's)")] = None,
+    dialect: Annotated[
+        str | None, typer.Option(help="the server to play: vllm or sglang (overrides the profile's)")
+    ] = None,
     fault_startup_delay: Annotated[
         float | None, typer.Option(help="seconds before listening (replaces the profile's startup_s)")
     ] = None,
@@ -46,7 +49,7 @@ def serve(
         int, typer.Option(help="yield instead of sleeping when the next chunk is this close (µs)")
     ] = DEFAULT_SPIN_US,
 ) -> None:
-    """Serve vLLM's OpenAI-compatible API from the simulator."""
+    """Serve vLLM's OpenAI-compatible API from the simulator (or SGLang's, with --dialect sglang)."""
     from farm.sim.faults import FaultPlan
     from farm.sim.profile import load_profile, parse_override
     from farm.sim.server import run_server
@@ -55,6 +58,8 @@ def serve(
         overrides = dict(parse_override(item) for item in (set_ or []))
         if model is not None:
             overrides["served_model_name"] = model
+        if dialect is not None:
+            overrides["dialect"] = dialect
         loaded = load_profile(None if profile_file else profile, path=profile_file, overrides=overrides)
         faults = FaultPlan(
             startup_delay_s=fault_startup_delay,

@@ -226,6 +226,45 @@ class EngineMetrics:
         return "\n".join(out) + "\n"
 
 
+SGLANG_NAMES: dict[str, str] = {
+    "vllm:num_requests_running": "sglang:num_running_reqs",
+    "vllm:num_requests_waiting": "sglang:num_queue_reqs",
+    "vllm:kv_cache_usage_perc": "sglang:token_usage",
+    "vllm:prompt_tokens_total": "sglang:prompt_tokens_total",
+    "vllm:generation_tokens_total": "sglang:generation_tokens_total",
+    "vllm:time_to_first_token_seconds": "sglang:time_to_first_token_seconds",
+    "vllm:inter_token_latency_seconds": "sglang:inter_token_latency_seconds",
+    "vllm:e2e_request_latency_seconds": "sglang:e2e_request_latency_seconds",
+}
+"""vLLM's metrics that SGLang also serves (python/sglang/srt/metrics/collector.py), under SGLang's names.
+SGLang has no counterpart of the others (its speculative decoding is a gauge of the accept length), so an
+SGLang-speaking simulator leaves them out, as the real server does."""
+
+_HISTOGRAM_SUFFIXES = ("_bucket", "_count", "_sum")
+
+
+def sglang_exposition(vllm_text: str) -> str:
+    """A vLLM exposition rewritten as SGLang serves it: the metrics SGLang has, under its names, labelled by
+    model only; the rest dropped."""
+    out: list[str] = []
+    for line in vllm_text.splitlines():
+        if line.startswith("# "):
+            marker, name, rest = [*line.split(" ", 3)[1:], "", ""][:3]
+            if name in SGLANG_NAMES:
+                out.append(f"# {marker} {SGLANG_NAMES[name]} {rest}".rstrip())
+            continue
+        name, brace, rest = line.partition("{")
+        base = name
+        suffix = ""
+        for ending in _HISTOGRAM_SUFFIXES:
+            if name.endswith(ending) and name[: -len(ending)] in SGLANG_NAMES:
+                base, suffix = name[: -len(ending)], ending
+        if base in SGLANG_NAMES and brace:
+            labels = rest.replace(',engine="0"', "")
+            out.append(f"{SGLANG_NAMES[base]}{suffix}{{{labels}")
+    return "\n".join(out) + "\n"
+
+
 class LatenessRecorder:
     """Per-chunk lateness of the server's own schedule (write time minus due time), as a log-linear histogram.
 

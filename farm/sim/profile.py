@@ -10,7 +10,7 @@ from __future__ import annotations
 import tomllib
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
@@ -71,6 +71,11 @@ class SimProfile(BaseModel):
     gpu_memory_used_mib: int = Field(0, ge=0)
 
     seed: int = Field(0, description="seeds every random draw (spec-decode acceptance, sampled text)")
+    dialect: Literal["vllm", "sglang"] = Field(
+        "vllm",
+        description="the server it plays: vllm (/version, vllm:* metrics) or sglang (/get_server_info, "
+        "/get_model_info, sglang:* metrics, no /version)",
+    )
 
     @model_validator(mode="after")
     def _check(self) -> SimProfile:

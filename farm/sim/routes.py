@@ -8,6 +8,9 @@
     GET  /sim/requests  server-side truth per request (?chunks=1 adds every chunk's time); DELETE clears
     GET  /sim/gpu       simulated per-card memory, for a worker's simulated GPU probe
 
+With the profile's `dialect = "sglang"` it answers as SGLang does instead: no /version, but /get_server_info
+(with the version) and /get_model_info, and /metrics under SGLang's `sglang:*` names.
+
 Unknown paths answer 404 and known paths with another method 405, in FastAPI's `{"detail": ...}` shape.
 
 Every handler is synchronous and runs inside `data_received` of `farm.sim.http`: a generation request is
@@ -31,6 +34,7 @@ from farm.sim import protocol, timing, tokenizer
 from farm.sim.engine import Pending, SimState, admit
 from farm.sim.faults import FaultPlan
 from farm.sim.http import JSON, Connection, Request, Response, connection_factory, json_response
+from farm.sim.metrics import sglang_exposition
 from farm.sim.profile import SimProfile
 from farm.sim.scheduler import DEFAULT_SPIN_US
 
@@ -71,6 +75,11 @@ class SimApp:
             "/sim/requests": {"GET": sim_requests, "DELETE": sim_requests_clear},
             "/sim/gpu": {"GET": sim_gpu},
         }
+        if state.profile.dialect == "sglang":
+            # SGLang has no /version: its version is in /get_server_info (and its metrics are sglang:*).
+            del self.routes["/version"]
+            self.routes["/get_server_info"] = {"GET": sglang_server_info}
+            self.routes["/get_model_info"] = {"GET": sglang_model_info}
 
     def __call__(self, request: Request, conn: Connection) -> Response | None:
         if self.state.hung:
@@ -137,7 +146,7 @@ def models(state: SimState, request: Request, conn: Connection) -> Response:
         "id": p.served_model_name,
         "object": "model",
         "created": created,
-        "owned_by": "vllm",
+        "owned_by": "sglang" if p.dialect == "sglang" else "vllm",
         "root": p.root,
         "parent": None,
         "max_model_len": p.max_model_len,
@@ -166,7 +175,34 @@ def metrics(state: SimState, request: Request, conn: Connection) -> Response:
     m.running = state.running
     m.waiting = state.waiting
     m.kv_cache_usage = min(1.0, max(0, state.scheduler.kv_tokens) / state.profile.kv_cache_tokens)
-    return Response(200, m.render().encode(), "text/plain; charset=utf-8")
+    text = m.render()
+    if state.profile.dialect == "sglang":
+        text = sglang_exposition(text)
+    return Response(200, text.encode(), "text/plain; charset=utf-8")
+
+
+def sglang_server_info(state: SimState, request: Request, conn: Connection) -> Response:
+    """SGLang's /get_server_info: its server arguments with the version beside them (a subset of the real
+    answer's keys)."""
+    p = state.profile
+    return json_response(
+        {
+            "model_path": p.root,
+            "served_model_name": p.served_model_name,
+            "tp_size": max(1, p.gpu_count),
+            "context_length": p.max_model_len,
+            "max_running_requests": p.max_num_seqs,
+            "version": p.version,
+        }
+    )
+
+
+def sglang_model_info(state: SimState, request: Request, conn: Connection) -> Response:
+    """SGLang's /get_model_info."""
+    p = state.profile
+    return json_response(
+        {"model_path": p.root, "tokenizer_path": p.root, "is_generation": True, "preferred_sampling_params": None}
+    )
 
 
 def tokenize(state: SimState, request: Request, conn: Connection) -> Response:

@@ -13,6 +13,7 @@ from pathlib import Path
 from farm.domain import FailureClass
 from farm.engines.base import Engine
 from farm.engines.container import ContainerEngine
+from farm.engines.endpoint import endpoint_engine
 from farm.engines.environment import recipe_environment
 from farm.engines.judge import DEFAULT_PATH_ROOTS
 from farm.engines.llamacpp import llamacpp_engine, load_llamacpp_spec
@@ -23,31 +24,45 @@ from farm.engines.sim import sim_engine
 from farm.engines.vllm import DEFAULT_ENV_ALLOWLIST, vllm_engine, vllm_env
 from farm.engines.vllm_args import load_vllm_spec
 from farm.errors import EngineError, ProfileError
-from farm.hardware.probe import DeclaredProbe, HardwareProbe, HardwareReport, SimulatedProbe
+from farm.hardware.probe import DeclaredProbe, HardwareProbe, HardwareReport, SimulatedProbe, probe_from_source
 from farm.recipes.model import Recipe
 from farm.worker.profile import WorkerProfile
 
 EngineFactory = Callable[[Recipe, WorkerProfile, int, Path, HardwareProbe], Engine]
 
 
-def probe_for(profile: WorkerProfile) -> HardwareProbe:
-    """The probe the profile asks for. An NVML probe must find what the profile declares."""
-    declared = HardwareReport(hardware_id=profile.hardware.hardware_id, count=profile.hardware.count, declared=True)
-    if profile.simulated:
-        return SimulatedProbe(declared)
-    if profile.hardware.source == "declared":
-        return DeclaredProbe(declared)
-    from farm.hardware.nvml import NvmlProbe
+PROBE_NAMES = {"nvml": "NVML", "amd": "rocm-smi", "apple": "system_profiler"}
+"""What each `hardware.source` asks, as its refusal names it."""
 
-    probe = NvmlProbe(restrict_to=profile.hardware.restrict_to)
+
+def probe_for(
+    profile: WorkerProfile, *, detect: Callable[[str, tuple[int | str, ...]], HardwareProbe] | None = None
+) -> HardwareProbe:
+    """The probe the profile asks for. A detecting probe (NVML, AMD, Apple) must find what the profile declares.
+
+    A simulator's probe is the simulator's; an endpoint's is what the profile declares (its server is elsewhere,
+    so this host's devices say nothing about it, and the worker's GPU-free checks pass at once). `detect` builds
+    the detecting probe (default `farm.hardware.probe.probe_from_source`; tests pass fakes of the real tools).
+    """
+    declared = HardwareReport(hardware_id=profile.hardware.hardware_id, count=profile.hardware.count, declared=True)
+    if profile.engine.kind == "sim":
+        return SimulatedProbe(declared)
+    if profile.engine.kind == "endpoint" or profile.hardware.source == "declared":
+        return DeclaredProbe(declared)
+    source = profile.hardware.source
+    probe = (detect or _detect)(source, profile.hardware.restrict_to)
     found = probe.report()
     if found.hardware_id != declared.hardware_id or found.count < declared.count:
         raise ProfileError(
-            f"NVML found {found.count} x {found.hardware_id}; the profile declares "
+            f"{PROBE_NAMES.get(source, source)} found {found.count} x {found.hardware_id}; the profile declares "
             f"{declared.count} x {declared.hardware_id}",
             field="hardware",
         )
     return probe
+
+
+def _detect(source: str, restrict_to: tuple[int | str, ...]) -> HardwareProbe:
+    return probe_from_source(source, restrict_to=restrict_to)
 
 
 def assigned_gpus(profile: WorkerProfile, probe: HardwareProbe, count: int) -> tuple[int, ...] | None:
@@ -114,6 +129,15 @@ def default_engine_factory(
             stop_grace_s=engine.stop_grace_s,
         )
     wanted = canonical_engine_name(recipe.engine.name)
+    if engine.kind == "endpoint" and engine.endpoint is not None:
+        # Nothing is launched: the recipe's command is not run, only its model is asked for (under the
+        # endpoint's name for it). The engines it serves are what the profile says.
+        if wanted not in engine.runs():
+            raise EngineError(
+                f"this endpoint serves {', '.join(engine.runs())}; the recipe wants {recipe.engine.name!r}",
+                failure_class=FailureClass.BAD_RECIPE,
+            )
+        return endpoint_engine(engine.endpoint, recipe.model_id, log_path=log_path)
     if wanted not in engine.runs():
         raise EngineError(
             f"this worker runs {', '.join(engine.runs())}; the recipe wants {recipe.engine.name!r}",

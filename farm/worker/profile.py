@@ -7,10 +7,11 @@ import tomllib
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from farm import hardware
 from farm.domain import hardware_class
+from farm.engines.endpoint import EndpointSection
 from farm.errors import ProfileError
 
 
@@ -30,8 +31,10 @@ class WorkerSection(_Section):
 
 
 class HardwareSection(_Section):
-    source: Literal["declared", "nvml"] = Field(
-        "declared", description="declared: trust this file; nvml: detect the cards and check they match it"
+    source: Literal["declared", "nvml", "amd", "apple"] = Field(
+        "declared",
+        description="declared: trust this file; nvml, amd (rocm-smi), apple (sysctl/system_profiler): detect the "
+        "devices and check they match it",
     )
     hardware_id: str
     count: int = Field(ge=1)
@@ -124,10 +127,11 @@ class PolicySection(_Section):
 
 
 class EngineSection(_Section):
-    kind: Literal["sim", "vllm", "vllm-container", "llama.cpp", "sglang"] = Field(
+    kind: Literal["sim", "vllm", "vllm-container", "llama.cpp", "sglang", "endpoint"] = Field(
         "sim",
         description="sim: the simulator; vllm: a process; vllm-container: the recipe's image via docker; "
-        "llama.cpp: llama-server as a process; sglang: sglang.launch_server as a process",
+        "llama.cpp: llama-server as a process; sglang: sglang.launch_server as a process; "
+        "endpoint: a server the farm does not launch ([engine.endpoint])",
     )
     engines: tuple[str, ...] | None = Field(
         None, description="the engines this host runs (canonical names); unset: the one its kind launches"
@@ -142,6 +146,13 @@ class EngineSection(_Section):
     llamacpp: LlamaCppSection = LlamaCppSection()
     sglang: SglangSection = SglangSection()
     policy: PolicySection = PolicySection()
+    endpoint: EndpointSection | None = Field(None, description="the server an `endpoint` kind measures")
+
+    @model_validator(mode="after")
+    def _endpoint_named(self) -> EngineSection:
+        if self.kind == "endpoint" and self.endpoint is None:
+            raise ValueError("kind 'endpoint' needs an [engine.endpoint] section with its url")
+        return self
 
     @field_validator("engines")
     @classmethod
@@ -166,6 +177,7 @@ class EngineSection(_Section):
             "vllm-container": ("vllm",),
             "llama.cpp": ("llama.cpp",),
             "sglang": ("sglang",),
+            "endpoint": ("vllm",),
         }[self.kind]
 
 
@@ -177,8 +189,21 @@ class WorkerProfile(_Section):
     hardware: HardwareSection
     engine: EngineSection = EngineSection()
 
+    @model_validator(mode="after")
+    def _endpoint_hardware_declared(self) -> WorkerProfile:
+        # An endpoint's server is elsewhere: this host's devices say nothing about it.
+        if self.engine.kind == "endpoint" and self.hardware.source != "declared":
+            raise ValueError(
+                f"hardware.source {self.hardware.source!r} probes this host, but an endpoint's server is elsewhere: "
+                "use source = 'declared'"
+            )
+        return self
+
     @property
     def simulated(self) -> bool:
+        """A simulator, launched here or measured as an endpoint (`[engine.endpoint] simulated = true`)."""
+        if self.engine.kind == "endpoint":
+            return self.engine.endpoint is not None and self.engine.endpoint.simulated
         return self.engine.kind == "sim"
 
     def worker_id(self) -> str:

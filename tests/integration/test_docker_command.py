@@ -15,6 +15,7 @@ from farm.domain import FailureClass
 from farm.engines.container import ContainerEngine, docker_run_argv
 from farm.engines.process import group_alive
 from farm.errors import EngineError
+from farm.net import free_port
 from farm.recipes.model import ContainerLaunch, Mount
 
 pytestmark = pytest.mark.slow
@@ -44,13 +45,6 @@ def calls(state: Path) -> list[dict[str, Any]]:
     """Every recorded docker call, in order."""
     path = state / "calls.jsonl"
     return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
-
-
-def free_port() -> int:
-    """A port nothing listens on right now."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def container() -> ContainerLaunch:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import sys
 import time
 from pathlib import Path
@@ -16,17 +15,11 @@ from farm.domain import FailureClass
 from farm.engines.process import group_alive
 from farm.engines.vllm import VllmEngineProcess
 from farm.errors import EngineError
+from farm.net import free_port
 
 pytestmark = pytest.mark.slow
 
 FAKES = Path(__file__).resolve().parents[1] / "fixtures" / "fake_engines"
-
-
-def free_port() -> int:
-    """A port nothing listens on right now."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def fake_engine(
