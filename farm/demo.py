@@ -10,9 +10,9 @@ from pathlib import Path
 import farm
 from farm.domain import JobView
 from farm.errors import FarmError, InputError
-from farm.queue import submit_sweep
 from farm.recipes.spec import load_sweep
 from farm.store import Store
+from farm.submit import submit_sweep
 from farm.worker.daemon import Worker
 from farm.worker.profile import load_profile
 

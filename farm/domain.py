@@ -30,6 +30,10 @@ class JobState(enum.StrEnum):
         return self in (JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED)
 
 
+ENGINE_KIND_ENDPOINT = "endpoint"
+"""The engine kind of a server the farm did not launch (`farm bench URL`, a profile's `[engine.endpoint]`)."""
+
+
 class Phase(enum.StrEnum):
     """What a running job's worker is doing, reported with every heartbeat."""
 

@@ -18,10 +18,10 @@ from farm.bench.metrics import summarize
 from farm.bench.records import Figure
 from farm.domain import FailureClass, RunResult
 from farm.logs import configure
-from farm.queue import submit_sweep
 from farm.recipes.model import Engine, Recipe, RecipeProvenance, ServingLimits
 from farm.recipes.spec import load_sweep
 from farm.store import Store
+from farm.submit import submit_sweep
 from farm.worker.daemon import Worker
 from farm.worker.profile import load_profile
 

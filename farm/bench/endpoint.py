@@ -17,11 +17,11 @@ from typing import Any
 
 import aiohttp
 
+from farm.domain import ENGINE_KIND_ENDPOINT
 from farm.errors import MeasurementError
 from farm.net import url_without_credentials
 from farm.recipes.model import Engine, Recipe, RecipeProvenance, ServingLimits, SourceRef
 
-ENGINE_KIND_ENDPOINT = "endpoint"
 """The provenance engine kind of a server the farm did not launch (the store and leaderboard mark it)."""
 
 UNKNOWN_HARDWARE = "unknown"

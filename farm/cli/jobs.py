@@ -22,8 +22,8 @@ def submit(
 ) -> None:
     """Validate a sweep spec and its recipe, queue the jobs, print their ids. Bad input queues nothing."""
     from farm.engines.policy import check_recipe_for_submit, check_runnable
-    from farm.queue import submit_sweep
     from farm.recipes.spec import load_sweep
+    from farm.submit import submit_sweep
 
     s = settings()
     with farm_errors():

@@ -17,8 +17,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from farm.bench.endpoint import ENGINE_KIND_ENDPOINT
-from farm.domain import FailureClass
+from farm.domain import ENGINE_KIND_ENDPOINT, FailureClass
 from farm.errors import EngineError
 from farm.net import basic_auth_header, url_without_credentials
 

@@ -2,9 +2,5 @@
 operators' view of the fleet (overview).
 
 Submission lives in farm.submit and the worker's Celery runtime in farm.worker.celery (with its sweeper in
-farm.worker.sweeper); `from farm.queue import submit_sweep` keeps working.
+farm.worker.sweeper). Importing this package imports none of them, so `farm status` stays fast.
 """
-
-from farm.submit import FROM_SETTINGS, submit_sweep
-
-__all__ = ["FROM_SETTINGS", "submit_sweep"]

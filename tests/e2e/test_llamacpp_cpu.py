@@ -17,10 +17,10 @@ from pathlib import Path
 import pytest
 
 from farm.domain import JobState
-from farm.queue import submit_sweep
 from farm.recipes.model import Engine, Recipe, RecipeProvenance
 from farm.recipes.spec import LoadedSweep, SweepSpec
 from farm.store import Store
+from farm.submit import submit_sweep
 from farm.worker.daemon import Worker
 from farm.worker.profile import load_profile
 

@@ -17,9 +17,9 @@ from buffering_proxy import BufferingProxy
 from farm.domain import FailureClass, JobState
 from farm.engines.process import group_alive
 from farm.engines.vllm_cpu import ensure_tiny_model, vllm_cpu_python
-from farm.queue import submit_sweep
 from farm.recipes.spec import load_sweep
 from farm.store import Store
+from farm.submit import submit_sweep
 from farm.worker.daemon import Worker
 from farm.worker.engines import default_engine_factory
 from farm.worker.profile import load_profile

@@ -240,8 +240,8 @@ def test_a_recipe_for_hardware_outside_the_catalogue_is_refused_at_submit(tmp_pa
 
 def test_the_seed_sweep_can_be_submitted_to_postgres(store: Store) -> None:
     """The demo sweep (the seed's recipe) is stored by PostgreSQL as by SQLite."""
-    from farm.queue import submit_sweep
     from farm.recipes.spec import load_sweep
+    from farm.submit import submit_sweep
 
     (job_id,) = submit_sweep(store, load_sweep(ROOT / "jobs" / "demo.toml"), simulate=True, broker_url=None)
     assert store.get_job(job_id).state == JobState.QUEUED
