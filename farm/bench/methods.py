@@ -1,4 +1,4 @@
-"""One async function per measurement of the method (DESIGN.md, Measurements): requests in, figures out.
+"""One async function per measurement of the method (the README's "What it measures"): requests in, figures out.
 
 Each function sends its requests through a fresh `StreamClient` (one session per measurement, its
 connector limited to the measurement's concurrency), turns samples into figures with `farm.bench.metrics`,

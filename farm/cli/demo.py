@@ -23,6 +23,7 @@ from farm.demo import (
 from farm.domain import JobState, JobView
 from farm.engines.vllm_cpu import ensure_tiny_model
 from farm.logs import configure
+from farm.provenance import mask_url
 
 
 def demo(
@@ -58,7 +59,7 @@ def demo(
     with farm_errors(), log_path.open("a", encoding="utf-8") as log_file:
         configure("json", s.log_level, file=log_file)
         store = open_store(s)
-        console.print(f"store: {s.resolved_database_url}", markup=False, highlight=False)
+        console.print(f"store: {mask_url(s.resolved_database_url)}", markup=False, highlight=False)
         with Progress(
             TextColumn("[bold]{task.description}"),
             BarColumn(),
@@ -99,6 +100,6 @@ def demo(
     }[engine]
     console.print(f"demo finished in {elapsed:.0f} s; job {job.id} ({kind}).", markup=False, highlight=False)
     console.print(
-        f"data: {s.data_dir} (store {s.resolved_database_url}); worker log: {log_path}", markup=False, highlight=False
+        f"data: {s.data_dir} (store {mask_url(s.resolved_database_url)}); worker log: {log_path}", markup=False, highlight=False
     )
     console.print(f"every figure: farm results {job.id}", markup=False, highlight=False)

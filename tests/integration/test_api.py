@@ -9,11 +9,14 @@ import subprocess
 import sys
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from results_store import NEW_RECIPE, ResultsStore, build_results_store
 
 from farm.report.registry_schema import speed_sweep_errors
@@ -334,3 +337,23 @@ def authorized_status(url: str, authorization: str) -> int:
     except urllib.error.HTTPError as error:
         with error:
             return error.code
+
+
+_QUERY_NAMES = ("model", "hardware", "engine", "since", "until", "status", "job", "real_only", "limit", "cursor", "x")
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    path=st.sampled_from(["/v1/leaderboard", "/v1/jobs", "/v1/export/csv", "/v1/export/json"]),
+    pairs=st.lists(st.tuples(st.sampled_from(_QUERY_NAMES), st.text(max_size=24)), max_size=5),
+)
+def test_any_query_string_is_an_answer_or_a_400_naming_a_parameter(
+    base_url: str, path: str, pairs: list[tuple[str, str]]
+) -> None:
+    """Hypothesis writes query strings (any text, repeated and unknown parameters): the API answers 200 or a
+    400 whose JSON names the parameter, never a 500 and never a dropped connection."""
+    status, _, body = request(base_url + path + "?" + urllib.parse.urlencode(pairs))
+    assert status in (200, 400), (status, body[:300])
+    if status == 400:
+        error = json.loads(body)
+        assert error["parameter"], error

@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
+import secrets
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -146,3 +150,42 @@ def test_submit_refuses_injected_arguments_and_stores_nothing(tmp_path: Path, in
     assert repr(injected)[1:-1][:12] in err or injected[:12] in err
     store = Store.open(Settings().resolved_database_url, auto_upgrade=True)
     assert store.list_jobs() == []
+
+
+@pytest.mark.slow
+@pytest.mark.postgres
+def test_demo_prints_the_database_url_masked(tmp_path: Path) -> None:
+    """`farm demo` on PostgreSQL whose URL carries a password (trust auth ignores it), run as a user runs it:
+    the demo succeeds and its output shows the URL with the password masked, never the password."""
+    from farm_harness import POSTGRES_URL, admin, postgres_unreachable
+    from sqlalchemy.engine import make_url
+
+    if reason := postgres_unreachable():
+        pytest.skip(reason)
+    schema = f"farm_demo_{secrets.token_hex(6)}"
+    admin(f'CREATE SCHEMA "{schema}"')
+    try:
+        url = make_url(POSTGRES_URL).set(password="s3cret-demo-pw")
+        url = url.update_query_dict({"options": f"-csearch_path={schema}"})
+        env = {
+            **os.environ,
+            "FARM_DATABASE_URL": url.render_as_string(hide_password=False),
+            "FARM_DATA_DIR": str(tmp_path / "data"),
+        }
+        spec = tmp_path / "tiny.toml"
+        recipe = ROOT / "examples" / "deepseek-v4-flash-0731-registry.json"
+        spec.write_text(
+            f'name = "masked-demo"\nrecipe = "{recipe}"\n'
+            "[plan]\nrepeats = 1\nwarmup_requests = 1\n[plan.short_ttft]\nprompt_tokens = 64\n"
+        )
+        output = ""
+        for args in (["db", "upgrade"], ["demo", "--spec", str(spec)]):
+            done = subprocess.run(
+                [sys.executable, "-m", "farm", *args], env=env, capture_output=True, text=True, timeout=240, check=False
+            )
+            output += done.stdout + done.stderr
+            assert done.returncode == 0, output[-3000:]
+        assert "s3cret-demo-pw" not in output
+        assert ":***@" in output
+    finally:
+        admin(f'DROP SCHEMA "{schema}" CASCADE')
