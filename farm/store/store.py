@@ -62,15 +62,12 @@ from farm.domain import (
 from farm.errors import InvalidTransition, JobNotFound, LeaseLost, StoreError
 from farm.provenance import scrub_artifact, scrub_text
 from farm.recipes.model import Recipe
+from farm.settings import LIVE_WITHIN_S
 from farm.store import migrate, queries
 from farm.store.db import READ_ONLY, create_store_engine, is_sqlite, normalise_url, translate_errors
 from farm.store.leaderboard import aggregate
 from farm.store.models import ArtifactRow, Host, Job, Measurement, RecipeRow, Run, Sample
 from farm.store.records import LeaderboardRow, RunState, RunView, WorkerView
-
-LIVE_WITHIN_S = 120.0
-"""A host heard from within this long counts as live when a claim asks whether another host could take a job
-(farm.queue.overview.SILENT_AFTER_S is the same judgement for operators)."""
 
 HOST_LOST_MESSAGE = "the worker's lease expired: host lost"
 
