@@ -22,7 +22,6 @@ import contextlib
 import os
 import secrets
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -36,6 +35,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import make_url
 
 from farm.domain import JobState
+from farm.net import free_port
 from farm.queue.announce import Announcer
 from farm.recipes.model import Engine, Recipe, RecipeProvenance
 from farm.recipes.sweep import ShortTTFTPlan, SweepPlan
@@ -46,12 +46,6 @@ POSTGRES_URL = os.environ.get("FARM_TEST_POSTGRES_URL", "postgresql+psycopg://po
 HARDWARE_ID = "rtx-pro-6000-blackwell-96gb"
 POLL_INTERVAL_S = 0.2
 """Embedded workers poll this often (the demo profile's interval)."""
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def write_profile(directory: Path) -> Path:

@@ -14,6 +14,11 @@ import platformdirs
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+LIVE_WITHIN_S = 120.0
+"""A worker heard from within this long is live. Idle farm workers report every sweep (5 s), busy ones with each
+lease renewal (lease_s / 4: 15 s for the default 60-s lease); two minutes leaves room for a slow database without
+calling a working host lost. (A module constant, so that code without a Settings object uses the same value.)"""
+
 
 def default_data_dir() -> Path:
     """The user's data directory for the embedded store and worker spool."""
@@ -45,10 +50,10 @@ class Settings(BaseSettings):
         1.0, gt=0, description="embedded mode: how often an idle worker polls (1 s: a claim costs 2-5 ms on SQLite)"
     )
     live_within_s: float = Field(
-        120.0,
+        LIVE_WITHIN_S,
         gt=0,
-        description="a host heard from within this long counts as live: another host that could take a "
-        "retry; idle workers report every poll or sweep, busy ones every lease_s / 4",
+        description="a host heard from within this long counts as live: another host that could take a retry, and "
+        "a live worker in `farm workers`",
     )
 
     # --- retries and broken hosts ---

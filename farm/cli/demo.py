@@ -100,6 +100,8 @@ def demo(
     }[engine]
     console.print(f"demo finished in {elapsed:.0f} s; job {job.id} ({kind}).", markup=False, highlight=False)
     console.print(
-        f"data: {s.data_dir} (store {mask_url(s.resolved_database_url)}); worker log: {log_path}", markup=False, highlight=False
+        f"data: {s.data_dir} (store {mask_url(s.resolved_database_url)}); worker log: {log_path}",
+        markup=False,
+        highlight=False,
     )
     console.print(f"every figure: farm results {job.id}", markup=False, highlight=False)

@@ -10,12 +10,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
+from farm.settings import LIVE_WITHIN_S
 from farm.store import WorkerView
 
-SILENT_AFTER_S = 120.0
-"""A worker not heard from for this long is not counted as live. Idle farm workers report every sweep (5 s),
-busy ones with each lease renewal (lease_s / 4: 15 s for the default 60-s lease); two minutes leaves room for
-a slow database without calling a working host lost."""
+SILENT_AFTER_S = LIVE_WITHIN_S
+"""A worker not heard from for this long is not counted as live (farm.settings.LIVE_WITHIN_S says why)."""
 
 
 @dataclass(frozen=True)

@@ -62,6 +62,7 @@ from farm.domain import (
 )
 from farm.errors import InvalidTransition, JobNotFound, LeaseLost, StoreError
 from farm.provenance import scrub_artifact, scrub_text
+from farm.settings import LIVE_WITHIN_S
 from farm.store import migrate, queries
 from farm.store.db import READ_ONLY, create_store_engine, is_sqlite, normalise_url, translate_errors
 from farm.store.models import ArtifactRow, GroupFigureStat, Host, Job, Measurement, RecipeRow, Run, RunSummary, Sample
@@ -71,10 +72,6 @@ from farm.store.summaries import run_summary_values
 
 if TYPE_CHECKING:
     from farm.recipes.model import Recipe  # only named in signatures: the store's readers start without pydantic
-
-LIVE_WITHIN_S = 120.0
-"""A host heard from within this long counts as live when a claim asks whether another host could take a job
-(farm.queue.overview.SILENT_AFTER_S is the same judgement for operators)."""
 
 HOST_LOST_MESSAGE = "the worker's lease expired: host lost"
 
@@ -115,8 +112,9 @@ def _clock(conn: Connection, now: datetime | None) -> datetime:
     if conn.dialect.name == "postgresql":
         value = conn.execute(select(func.now())).scalar_one()
         return value.astimezone(UTC) if isinstance(value, datetime) else _utc(None)
-    text = conn.execute(select(func.strftime("%Y-%m-%d %H:%M:%f", "now"))).scalar_one()
-    return datetime.fromisoformat(str(text)).replace(tzinfo=UTC)
+    # SQLite is embedded: every process that opens the file runs on its one host and reads that host's clock
+    # (SQLite's own 'now' is the same system call), so no query is spent on it inside the write lock.
+    return datetime.now(UTC)
 
 
 def _failed_by(worker_id: str) -> ColumnElement[bool]:
@@ -330,9 +328,9 @@ class Store:
             return None
         with self._write("cannot claim a job") as conn:
             when = _clock(conn, now)
-            if self._quarantined(conn, worker_id):
-                return None
             eligible = self._eligible(conn, worker_id, classes, when, live_within_s)
+            if eligible is None:
+                return None
             candidate = (
                 select(Job.id)
                 .where(Job.state == JobState.QUEUED.value, Job.hardware_class.in_(classes), eligible)
@@ -364,9 +362,9 @@ class Store:
             return None
         with self._write(f"cannot claim job {job_id!r}") as conn:
             when = _clock(conn, now)
-            if self._quarantined(conn, worker_id):
-                return None
             eligible = self._eligible(conn, worker_id, classes, when, live_within_s)
+            if eligible is None:
+                return None
             condition = and_(Job.id == job_id, Job.hardware_class.in_(classes), eligible)
             return self._claim_where(conn, condition, worker_id, lease_s, when)
 
@@ -378,23 +376,22 @@ class Store:
         return state == JobState.QUEUED.value
 
     @staticmethod
-    def _quarantined(conn: Connection, worker_id: str) -> bool:
-        at = conn.execute(select(Host.quarantined_at).where(Host.worker_id == worker_id)).scalar_one_or_none()
-        return at is not None
-
-    @staticmethod
     def _eligible(
         conn: Connection, worker_id: str, classes: Sequence[str], now: datetime, live_within_s: float
-    ) -> ColumnElement[bool]:
-        """The jobs `worker_id` may claim now (the rule in `claim`), per class: the other live hosts of a class
-        are read here, once per claim (a farm has a few dozen)."""
-        hosts = conn.execute(
-            select(Host.worker_id, Host.hardware_classes).where(
-                Host.worker_id != worker_id,
-                Host.quarantined_at.is_(None),
-                Host.last_heartbeat > now - timedelta(seconds=live_within_s),
-            )
+    ) -> ColumnElement[bool] | None:
+        """The jobs `worker_id` may claim now (the rule in `claim`), per class; None when the host is quarantined.
+        The hosts are read here in one query, once per claim (a farm has a few dozen)."""
+        rows = conn.execute(
+            select(Host.worker_id, Host.hardware_classes, Host.quarantined_at, Host.last_heartbeat)
         ).all()
+        if any(row.worker_id == worker_id and row.quarantined_at is not None for row in rows):
+            return None
+        live_since = now - timedelta(seconds=live_within_s)
+        hosts = [
+            row
+            for row in rows
+            if row.worker_id != worker_id and row.quarantined_at is None and row.last_heartbeat > live_since
+        ]
         backed_off = or_(Job.retry_after.is_(None), Job.retry_after <= now)
         per_class = []
         for klass in classes:

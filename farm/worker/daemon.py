@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import socket
 import threading
 import time
 from collections.abc import Callable, Coroutine, Sequence
@@ -33,6 +32,7 @@ from farm.engines.vllm import wait_gpus_free
 from farm.errors import EngineError, FarmError, LeaseLost, MeasurementError, StoreError
 from farm.hardware.probe import HardwareProbe, SimulatedProbe
 from farm.logs import get_logger
+from farm.net import free_port
 from farm.provenance import HostInfo, Provenance, capture_provenance, now_utc, scrub_artifact, scrub_text
 from farm.recipes.model import Engine as RecipeEngine
 from farm.recipes.model import Recipe, RecipeProvenance
@@ -47,12 +47,6 @@ from farm.worker.spool import Spool
 
 log = get_logger(__name__)
 T = TypeVar("T")
-
-
-def free_port(host: str = "127.0.0.1") -> int:
-    with socket.socket() as sock:
-        sock.bind((host, 0))
-        return int(sock.getsockname()[1])
 
 
 @dataclass

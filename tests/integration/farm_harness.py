@@ -16,7 +16,6 @@ import json
 import os
 import secrets
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -30,6 +29,7 @@ import redis
 import sqlalchemy as sa
 from sqlalchemy.engine import make_url
 
+from farm.net import free_port
 from farm.queue.announce import Announcer
 from farm.recipes.model import Engine, Recipe, RecipeProvenance
 from farm.recipes.sweep import DecodePlan, ShortTTFTPlan, SweepPlan
@@ -40,12 +40,6 @@ POSTGRES_URL = os.environ.get("FARM_TEST_POSTGRES_URL", "postgresql+psycopg://po
 RTX = "rtx-pro-6000-blackwell-96gb"
 H100 = "h100-sxm-80gb"
 H200 = "h200-141gb"
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def wait_for(predicate: Callable[[], Any], timeout_s: float, what: str = "condition") -> Any:
