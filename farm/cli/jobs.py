@@ -46,7 +46,7 @@ def status(
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:
     """Jobs with state, host, phase and progress."""
-    from farm.cli.workers import print_queue_overview, read_queue_overview
+    from farm.cli.fleet import print_queue_overview, read_queue_overview
 
     s = settings()
     with farm_errors():

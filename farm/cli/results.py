@@ -136,7 +136,7 @@ def report(
 
 
 @filter_options()
-def aggregate(
+def aggregate_command(
     as_json: bool = typer.Option(False, "--json", help="a JSON array, written entry by entry"),
     *,
     filters: ResultFilter,

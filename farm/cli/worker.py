@@ -27,7 +27,7 @@ def worker(
     """Claim jobs that match this host's hardware and run them, one at a time, until stopped."""
     s = settings()
     if s.broker_url:  # farm mode: a Celery worker on this host's hardware-class queues
-        from farm.cli.farm_worker import run_farm_worker
+        from farm.worker.farm_mode import run_farm_worker
 
         with farm_errors():
             raise typer.Exit(run_farm_worker(s, profile, worker_id=worker_id))

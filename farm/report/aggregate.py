@@ -35,7 +35,7 @@ __all__ = [
     "GroupKey",
     "ProvenanceSummary",
     "RecipeSummary",
-    "aggregate",
+    "entries_from_runs",
     "entry_json",
     "groups",
     "lower_is_better",
@@ -106,7 +106,7 @@ def _requested(figure: Figure, run: RunMeasurements) -> int:
     return len(figure.values)
 
 
-def aggregate(runs: Iterable[RunMeasurements], filters: ResultFilter = ALL) -> list[Entry]:
+def entries_from_runs(runs: Iterable[RunMeasurements], filters: ResultFilter = ALL) -> list[Entry]:
     """Entries of the runs that pass `filters`, ranked, in a stable order: real before simulated, then by
     recipe, hardware, engine version and figure key."""
     members: dict[tuple[GroupKey, str], list[tuple[RunMeasurements, Figure]]] = defaultdict(list)

@@ -119,7 +119,7 @@ def _ranked(board: list[LeaderboardRow]) -> list[LeaderboardRow]:
     return [replace(row, rank=ranks[id(row)]) for row in board]
 
 
-def aggregate(runs: Iterable[MeasuredRun], *, include_simulated: bool = True) -> list[LeaderboardRow]:
+def leaderboard_from_runs(runs: Iterable[MeasuredRun], *, include_simulated: bool = True) -> list[LeaderboardRow]:
     """The leaderboard of runs held in memory, by the same rules (`rows`) as the store's SQL."""
     pooled: dict[tuple[_Group, str], list[float]] = defaultdict(list)
     identity: dict[_Group, MeasuredRun] = {}

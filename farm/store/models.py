@@ -175,7 +175,7 @@ class Run(Base):
     total_requests: Mapped[int | None] = mapped_column(Integer)
 
 
-class Measurement(Base):
+class MeasurementRow(Base):
     """One figure of a run with the summary of its repeats."""
 
     __tablename__ = "measurements"

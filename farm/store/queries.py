@@ -11,7 +11,7 @@ from sqlalchemy import Connection, Row, and_, func, or_, select
 
 from farm.domain import Artifact, Figure, JobState, JobView, Summary
 from farm.errors import JobNotFound
-from farm.store.models import ArtifactRow, Host, Job, Measurement, RecipeRow, Run, Sample
+from farm.store.models import ArtifactRow, Host, Job, MeasurementRow, RecipeRow, Run, Sample
 from farm.store.records import RunState, RunView, WorkerView
 from farm.store.sample_codec import decode as decode_samples
 
@@ -131,7 +131,7 @@ def succeeded_run_id(conn: Connection, job_id: str) -> int | None:
 
 
 def figures(conn: Connection, run_id: int) -> list[Figure]:
-    rows = conn.execute(select(Measurement).where(Measurement.run_id == run_id).order_by(Measurement.key))
+    rows = conn.execute(select(MeasurementRow).where(MeasurementRow.run_id == run_id).order_by(MeasurementRow.key))
     return [
         Figure(
             kind=row.kind,

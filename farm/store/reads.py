@@ -24,7 +24,7 @@ from sqlalchemy.dialects.postgresql import aggregate_order_by
 from farm.domain import Figure, Origin, Summary, lower_is_better, split_key, spread
 from farm.filters import ResultFilter
 from farm.store.leaderboard import LEADERBOARD_KINDS, rows
-from farm.store.models import GroupFigureStat, Measurement, RecipeRow, Run, RunSummary
+from farm.store.models import GroupFigureStat, MeasurementRow, RecipeRow, Run, RunSummary
 from farm.store.records import (
     Entry,
     GroupStat,
@@ -141,19 +141,19 @@ def leaderboard(store: Store, filters: ResultFilter) -> list[LeaderboardRow]:
     stats_query = _filtered(
         select(
             *_GROUP_COLUMNS,
-            Measurement.kind,
-            Measurement.point,
-            Measurement.metric,
-            func.sum(Measurement.n),
-            func.sum(Measurement.mean * Measurement.n),
-            func.min(Measurement.min),
-            func.max(Measurement.max),
+            MeasurementRow.kind,
+            MeasurementRow.point,
+            MeasurementRow.metric,
+            func.sum(MeasurementRow.n),
+            func.sum(MeasurementRow.mean * MeasurementRow.n),
+            func.min(MeasurementRow.min),
+            func.max(MeasurementRow.max),
             func.count(),
-            func.sum(func.coalesce(Measurement.requested_repeats, RunSummary.requested_repeats, Measurement.n)),
+            func.sum(func.coalesce(MeasurementRow.requested_repeats, RunSummary.requested_repeats, MeasurementRow.n)),
         )
-        .join(Measurement, Measurement.run_id == RunSummary.run_id)
-        .where(Measurement.kind.in_(LEADERBOARD_KINDS))
-        .group_by(*_GROUP_COLUMNS, Measurement.kind, Measurement.point, Measurement.metric),
+        .join(MeasurementRow, MeasurementRow.run_id == RunSummary.run_id)
+        .where(MeasurementRow.kind.in_(LEADERBOARD_KINDS))
+        .group_by(*_GROUP_COLUMNS, MeasurementRow.kind, MeasurementRow.point, MeasurementRow.metric),
         filters,
     )
     jobs_query = _jobs_by_group(store, filters)
@@ -259,13 +259,13 @@ def _entry_groups(store: Store, filters: ResultFilter) -> dict[tuple[Any, ...], 
     query = _filtered(
         select(
             *_GROUP_COLUMNS,
-            Measurement.key,
-            func.max(Measurement.unit),
-            func.sum(Measurement.mean * Measurement.n) / func.sum(Measurement.n),
+            MeasurementRow.key,
+            func.max(MeasurementRow.unit),
+            func.sum(MeasurementRow.mean * MeasurementRow.n) / func.sum(MeasurementRow.n),
         )
-        .join(Measurement, Measurement.run_id == RunSummary.run_id)
-        .where(Measurement.n > 0)
-        .group_by(*_GROUP_COLUMNS, Measurement.key),
+        .join(MeasurementRow, MeasurementRow.run_id == RunSummary.run_id)
+        .where(MeasurementRow.n > 0)
+        .group_by(*_GROUP_COLUMNS, MeasurementRow.key),
         filters,
     )
     with store._read("cannot rank results") as conn:
@@ -395,15 +395,15 @@ def iter_entries(
             RunSummary.finished_at,
             RunSummary.hardware_id,
             RunSummary.hardware_count,
-            func.coalesce(Measurement.requested_repeats, RunSummary.requested_repeats, Measurement.n).label(
+            func.coalesce(MeasurementRow.requested_repeats, RunSummary.requested_repeats, MeasurementRow.n).label(
                 "requested"
             ),
-            Measurement.id.label("measurement_id"),
-            Measurement.key,
-            Measurement.unit,
-            Measurement.workload,
-            Measurement.values,
-        ).join(Measurement, Measurement.run_id == RunSummary.run_id),
+            MeasurementRow.id.label("measurement_id"),
+            MeasurementRow.key,
+            MeasurementRow.unit,
+            MeasurementRow.workload,
+            MeasurementRow.values,
+        ).join(MeasurementRow, MeasurementRow.run_id == RunSummary.run_id),
         filters,
     )
     if ordered_values:
@@ -478,7 +478,9 @@ def _entries(
     if not batch:
         return
     ids = [row.measurement_id for row in batch]
-    params = dict(conn.execute(select(Measurement.id, Measurement.params).where(Measurement.id.in_(ids))).all())
+    params = dict(
+        conn.execute(select(MeasurementRow.id, MeasurementRow.params).where(MeasurementRow.id.in_(ids))).all()
+    )
     for row in batch:
         own = params.get(row.measurement_id) or {}
         recipe = summaries.get(row.recipe_sha256)

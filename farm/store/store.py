@@ -65,7 +65,17 @@ from farm.provenance import scrub_artifact, scrub_text
 from farm.settings import LIVE_WITHIN_S
 from farm.store import migrate, queries
 from farm.store.db import READ_ONLY, create_store_engine, is_sqlite, normalise_url, translate_errors
-from farm.store.models import ArtifactRow, GroupFigureStat, Host, Job, Measurement, RecipeRow, Run, RunSummary, Sample
+from farm.store.models import (
+    ArtifactRow,
+    GroupFigureStat,
+    Host,
+    Job,
+    MeasurementRow,
+    RecipeRow,
+    Run,
+    RunSummary,
+    Sample,
+)
 from farm.store.records import LeaderboardRow, RunState, RunView, WorkerView
 from farm.store.sample_codec import encode as encode_samples
 from farm.store.summaries import run_summary_values
@@ -717,7 +727,7 @@ class Store:
             for figure in figures
         ]
         if rows:
-            conn.execute(insert(Measurement), rows)
+            conn.execute(insert(MeasurementRow), rows)
 
     @staticmethod
     def _insert_samples(conn: Connection, run_id: int, samples: Mapping[str, Sequence[Sequence[Any]]]) -> None:

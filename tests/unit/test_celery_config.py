@@ -311,7 +311,7 @@ def test_idle_heartbeat_only_while_idle() -> None:
 
 def test_on_sigterm_policy_defaults_to_finish(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Unset everywhere: finish. FARM_ON_SIGTERM overrides the profile."""
-    from farm.cli.farm_worker import on_sigterm_policy
+    from farm.worker.farm_mode import on_sigterm_policy
 
     profile = WorkerProfile.model_validate({"name": "p", "hardware": {"hardware_id": "h200-141gb", "count": 1}})
     assert on_sigterm_policy(profile, FarmModeSettings()) == "finish"

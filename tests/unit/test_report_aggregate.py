@@ -10,7 +10,7 @@ import pytest
 
 from farm.bench.records import Figure, Summary
 from farm.errors import InputError
-from farm.report.aggregate import aggregate
+from farm.report.aggregate import entries_from_runs
 from farm.report.filters import build_filter, engine_matches
 from farm.store.records import RunMeasurements
 
@@ -63,7 +63,7 @@ def run(job_id: str, figures: tuple[Figure, ...], **overrides: Any) -> RunMeasur
 
 def test_entries_pool_the_repeats_of_every_run_in_a_group() -> None:
     """Two runs of one recipe × hardware × engine version pool into one entry per figure key."""
-    entries = aggregate(
+    entries = entries_from_runs(
         [
             run("j-1", (fig("decode/code/decode_tok_s", (270.0, 280.0, 290.0)),)),
             run("j-2", (fig("decode/code/decode_tok_s", (300.0, 310.0, 320.0)),), measured_at=T0 + timedelta(hours=1)),
@@ -84,7 +84,7 @@ def test_entries_pool_the_repeats_of_every_run_in_a_group() -> None:
 def test_an_entry_with_fewer_samples_than_asked_says_so() -> None:
     """requested comes from the figure's requested_repeats, else the plan's repeats; got < requested is
     incomplete."""
-    entries = aggregate(
+    entries = entries_from_runs(
         [
             run("j-1", (fig("decode/code/decode_tok_s", (270.0, 280.0)),)),
             run("j-2", (fig("decode/prose/decode_tok_s", (150.0, 151.0), requested=5),)),
@@ -101,7 +101,7 @@ def test_an_entry_with_fewer_samples_than_asked_says_so() -> None:
 
 def test_simulated_entries_are_kept_apart_and_never_ranked_with_real_ones() -> None:
     """A simulated run never pools with a real one, and ranks only among simulated entries."""
-    entries = aggregate(
+    entries = entries_from_runs(
         [
             run("real-slow", (fig("decode/code/decode_tok_s", (200.0, 200.0, 200.0)),), recipe_sha256="b" * 64),
             run("real-fast", (fig("decode/code/decode_tok_s", (250.0, 250.0, 250.0)),)),
@@ -125,7 +125,7 @@ def test_simulated_entries_are_kept_apart_and_never_ranked_with_real_ones() -> N
 
 def test_lower_latency_ranks_first() -> None:
     """For ms (and GiB), the smaller mean is rank 1."""
-    entries = aggregate(
+    entries = entries_from_runs(
         [
             run("fast", (fig("short_ttft/32/ttft_ms", (60.0,), unit="ms"),)),
             run("slow", (fig("short_ttft/32/ttft_ms", (90.0,), unit="ms"),), recipe_sha256="c" * 64),
@@ -136,7 +136,7 @@ def test_lower_latency_ranks_first() -> None:
 
 def test_engine_versions_and_hardware_make_separate_entries() -> None:
     """The same recipe on another engine version or another hardware class is another entry."""
-    entries = aggregate(
+    entries = entries_from_runs(
         [
             run("a", (fig("decode/code/decode_tok_s", (1.0,)),)),
             run("b", (fig("decode/code/decode_tok_s", (2.0,)),), engine_version="0.12.0"),
@@ -194,7 +194,7 @@ RUNS = [
 )
 def test_filters(filters: dict[str, Any], jobs: set[str]) -> None:
     """Model, hardware, engine, real-only and status filters select the hand-picked runs."""
-    entries = aggregate(RUNS, build_filter(**filters))
+    entries = entries_from_runs(RUNS, build_filter(**filters))
     assert {job for e in entries for job in e.job_ids} == jobs
 
 

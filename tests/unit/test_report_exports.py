@@ -12,7 +12,7 @@ import pytest
 from test_report_aggregate import fig, run
 
 from farm.errors import InputError
-from farm.report.aggregate import aggregate
+from farm.report.aggregate import entries_from_runs
 from farm.report.exports import (
     CSV_COLUMNS,
     Results,
@@ -29,7 +29,7 @@ from farm.report.localmaxxing import SUBMISSION_FIELDS, engine_commit, submissio
 from farm.report.paths import safe_file_name
 from farm.report.registry import speed_sweeps
 from farm.report.registry_schema import check_speed_sweep, speed_sweep_errors
-from farm.store.leaderboard import aggregate as leaderboard
+from farm.store.leaderboard import leaderboard_from_runs as leaderboard
 from farm.store.records import LeaderboardRow, MeasuredRun, RunMeasurements
 
 REGISTRY_SWEEP_OF_THE_SEED_RUN: dict[str, Any] = {
@@ -93,7 +93,7 @@ SWEEP_FIGURES = (
 def results(*runs_: Any) -> Results:
     """Results of hand-made runs, unfiltered."""
     runs = runs_ or (run("j-1", SWEEP_FIGURES),)
-    return Results(runs=tuple(runs), entries=tuple(aggregate(runs)), filters=ALL)
+    return Results(runs=tuple(runs), entries=tuple(entries_from_runs(runs)), filters=ALL)
 
 
 def board(runs: tuple[RunMeasurements, ...]) -> list[LeaderboardRow]:

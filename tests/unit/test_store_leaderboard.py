@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from farm.store.leaderboard import aggregate, pooled_stat
+from farm.store.leaderboard import leaderboard_from_runs, pooled_stat
 from farm.store.records import MeasuredRun, Stat
 
 
@@ -45,7 +45,7 @@ def test_pooled_stat_refuses_nothing() -> None:
 
 def test_one_row_per_workload_and_engine_version() -> None:
     """Runs of the same recipe pool per workload; another engine version or the simulator is another row."""
-    rows = aggregate(
+    rows = leaderboard_from_runs(
         [
             _run("j1", {"decode/code/decode_tok_s": (270.0, 280.0), "decode/math/decode_tok_s": (285.0,)}),
             _run("j2", {"decode/code/decode_tok_s": (290.0,)}),
@@ -60,13 +60,21 @@ def test_one_row_per_workload_and_engine_version() -> None:
         ("math", "0.11.0", False, 1, 285.0),
         ("code", "0.11.0", True, 1, 500.0),
     ]
-    assert [row.simulated for row in aggregate([_run("j4", {"decode/code/decode_tok_s": (1.0,)}, simulated=True)])]
-    assert aggregate([_run("j4", {"decode/code/decode_tok_s": (1.0,)}, simulated=True)], include_simulated=False) == []
+    assert [
+        row.simulated
+        for row in leaderboard_from_runs([_run("j4", {"decode/code/decode_tok_s": (1.0,)}, simulated=True)])
+    ]
+    assert (
+        leaderboard_from_runs(
+            [_run("j4", {"decode/code/decode_tok_s": (1.0,)}, simulated=True)], include_simulated=False
+        )
+        == []
+    )
 
 
 def test_secondary_figures() -> None:
     """Prefill at the largest prompt, short TTFT, peak memory over cards and runs, and acceptance rate."""
-    [row] = aggregate(
+    [row] = leaderboard_from_runs(
         [
             _run(
                 "j1",
@@ -95,7 +103,7 @@ def test_secondary_figures() -> None:
 
 def test_a_run_without_optional_figures_leaves_them_empty() -> None:
     """Figures a sweep did not measure are None in the row, and keys of other shapes are ignored."""
-    [row] = aggregate([_run("j1", {"decode/prose/decode_tok_s": (149.8,), "odd-key": (1.0,)})])
+    [row] = leaderboard_from_runs([_run("j1", {"decode/prose/decode_tok_s": (149.8,), "odd-key": (1.0,)})])
     assert (row.prefill_tok_s, row.short_ttft_ms, row.peak_memory_gib, row.spec_acceptance_rate) == (
         None,
         None,
@@ -129,5 +137,5 @@ def test_endpoint_rows_are_apart_from_launched_and_ranked_among_themselves() -> 
         values={"decode/code/decode_tok_s": (300.0,)},
         origin="endpoint",
     )
-    rows = aggregate([endpoint, launched])
+    rows = leaderboard_from_runs([endpoint, launched])
     assert [(r.origin, r.job_ids, r.rank) for r in rows] == [("launched", ("j-l",), 1), ("endpoint", ("j-e",), 1)]

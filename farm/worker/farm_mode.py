@@ -1,4 +1,5 @@
-"""`farm worker` in farm mode (FARM_BROKER_URL set): a Celery worker on the queues of the profile's hardware classes.
+"""A worker in farm mode (`farm worker` with FARM_BROKER_URL set): a Celery worker on the queues of the
+profile's hardware classes.
 
 One job at a time (one thread, prefetch of one), the same Worker and store code as the polling loop, a sweeper
 thread (farm.worker.sweeper) beside Celery's consumer. SIGTERM is Celery's warm shutdown: the job in hand is
@@ -13,12 +14,12 @@ from typing import Any
 
 from celery import Celery, signals
 
-from farm.cli.common import open_store
 from farm.logs import get_logger
 from farm.provenance import HostInfo
 from farm.queue.announce import Announcer
 from farm.queue.celery_app import queue_name
 from farm.settings import Settings
+from farm.store import Store
 from farm.worker import celery as tasks
 from farm.worker.daemon import Worker
 from farm.worker.profile import WorkerProfile, load_profile
@@ -54,7 +55,8 @@ def run_farm_worker(settings: Settings, profile_path: Path, *, worker_id: str | 
     """Run a farm-mode worker until it is stopped; returns Celery's exit code."""
     assert settings.broker_url, "farm mode needs FARM_BROKER_URL"
     profile = load_profile(profile_path)
-    store = open_store(settings)
+    # The embedded default is created and migrated on first use; a farm's database is migrated by `farm db upgrade`.
+    store = Store.open(settings.resolved_database_url, auto_upgrade=settings.database_url is None)
     worker = Worker(store, profile, data_dir=settings.data_dir, worker_id=worker_id, settings=settings)
     announcer = Announcer.from_url(settings.broker_url)
     app = announcer.app
