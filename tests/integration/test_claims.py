@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import multiprocessing
 import threading
+import time
 from collections import Counter
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
@@ -168,6 +169,10 @@ def test_concurrent_reapers_reap_each_job_once(store: Store, make_recipe: Callab
     assert all(len(store.runs(job_id)) == 1 for job_id in ids)
 
 
+CLAIM_WORK_S = 0.002
+"""The work a claimer does between two claims in the multi-process test: 2 ms, far below a real job."""
+
+
 def claim_until_empty(url: str, worker_id: str, barrier: Barrier, results: Queue[tuple[str, list[str]]]) -> None:
     """Child process: open the store, wait for the others, claim until nothing is left, report the ids."""
     store = Store(url)
@@ -181,6 +186,10 @@ def claim_until_empty(url: str, worker_id: str, barrier: Barrier, results: Queue
             # tight loop of write transactions starves the other claimers on SQLite's busy handler.
             if store.get_job(job.id).owner != worker_id:
                 claimed.append(f"not owned: {job.id}")
+            # And a worker runs the job it claimed before it claims again. Without this pause a claimer that has
+            # just released the write lock takes it again at once, while the others sleep in SQLite's busy
+            # handler (backing off to 100 ms), and one process can drain all 200 jobs alone.
+            time.sleep(CLAIM_WORK_S)
     finally:
         store.close()
         results.put((worker_id, claimed))
