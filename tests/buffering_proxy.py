@@ -58,12 +58,12 @@ class BufferingProxy:
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         task = asyncio.current_task()
         assert task is not None
-        self._tasks.add(task)  # type: ignore[arg-type]
+        self._tasks.add(task)
         try:
             up_reader, up_writer = await asyncio.open_connection("127.0.0.1", self.upstream_port)
         except OSError:
             writer.close()
-            self._tasks.discard(task)  # type: ignore[arg-type]
+            self._tasks.discard(task)
             return
         try:
             await asyncio.gather(self._pass_requests(reader, up_writer), self._hold_answers(up_reader, writer))
@@ -74,7 +74,7 @@ class BufferingProxy:
                 w.close()
                 with contextlib.suppress(OSError, asyncio.CancelledError):
                     await w.wait_closed()
-            self._tasks.discard(task)  # type: ignore[arg-type]
+            self._tasks.discard(task)
 
     @staticmethod
     async def _pass_requests(reader: asyncio.StreamReader, up_writer: asyncio.StreamWriter) -> None:

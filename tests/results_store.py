@@ -9,6 +9,7 @@ failed job and a cancelled job.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -143,12 +144,14 @@ def provenance(engine_version: str, worker: str) -> dict[str, Any]:
     }
 
 
-def _complete(store: Store, rec: Recipe, figures: dict[str, tuple[float, ...]], when: datetime, *, version: str) -> str:
+def _complete(
+    store: Store, rec: Recipe, figures: Mapping[str, Sequence[float]], when: datetime, *, version: str
+) -> str:
     [job_id] = store.submit(rec, "real", {"repeats": 3}, "cd" * 32, 3, simulated=False)
     job = store.claim_job(job_id, "turin-w1", [HARDWARE_CLASS], lease_s=600, now=when)
     assert job is not None
     result = RunResult(
-        figures=tuple(figure(key, values, requested=3) for key, values in figures.items()),
+        figures=tuple(figure(key, tuple(values), requested=3) for key, values in figures.items()),
         samples={},
         provenance=provenance(version, "turin-w1"),
         total_requests=10,

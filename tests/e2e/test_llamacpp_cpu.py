@@ -18,7 +18,8 @@ import pytest
 
 from farm.domain import JobState
 from farm.recipes.model import Engine, Recipe, RecipeProvenance
-from farm.recipes.spec import LoadedSweep, SweepSpec
+from farm.recipes.spec import LoadedSweep
+from farm.recipes.sweep import SweepSpec
 from farm.store import Store
 from farm.submit import submit_sweep
 from farm.worker.daemon import Worker
@@ -105,6 +106,7 @@ def test_demo_sweep_on_real_llama_server_matches_its_timings(tmp_path: Path, ins
     assert job.state == JobState.SUCCEEDED, job.failure_message
     log = next(tmp_path.glob(f"runs/{job_id}/*/engine.log")).read_text()
     decode = sweep.spec.plan.decode
+    assert decode is not None
     pairs = server_pairs(log, decode.short_output_tokens, decode.long_output_tokens)
     (figure,) = [f for f in store.results(job_id) if f.key == "decode/code/decode_tok_s"]
     figures = [float(v) for v in figure.values]

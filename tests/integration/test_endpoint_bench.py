@@ -76,7 +76,8 @@ def sim_profile(base_url: str) -> dict[str, Any]:
 
     with urllib.request.urlopen(base_url + "/sim/profile", timeout=10) as response:  # noqa: S310 - loopback
         answer: dict[str, Any] = json.loads(response.read())
-    return answer["profile"]
+    profile: dict[str, Any] = answer["profile"]
+    return profile
 
 
 @pytest.fixture(scope="module")
@@ -99,7 +100,7 @@ def benched(sim: EngineProcess, tmp_path_factory: pytest.TempPathFactory) -> tup
 
 
 def figure(answer: dict[str, Any], key: str) -> dict[str, Any]:
-    found = [item for item in answer["figures"] if item["key"] == key]
+    found: list[dict[str, Any]] = [item for item in answer["figures"] if item["key"] == key]
     assert found, f"no figure {key}; have {[item['key'] for item in answer['figures']]}"
     return found[0]
 

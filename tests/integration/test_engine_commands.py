@@ -341,7 +341,8 @@ def test_submit_accepts_the_seed_container_launch(tmp_path: Path) -> None:
 def test_submit_queues_nothing_for_an_engine_no_worker_runs(tmp_path: Path) -> None:
     """submit_sweep (what `farm submit` calls) refuses an Ollama recipe with the list of runnable engines, and
     stores nothing."""
-    from farm.recipes.spec import LoadedSweep, SweepSpec
+    from farm.recipes.spec import LoadedSweep
+    from farm.recipes.sweep import SweepSpec
     from farm.submit import submit_sweep
 
     recipe = Recipe(

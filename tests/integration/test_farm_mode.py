@@ -164,7 +164,9 @@ def test_the_sweeper_announces_a_job_that_was_stored_but_never_announced(
     wait_for(lambda: _succeeded(store, [job_id]), 40, "the job succeeded")
     assert [r.state for r in store.runs(job_id)] == [RunState.SUCCEEDED]
     assert [e["job"] for e in worker.events("job.announced")] == [job_id]
-    assert client.get(f"farm:announced:{job_id}").split(b" ")[0] == b"0"  # announced at attempt 0
+    announced = client.get(f"farm:announced:{job_id}")
+    assert isinstance(announced, bytes)
+    assert announced.split(b" ")[0] == b"0"  # announced at attempt 0
     client.close()
 
 

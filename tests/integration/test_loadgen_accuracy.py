@@ -265,7 +265,7 @@ def test_ttft_at_64_streams_against_the_configured_truth(sim: Sim) -> None:
         assert burst_summary["min_error_ms"] >= 0.0, burst_summary["summary"]  # nothing served before its time
 
     def median_of(key: str) -> float:
-        return statistics.median(b[key] for b in bursts)
+        return float(statistics.median(b[key] for b in bursts))
 
     summaries = "\n".join(str(b["summary"]) for b in bursts) + "\n" + sim_lateness(sim)
     print(sim_lateness(sim))

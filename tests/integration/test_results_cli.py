@@ -6,7 +6,6 @@ from __future__ import annotations
 import csv
 import io
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -29,10 +28,9 @@ def filled(tmp_path_factory: pytest.TempPathFactory) -> ResultsStore:
 
 
 @pytest.fixture(autouse=True)
-def _use_store(filled: ResultsStore, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+def _use_store(filled: ResultsStore, monkeypatch: pytest.MonkeyPatch) -> None:
     """Every command in this module reads the shared store."""
     monkeypatch.setenv("FARM_DATABASE_URL", filled.url)
-    return
 
 
 def farm(*args: str) -> tuple[int, str, str]:

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from farm.domain import FailureClass, JobState
-from farm.engines.process import group_alive
+from farm.engines.process import EngineProcess, group_alive
 from farm.recipes.spec import LoadedSweep, load_sweep
 from farm.settings import Settings
 from farm.store import Store, recipe_sha256
@@ -262,9 +262,11 @@ def _recording_factory(started: list[int]) -> Any:
 
         def start() -> None:
             original_start()
+            assert isinstance(engine, EngineProcess)
+            assert engine.pid is not None
             started.append(engine.pid)
 
-        engine.start = start  # type: ignore[method-assign]
+        engine.start = start  # type: ignore[method-assign]  # the test wraps the engine's start to record its pid
         return engine
 
     return factory

@@ -212,7 +212,7 @@ _PATHS = [
 
 
 def _set(document: dict[str, Any], path: tuple[str, ...], value: object) -> dict[str, Any]:
-    copy = json.loads(json.dumps(document))
+    copy: dict[str, Any] = json.loads(json.dumps(document))
     target = copy
     for key in path[:-1]:
         if not isinstance(target.get(key), dict):

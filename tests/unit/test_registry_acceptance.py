@@ -259,7 +259,11 @@ def test_the_official_llama_cpp_image_entrypoint_is_accepted_for_llama_cpp_only(
     """`/app/llama-server` is the llama.cpp server image's own entrypoint: a llama.cpp container recipe may name
     it; a vLLM one may not."""
     arguments = ["-hf", "org/model-GGUF:Q4_K_M", "--n-gpu-layers", "99", "-c", "2048"]
-    draft = {"kind": "docker", "image": "ghcr.io/ggml-org/llama.cpp:server", "entrypoint": "/app/llama-server"}
+    draft: dict[str, object] = {
+        "kind": "docker",
+        "image": "ghcr.io/ggml-org/llama.cpp:server",
+        "entrypoint": "/app/llama-server",
+    }
     draft["arguments"] = arguments
     launch = {"kind": "reference"}
     recipe = parse_registry(_recipe(engine={"name": "llama.cpp"}, launch=launch, draft_launch=draft), "r.json")

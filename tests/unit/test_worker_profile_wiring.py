@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -39,7 +39,7 @@ def recipe(engine: str = "vllm", model: str = "org/model") -> Recipe:
     )
 
 
-ENDPOINT = {
+ENDPOINT: dict[str, dict[str, Any]] = {
     "hardware": {"hardware_id": "rtx-pro-6000-blackwell-96gb", "count": 2},
     "engine": {
         "kind": "endpoint",
@@ -67,7 +67,7 @@ def test_endpoint_profile_builds_an_endpoint_engine_for_the_recipe(tmp_path: Pat
 
 def test_simulated_endpoint_claims_simulated_jobs() -> None:
     """An endpoint that is the farm's simulator makes the worker a simulator worker: it claims sim: classes."""
-    section = {**ENDPOINT["engine"]["endpoint"], "simulated": True}  # type: ignore[index]
+    section = {**ENDPOINT["engine"]["endpoint"], "simulated": True}
     sim = profile(hardware=ENDPOINT["hardware"], engine={"kind": "endpoint", "endpoint": section})
     assert sim.simulated
     assert sim.hardware_classes() == ("sim:rtx-pro-6000-blackwell-96gb x 2",)
@@ -106,7 +106,7 @@ def _runner(outputs: dict[tuple[str, ...], str]) -> Any:
 
 
 ROCM_7900 = (PROBES / "rocm-smi-7900xtx-x2.json").read_text()
-FAKE_TOOLS = {
+FAKE_TOOLS: dict[str, Callable[[tuple[int | str, ...]], HardwareProbe]] = {
     "amd": lambda restrict_to: AmdProbe(
         _runner({ROCM_SMI_INFO: ROCM_7900, ROCM_SMI_MEMORY: ROCM_7900}), restrict_to=restrict_to
     ),
