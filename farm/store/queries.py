@@ -11,8 +11,8 @@ from sqlalchemy import Connection, Row, and_, func, or_, select
 
 from farm.domain import Artifact, Figure, JobState, JobView, Summary
 from farm.errors import JobNotFound
-from farm.store.models import ArtifactRow, Host, Job, MeasurementRow, RecipeRow, Run, Sample
-from farm.store.records import RunState, RunView, WorkerView
+from farm.store.models import ArtifactRow, Job, MeasurementRow, RecipeRow, Run, Sample
+from farm.store.records import RunState, RunView
 from farm.store.sample_codec import decode as decode_samples
 
 _JOB_VIEW_COLUMNS = (
@@ -187,20 +187,3 @@ def queue_depth(conn: Connection) -> dict[str, int]:
         .order_by(Job.hardware_class)
     )
     return {hardware: int(count) for hardware, count in rows}
-
-
-def list_workers(conn: Connection) -> list[WorkerView]:
-    rows = conn.execute(select(Host).order_by(Host.worker_id))
-    return [
-        WorkerView(
-            worker_id=row.worker_id,
-            host_name=row.host_name,
-            hardware_classes=tuple(row.hardware_classes),
-            version=row.version,
-            started_at=row.started_at,
-            last_heartbeat=row.last_heartbeat,
-            current_job_id=row.current_job_id,
-            phase=row.phase,
-        )
-        for row in rows
-    ]
