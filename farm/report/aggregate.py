@@ -27,6 +27,7 @@ from farm.store.leaderboard import ORIGIN_ORDER
 from farm.store.reads import BULKY_PARAMS
 from farm.store.records import Entry, ProvenanceSummary, RecipeSummary, RunMeasurements
 from farm.store.records import GroupKey as RecordsGroupKey
+from farm.store.summaries import provenance_record, short_provenance
 
 __all__ = [
     "BULKY_PARAMS",
@@ -48,28 +49,13 @@ GroupKey = RecordsGroupKey
 
 def provenance_summary(run: RunMeasurements) -> ProvenanceSummary:
     """The short provenance of one run, from the provenance JSON the worker stored (farm.provenance)."""
-    p = run.provenance
-    host = p.get("host") or {}
-    gpus = p.get("gpus") or {}
-    engine = p.get("engine") or {}
-    return ProvenanceSummary(
+    return provenance_record(
+        short_provenance(run.provenance, run.worker_id),
         job_id=run.job_id,
         attempt=run.attempt,
-        worker_id=str(p.get("worker_id") or run.worker_id),
-        measured_at=run.measured_at.isoformat(),
-        host=host.get("name"),
-        cpu=host.get("cpu"),
-        os=host.get("os"),
-        gpu_names=tuple(str(name) for name in gpus.get("names") or ()),
-        gpu_count=gpus.get("count"),
-        driver_version=gpus.get("driver_version"),
-        cuda_version=gpus.get("cuda_version"),
+        measured_at=run.measured_at,
         engine=run.engine_name,
         engine_version=run.engine_version,
-        image_digest=engine.get("image_digest"),
-        farm_version=p.get("farm_version"),
-        farm_commit=p.get("farm_commit"),
-        cache_state=p.get("cache_state"),
         simulated=run.simulated,
     )
 

@@ -34,6 +34,7 @@ from farm.store.records import (
     RunMeasurements,
 )
 from farm.store.store import Store
+from farm.store.summaries import provenance_record
 
 BULKY_PARAMS = frozenset({"server_counter_deltas", "usage_completion_tokens"})
 """Per-repeat lists in a figure's params: kept in the store, left out of aggregated entries."""
@@ -309,25 +310,15 @@ def _recipe_summary(row: Any, document: dict[str, Any]) -> RecipeSummary:
 
 
 def _provenance(row: Any) -> ProvenanceSummary:
-    p: dict[str, Any] = dict(row.provenance_summary or {})
-    return ProvenanceSummary(
+    short: dict[str, Any] = dict(row.provenance_summary or {})
+    short["worker_id"] = short.get("worker_id") or row.worker_id
+    return provenance_record(
+        short,
         job_id=row.job_id,
         attempt=row.attempt,
-        worker_id=str(p.get("worker_id") or row.worker_id),
-        measured_at=row.finished_at.isoformat(),
-        host=p.get("host"),
-        cpu=p.get("cpu"),
-        os=p.get("os"),
-        gpu_names=tuple(str(name) for name in p.get("gpu_names") or ()),
-        gpu_count=p.get("gpu_count"),
-        driver_version=p.get("driver_version"),
-        cuda_version=p.get("cuda_version"),
+        measured_at=row.finished_at,
         engine=row.engine_name,
         engine_version=row.engine_version,
-        image_digest=p.get("image_digest"),
-        farm_version=p.get("farm_version"),
-        farm_commit=p.get("farm_commit"),
-        cache_state=p.get("cache_state"),
         simulated=row.origin == Origin.SIMULATED.value,
     )
 

@@ -11,6 +11,7 @@ from datetime import datetime
 from typing import Any
 
 from farm.domain import run_origin
+from farm.store.records import ProvenanceSummary
 
 
 def short_provenance(provenance: Mapping[str, Any] | None, worker_id: str) -> dict[str, Any]:
@@ -33,6 +34,39 @@ def short_provenance(provenance: Mapping[str, Any] | None, worker_id: str) -> di
         "farm_commit": p.get("farm_commit"),
         "cache_state": p.get("cache_state"),
     }
+
+
+def provenance_record(
+    short: Mapping[str, Any],
+    *,
+    job_id: str,
+    attempt: int,
+    measured_at: datetime,
+    engine: str,
+    engine_version: str | None,
+    simulated: bool,
+) -> ProvenanceSummary:
+    """The ProvenanceSummary record of a run, from its short provenance (`short_provenance`) and its identity."""
+    return ProvenanceSummary(
+        job_id=job_id,
+        attempt=attempt,
+        worker_id=str(short.get("worker_id")),
+        measured_at=measured_at.isoformat(),
+        host=short.get("host"),
+        cpu=short.get("cpu"),
+        os=short.get("os"),
+        gpu_names=tuple(str(name) for name in short.get("gpu_names") or ()),
+        gpu_count=short.get("gpu_count"),
+        driver_version=short.get("driver_version"),
+        cuda_version=short.get("cuda_version"),
+        engine=engine,
+        engine_version=engine_version,
+        image_digest=short.get("image_digest"),
+        farm_version=short.get("farm_version"),
+        farm_commit=short.get("farm_commit"),
+        cache_state=short.get("cache_state"),
+        simulated=simulated,
+    )
 
 
 def run_summary_values(
