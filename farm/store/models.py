@@ -1,4 +1,8 @@
-"""The ORM tables of the store. These classes never leave farm.store: callers get farm.domain records.
+"""The tables of the store. These classes never leave farm.store: callers get farm.domain records.
+
+Each class declares one SQLAlchemy Core table: its attributes are the table's columns (`Run.job_id`), and the
+class itself stands for the table in `select(Run)`, `insert(Run)` and `update(Run)`. The store uses no ORM
+session, so the ORM (a fifth of a CLI command's start) is never imported.
 
 The Alembic migrations in farm/store/migrations create exactly these tables; a test compares the two.
 """
@@ -6,11 +10,12 @@ The Alembic migrations in farm/store/migrations create exactly these tables; a t
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, ClassVar
 
 from sqlalchemy import (
     JSON,
     Boolean,
+    Column,
     DateTime,
     Dialect,
     Float,
@@ -20,13 +25,13 @@ from sqlalchemy import (
     LargeBinary,
     MetaData,
     String,
+    Table,
     Text,
     TypeDecorator,
     UniqueConstraint,
 )
-from sqlalchemy.dialects.postgresql import JSONB
-from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
-from sqlalchemy.sql.elements import conv
+from sqlalchemy.sql.elements import KeyedColumnElement, conv
+from sqlalchemy.types import TypeEngine
 
 from farm.store import params_codec
 
@@ -39,8 +44,25 @@ NAMING_CONVENTION = {
 }
 """Constraint names that are the same on every database, so migrations can name them."""
 
-JSONType = JSON(none_as_null=True).with_variant(JSONB(none_as_null=True), "postgresql")
-"""JSON on SQLite, JSONB on PostgreSQL. A Python None is stored as SQL NULL, not as JSON 'null'."""
+
+class JSONValue(TypeDecorator[Any]):
+    """JSON on SQLite, JSONB on PostgreSQL. A Python None is stored as SQL NULL, not as JSON 'null'.
+
+    PostgreSQL's type is chosen when a PostgreSQL connection first needs it: importing SQLAlchemy's PostgreSQL
+    dialect costs a CLI command a twentieth of a second, and the embedded store never needs it."""
+
+    impl = JSON(none_as_null=True)
+    cache_ok = True
+
+    def load_dialect_impl(self, dialect: Dialect) -> TypeEngine[Any]:
+        if dialect.name == "postgresql":
+            from sqlalchemy.dialects.postgresql import JSONB
+
+            return dialect.type_descriptor(JSONB(none_as_null=True))
+        return dialect.type_descriptor(JSON(none_as_null=True))
+
+
+JSONType: TypeEngine[Any] = JSONValue()
 
 
 class UTCDateTime(TypeDecorator[datetime]):
@@ -80,8 +102,37 @@ class CompactParams(TypeDecorator[dict[str, Any]]):
         return None if value is None else params_codec.decode(value)
 
 
-class Base(DeclarativeBase):
-    metadata = MetaData(naming_convention=NAMING_CONVENTION)
+Col = KeyedColumnElement
+"""How a column attribute is typed. A `Column` is one, and the name keeps type checkers from reading class
+access as SQLAlchemy 2.1's `TypedColumns` descriptors, which type it as unusable outside `table.c`."""
+
+metadata = MetaData(naming_convention=NAMING_CONVENTION)
+"""Every table of the store (what the migrations are compared against)."""
+
+
+class Base:
+    """A table declared as a class: each `Column` attribute becomes a column of that name, `__table_args__` adds
+    constraints and indexes, and the class can be given wherever SQLAlchemy takes a table."""
+
+    __tablename__: ClassVar[str]
+    __table__: ClassVar[Table]
+    __table_args__: ClassVar[tuple[Any, ...]] = ()
+    metadata: ClassVar[MetaData] = metadata
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        columns = []
+        for name, value in vars(cls).items():
+            if isinstance(value, Column):
+                value.key = name
+                if value.name is None:
+                    value.name = name
+                columns.append(value)
+        cls.__table__ = Table(cls.__tablename__, metadata, *columns, *cls.__table_args__)
+
+    @classmethod
+    def __clause_element__(cls) -> Table:
+        return cls.__table__
 
 
 class Host(Base):
@@ -89,19 +140,19 @@ class Host(Base):
 
     __tablename__ = "hosts"
 
-    worker_id: Mapped[str] = mapped_column(String(200), primary_key=True)
-    host_name: Mapped[str] = mapped_column(String(255))
-    hardware_classes: Mapped[list[str]] = mapped_column(JSONType)
-    version: Mapped[str | None] = mapped_column(String(64))
-    started_at: Mapped[datetime] = mapped_column(UTCDateTime)
-    last_heartbeat: Mapped[datetime] = mapped_column(UTCDateTime)
-    current_job_id: Mapped[str | None] = mapped_column(String(64))
-    phase: Mapped[str | None] = mapped_column(String(32))
-    start_failures: Mapped[int] = mapped_column(Integer, server_default="0")
+    worker_id: Col[str] = Column(String(200), primary_key=True)
+    host_name: Col[str] = Column(String(255), nullable=False)
+    hardware_classes: Col[list[str]] = Column(JSONType, nullable=False)
+    version: Col[str | None] = Column(String(64))
+    started_at: Col[datetime] = Column(UTCDateTime, nullable=False)
+    last_heartbeat: Col[datetime] = Column(UTCDateTime, nullable=False)
+    current_job_id: Col[str | None] = Column(String(64))
+    phase: Col[str | None] = Column(String(32))
+    start_failures: Col[int] = Column(Integer, server_default="0", nullable=False)
     """Engine starts that failed in a row on this host (reset by a start that succeeds)."""
-    quarantined_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    quarantined_at: Col[datetime | None] = Column(UTCDateTime)
     """Set when the host stopped claiming because its engine keeps failing to start; None while in rotation."""
-    quarantine_reason: Mapped[str | None] = mapped_column(Text)
+    quarantine_reason: Col[str | None] = Column(Text)
 
 
 class RecipeRow(Base):
@@ -109,17 +160,17 @@ class RecipeRow(Base):
 
     __tablename__ = "recipes"
 
-    sha256: Mapped[str] = mapped_column(String(64), primary_key=True)
-    recipe_id: Mapped[str] = mapped_column(String(255), index=True)
-    source_format: Mapped[str] = mapped_column(String(64))
-    source_sha256: Mapped[str] = mapped_column(String(64))
-    model_id: Mapped[str] = mapped_column(String(255))
-    hardware_id: Mapped[str] = mapped_column(String(255))
-    hardware_count: Mapped[int] = mapped_column(Integer)
-    engine_name: Mapped[str] = mapped_column(String(64))
-    engine_version: Mapped[str | None] = mapped_column(Text)  # builds carry long local versions (72 chars in the seed)
-    document: Mapped[dict[str, Any]] = mapped_column(JSONType)
-    created_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    sha256: Col[str] = Column(String(64), primary_key=True)
+    recipe_id: Col[str] = Column(String(255), index=True, nullable=False)
+    source_format: Col[str] = Column(String(64), nullable=False)
+    source_sha256: Col[str] = Column(String(64), nullable=False)
+    model_id: Col[str] = Column(String(255), nullable=False)
+    hardware_id: Col[str] = Column(String(255), nullable=False)
+    hardware_count: Col[int] = Column(Integer, nullable=False)
+    engine_name: Col[str] = Column(String(64), nullable=False)
+    engine_version: Col[str | None] = Column(Text)  # builds carry long local versions (72 chars in the seed)
+    document: Col[dict[str, Any]] = Column(JSONType, nullable=False)
+    created_at: Col[datetime] = Column(UTCDateTime, nullable=False)
 
 
 class Job(Base):
@@ -128,30 +179,30 @@ class Job(Base):
     __tablename__ = "jobs"
     __table_args__ = (Index("ix_jobs_claim", "state", "hardware_class", "priority", "created_at"),)
 
-    id: Mapped[str] = mapped_column(String(64), primary_key=True)
-    recipe_sha256: Mapped[str] = mapped_column(ForeignKey("recipes.sha256"))
-    sweep_name: Mapped[str] = mapped_column(String(255))
-    spec_sha256: Mapped[str] = mapped_column(String(64))
-    plan: Mapped[dict[str, Any]] = mapped_column(JSONType)
-    hardware_class: Mapped[str] = mapped_column(String(255))
-    state: Mapped[str] = mapped_column(String(16))
-    priority: Mapped[int] = mapped_column(Integer)
-    attempt: Mapped[int] = mapped_column(Integer)
-    max_attempts: Mapped[int] = mapped_column(Integer)
-    releases: Mapped[int] = mapped_column(Integer)
-    owner: Mapped[str | None] = mapped_column(String(200))
-    lease_expires_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
-    phase: Mapped[str | None] = mapped_column(String(32))
-    progress: Mapped[float | None] = mapped_column(Float)
-    failure_class: Mapped[str | None] = mapped_column(String(64))
-    failure_message: Mapped[str | None] = mapped_column(Text)
-    simulated: Mapped[bool] = mapped_column(Boolean)
-    cancel_requested: Mapped[bool] = mapped_column(Boolean)
-    created_at: Mapped[datetime] = mapped_column(UTCDateTime)
-    updated_at: Mapped[datetime] = mapped_column(UTCDateTime)
-    started_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
-    finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
-    retry_after: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    id: Col[str] = Column(String(64), primary_key=True)
+    recipe_sha256: Col[str] = Column(ForeignKey("recipes.sha256"), nullable=False)
+    sweep_name: Col[str] = Column(String(255), nullable=False)
+    spec_sha256: Col[str] = Column(String(64), nullable=False)
+    plan: Col[dict[str, Any]] = Column(JSONType, nullable=False)
+    hardware_class: Col[str] = Column(String(255), nullable=False)
+    state: Col[str] = Column(String(16), nullable=False)
+    priority: Col[int] = Column(Integer, nullable=False)
+    attempt: Col[int] = Column(Integer, nullable=False)
+    max_attempts: Col[int] = Column(Integer, nullable=False)
+    releases: Col[int] = Column(Integer, nullable=False)
+    owner: Col[str | None] = Column(String(200))
+    lease_expires_at: Col[datetime | None] = Column(UTCDateTime)
+    phase: Col[str | None] = Column(String(32))
+    progress: Col[float | None] = Column(Float)
+    failure_class: Col[str | None] = Column(String(64))
+    failure_message: Col[str | None] = Column(Text)
+    simulated: Col[bool] = Column(Boolean, nullable=False)
+    cancel_requested: Col[bool] = Column(Boolean, nullable=False)
+    created_at: Col[datetime] = Column(UTCDateTime, nullable=False)
+    updated_at: Col[datetime] = Column(UTCDateTime, nullable=False)
+    started_at: Col[datetime | None] = Column(UTCDateTime)
+    finished_at: Col[datetime | None] = Column(UTCDateTime)
+    retry_after: Col[datetime | None] = Column(UTCDateTime)
     """A requeued job is not claimed before this (database time): the back-off of a retry."""
 
 
@@ -161,18 +212,18 @@ class Run(Base):
     __tablename__ = "runs"
     __table_args__ = (UniqueConstraint("job_id", "attempt"), Index("ix_runs_job_id_worker_id", "job_id", "worker_id"))
 
-    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
-    job_id: Mapped[str] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"))
-    attempt: Mapped[int] = mapped_column(Integer)
-    worker_id: Mapped[str] = mapped_column(String(200))
-    state: Mapped[str] = mapped_column(String(16))
-    started_at: Mapped[datetime] = mapped_column(UTCDateTime)
-    finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
-    failure_class: Mapped[str | None] = mapped_column(String(64))
-    failure_message: Mapped[str | None] = mapped_column(Text)
-    provenance: Mapped[dict[str, Any] | None] = mapped_column(JSONType)
-    failed_requests: Mapped[int | None] = mapped_column(Integer)
-    total_requests: Mapped[int | None] = mapped_column(Integer)
+    id: Col[int] = Column(Integer, primary_key=True, autoincrement=True)
+    job_id: Col[str] = Column(ForeignKey("jobs.id", ondelete="CASCADE"), nullable=False)
+    attempt: Col[int] = Column(Integer, nullable=False)
+    worker_id: Col[str] = Column(String(200), nullable=False)
+    state: Col[str] = Column(String(16), nullable=False)
+    started_at: Col[datetime] = Column(UTCDateTime, nullable=False)
+    finished_at: Col[datetime | None] = Column(UTCDateTime)
+    failure_class: Col[str | None] = Column(String(64))
+    failure_message: Col[str | None] = Column(Text)
+    provenance: Col[dict[str, Any] | None] = Column(JSONType)
+    failed_requests: Col[int | None] = Column(Integer)
+    total_requests: Col[int | None] = Column(Integer)
 
 
 class MeasurementRow(Base):
@@ -181,25 +232,25 @@ class MeasurementRow(Base):
     __tablename__ = "measurements"
     __table_args__ = (UniqueConstraint("run_id", "key"),)
 
-    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
-    run_id: Mapped[int] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"))
-    key: Mapped[str] = mapped_column(String(255))
-    kind: Mapped[str] = mapped_column(String(64))
-    point: Mapped[str | None] = mapped_column(String(64))
+    id: Col[int] = Column(Integer, primary_key=True, autoincrement=True)
+    run_id: Col[int] = Column(ForeignKey("runs.id", ondelete="CASCADE"), nullable=False)
+    key: Col[str] = Column(String(255), nullable=False)
+    kind: Col[str] = Column(String(64), nullable=False)
+    point: Col[str | None] = Column(String(64))
     """The key's middle part (workload, prompt length, level, card), so SQL can pick a point without parsing."""
-    workload: Mapped[str | None] = mapped_column(String(64))
-    metric: Mapped[str] = mapped_column(String(64))
-    unit: Mapped[str] = mapped_column(String(32))
-    params: Mapped[dict[str, Any]] = mapped_column(CompactParams)
-    values: Mapped[list[float]] = mapped_column(JSONType)
-    n: Mapped[int] = mapped_column(Integer)
-    mean: Mapped[float] = mapped_column(Float)
-    median: Mapped[float] = mapped_column(Float)
-    min: Mapped[float] = mapped_column(Float)
-    max: Mapped[float] = mapped_column(Float)
-    stdev: Mapped[float] = mapped_column(Float)
-    spread: Mapped[float] = mapped_column(Float)
-    requested_repeats: Mapped[int | None] = mapped_column(Integer)
+    workload: Col[str | None] = Column(String(64))
+    metric: Col[str] = Column(String(64), nullable=False)
+    unit: Col[str] = Column(String(32), nullable=False)
+    params: Col[dict[str, Any]] = Column(CompactParams, nullable=False)
+    values: Col[list[float]] = Column(JSONType, nullable=False)
+    n: Col[int] = Column(Integer, nullable=False)
+    mean: Col[float] = Column(Float, nullable=False)
+    median: Col[float] = Column(Float, nullable=False)
+    min: Col[float] = Column(Float, nullable=False)
+    max: Col[float] = Column(Float, nullable=False)
+    stdev: Col[float] = Column(Float, nullable=False)
+    spread: Col[float] = Column(Float, nullable=False)
+    requested_repeats: Col[int | None] = Column(Integer)
 
 
 class Sample(Base):
@@ -212,12 +263,12 @@ class Sample(Base):
     __tablename__ = "samples"
     __table_args__ = (UniqueConstraint("run_id", "figure_key", "repeat_index"),)
 
-    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
-    run_id: Mapped[int] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"))
-    figure_key: Mapped[str] = mapped_column(String(255))
-    repeat_index: Mapped[int] = mapped_column(Integer)
-    samples: Mapped[list[dict[str, Any]] | None] = mapped_column(JSONType)
-    data: Mapped[bytes | None] = mapped_column(LargeBinary)
+    id: Col[int] = Column(Integer, primary_key=True, autoincrement=True)
+    run_id: Col[int] = Column(ForeignKey("runs.id", ondelete="CASCADE"), nullable=False)
+    figure_key: Col[str] = Column(String(255), nullable=False)
+    repeat_index: Col[int] = Column(Integer, nullable=False)
+    samples: Col[list[dict[str, Any]] | None] = Column(JSONType)
+    data: Col[bytes | None] = Column(LargeBinary)
 
 
 class ArtifactRow(Base):
@@ -226,11 +277,11 @@ class ArtifactRow(Base):
     __tablename__ = "artifacts"
     __table_args__ = (UniqueConstraint("run_id", "name"),)
 
-    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
-    run_id: Mapped[int] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"))
-    name: Mapped[str] = mapped_column(String(255))
-    media_type: Mapped[str] = mapped_column(String(128))
-    content: Mapped[str] = mapped_column(Text)
+    id: Col[int] = Column(Integer, primary_key=True, autoincrement=True)
+    run_id: Col[int] = Column(ForeignKey("runs.id", ondelete="CASCADE"), nullable=False)
+    name: Col[str] = Column(String(255), nullable=False)
+    media_type: Col[str] = Column(String(128), nullable=False)
+    content: Col[str] = Column(Text, nullable=False)
 
 
 class RunSummary(Base):
@@ -256,28 +307,28 @@ class RunSummary(Base):
         Index("ix_run_summaries_recipe_id", "recipe_id"),
     )
 
-    run_id: Mapped[int] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"), primary_key=True)
-    job_id: Mapped[str] = mapped_column(String(64))
-    attempt: Mapped[int] = mapped_column(Integer)
-    worker_id: Mapped[str] = mapped_column(String(200))
-    sweep_name: Mapped[str] = mapped_column(String(255))
-    finished_at: Mapped[datetime] = mapped_column(UTCDateTime)
-    recipe_id: Mapped[str] = mapped_column(String(255))
-    recipe_sha256: Mapped[str] = mapped_column(String(64))
-    model_id: Mapped[str] = mapped_column(String(255))
-    model_name: Mapped[str] = mapped_column(String(255))
+    run_id: Col[int] = Column(ForeignKey("runs.id", ondelete="CASCADE"), primary_key=True)
+    job_id: Col[str] = Column(String(64), nullable=False)
+    attempt: Col[int] = Column(Integer, nullable=False)
+    worker_id: Col[str] = Column(String(200), nullable=False)
+    sweep_name: Col[str] = Column(String(255), nullable=False)
+    finished_at: Col[datetime] = Column(UTCDateTime, nullable=False)
+    recipe_id: Col[str] = Column(String(255), nullable=False)
+    recipe_sha256: Col[str] = Column(String(64), nullable=False)
+    model_id: Col[str] = Column(String(255), nullable=False)
+    model_name: Col[str] = Column(String(255), nullable=False)
     """The model id's last part, lower case (the `--model` filter matches it)."""
-    hardware_id: Mapped[str] = mapped_column(String(255))
-    hardware_count: Mapped[int] = mapped_column(Integer)
-    hardware_class: Mapped[str] = mapped_column(String(255))
-    engine_name: Mapped[str] = mapped_column(String(64))
-    engine_version: Mapped[str | None] = mapped_column(String(255))
-    origin: Mapped[str] = mapped_column(String(16))
+    hardware_id: Col[str] = Column(String(255), nullable=False)
+    hardware_count: Col[int] = Column(Integer, nullable=False)
+    hardware_class: Col[str] = Column(String(255), nullable=False)
+    engine_name: Col[str] = Column(String(64), nullable=False)
+    engine_version: Col[str | None] = Column(String(255))
+    origin: Col[str] = Column(String(16), nullable=False)
     """launched, simulated or endpoint (farm.domain.Origin)."""
-    simulated: Mapped[bool] = mapped_column(Boolean)
-    requested_repeats: Mapped[int | None] = mapped_column(Integer)
-    host: Mapped[str | None] = mapped_column(String(255))
-    provenance_summary: Mapped[dict[str, Any]] = mapped_column(JSONType)
+    simulated: Col[bool] = Column(Boolean, nullable=False)
+    requested_repeats: Col[int | None] = Column(Integer)
+    host: Col[str | None] = Column(String(255))
+    provenance_summary: Col[dict[str, Any]] = Column(JSONType, nullable=False)
     """The short provenance (host, GPUs, driver, engine image, farm commit, cache state): what exports show."""
 
 
@@ -304,26 +355,26 @@ class GroupFigureStat(Base):
         ),
     )
 
-    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
-    recipe_id: Mapped[str] = mapped_column(String(255))
-    recipe_sha256: Mapped[str] = mapped_column(String(64))
-    model_id: Mapped[str] = mapped_column(String(255))
-    model_name: Mapped[str] = mapped_column(String(255))
-    hardware_id: Mapped[str] = mapped_column(String(255))
-    hardware_class: Mapped[str] = mapped_column(String(255))
-    engine_name: Mapped[str] = mapped_column(String(64))
-    engine_version: Mapped[str | None] = mapped_column(String(255))
-    engine_version_key: Mapped[str] = mapped_column(String(255))
+    id: Col[int] = Column(Integer, primary_key=True, autoincrement=True)
+    recipe_id: Col[str] = Column(String(255), nullable=False)
+    recipe_sha256: Col[str] = Column(String(64), nullable=False)
+    model_id: Col[str] = Column(String(255), nullable=False)
+    model_name: Col[str] = Column(String(255), nullable=False)
+    hardware_id: Col[str] = Column(String(255), nullable=False)
+    hardware_class: Col[str] = Column(String(255), nullable=False)
+    engine_name: Col[str] = Column(String(64), nullable=False)
+    engine_version: Col[str | None] = Column(String(255))
+    engine_version_key: Col[str] = Column(String(255), nullable=False)
     """`engine_version`, or '' for none: a unique key needs a value that is never NULL."""
-    origin: Mapped[str] = mapped_column(String(16))
-    key: Mapped[str] = mapped_column(String(255))
-    kind: Mapped[str] = mapped_column(String(64))
-    point: Mapped[str] = mapped_column(String(64))
-    metric: Mapped[str] = mapped_column(String(64))
-    unit: Mapped[str] = mapped_column(String(32))
-    n: Mapped[int] = mapped_column(Integer)
-    total: Mapped[float] = mapped_column(Float)
-    min: Mapped[float] = mapped_column(Float)
-    max: Mapped[float] = mapped_column(Float)
-    runs: Mapped[int] = mapped_column(Integer)
-    requested: Mapped[int] = mapped_column(Integer)
+    origin: Col[str] = Column(String(16), nullable=False)
+    key: Col[str] = Column(String(255), nullable=False)
+    kind: Col[str] = Column(String(64), nullable=False)
+    point: Col[str] = Column(String(64), nullable=False)
+    metric: Col[str] = Column(String(64), nullable=False)
+    unit: Col[str] = Column(String(32), nullable=False)
+    n: Col[int] = Column(Integer, nullable=False)
+    total: Col[float] = Column(Float, nullable=False)
+    min: Col[float] = Column(Float, nullable=False)
+    max: Col[float] = Column(Float, nullable=False)
+    runs: Col[int] = Column(Integer, nullable=False)
+    requested: Col[int] = Column(Integer, nullable=False)

@@ -19,7 +19,6 @@ from typing import Any, TypeVar
 from typing import cast as typed
 
 from sqlalchemy import ColumnElement, Text, and_, case, cast, func, literal_column, or_, select
-from sqlalchemy.dialects.postgresql import aggregate_order_by
 
 from farm.domain import Figure, Origin, Summary, lower_is_better, split_key, spread
 from farm.filters import ResultFilter
@@ -406,6 +405,8 @@ def iter_entries(
 
     def concatenated(column: Any) -> Any:
         if postgres and ordered_values:
+            from sqlalchemy.dialects.postgresql import aggregate_order_by
+
             return func.string_agg(
                 cast(column, Text), aggregate_order_by(literal_column("','"), inner.c.finished_at, inner.c.job_id)
             )

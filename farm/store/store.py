@@ -44,7 +44,6 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import ColumnElement, Connection, Row, and_, case, func, insert, or_, select, update
-from sqlalchemy.dialects import postgresql, sqlite
 
 import farm
 from farm.domain import (
@@ -67,6 +66,7 @@ from farm.store import migrate, queries
 from farm.store.db import READ_ONLY, create_store_engine, is_sqlite, normalise_url, translate_errors
 from farm.store.models import (
     ArtifactRow,
+    Base,
     GroupFigureStat,
     Host,
     Job,
@@ -81,9 +81,25 @@ from farm.store.sample_codec import encode as encode_samples
 from farm.store.summaries import run_summary_values
 
 if TYPE_CHECKING:
+    from sqlalchemy.dialects.postgresql import Insert as PostgresInsert
+    from sqlalchemy.dialects.sqlite import Insert as SqliteInsert
+
     from farm.recipes.model import Recipe  # only named in signatures: the store's readers start without pydantic
 
 HOST_LOST_MESSAGE = "the worker's lease expired: host lost"
+
+
+def upsert(conn: Connection, table: type[Base]) -> PostgresInsert | SqliteInsert:
+    """An INSERT that can say ON CONFLICT, in this connection's dialect. The dialect module is imported here, on
+    first use: SQLAlchemy's PostgreSQL dialect would otherwise cost every CLI command's start."""
+    if conn.dialect.name == "postgresql":
+        from sqlalchemy.dialects import postgresql
+
+        return postgresql.insert(table)
+    from sqlalchemy.dialects import sqlite
+
+    return sqlite.insert(table)
+
 
 DEFAULT_LIST_LIMIT = 100
 """How many jobs `list_jobs` returns unless asked: a screenful of the newest."""
@@ -254,8 +270,7 @@ class Store:
             "document": recipe.model_dump(mode="json"),
             "created_at": now,
         }
-        dialect = postgresql if conn.dialect.name == "postgresql" else sqlite
-        conn.execute(dialect.insert(RecipeRow).values(**values).on_conflict_do_nothing(index_elements=["sha256"]))
+        conn.execute(upsert(conn, RecipeRow).values(**values).on_conflict_do_nothing(index_elements=["sha256"]))
         return sha
 
     def add_recipe(self, recipe: Recipe, *, now: datetime | None = None) -> str:
@@ -669,7 +684,7 @@ class Store:
         if not rows:
             return
         postgres = conn.dialect.name == "postgresql"
-        statement = (postgresql if postgres else sqlite).insert(GroupFigureStat).values(rows)
+        statement = upsert(conn, GroupFigureStat).values(rows)
         excluded = statement.excluded
         smaller, larger = (func.least, func.greatest) if postgres else (func.min, func.max)
         conn.execute(
@@ -982,8 +997,7 @@ class Store:
                 "current_job_id": None,
                 "phase": None,
             }
-            dialect = postgresql if conn.dialect.name == "postgresql" else sqlite
-            statement = dialect.insert(Host).values(**values)
+            statement = upsert(conn, Host).values(**values)
             updates = {name: statement.excluded[name] for name in values if name != "worker_id"}
             conn.execute(statement.on_conflict_do_update(index_elements=["worker_id"], set_=updates))
 
@@ -1046,7 +1060,7 @@ class Store:
     def list_workers(self) -> list[WorkerView]:
         """Every registered worker, by id, with its quarantine."""
         with self._read("cannot list workers") as conn:
-            rows = conn.execute(select(Host.__table__).order_by(Host.worker_id)).all()
+            rows = conn.execute(select(Host).order_by(Host.worker_id)).all()
         return [
             WorkerView(
                 worker_id=row.worker_id,
