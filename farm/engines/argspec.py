@@ -204,6 +204,13 @@ def render_option(option: ParsedOption) -> list[str]:
     return [spec.name, *option.values]
 
 
+def declared(name: str, kind: ValueKind, *aliases: str, nargs: str | int | None = None, **more: Any) -> OptionSpec:
+    """An option as a hand-written spec declares it (SGLang's, Ollama's...): a FLAG or BOOL takes no value."""
+    if kind in (ValueKind.FLAG, ValueKind.BOOL):
+        nargs = 0
+    return OptionSpec(name=name, aliases=aliases, kind=kind, nargs=nargs, **more)
+
+
 def option_value(spec: OptionSpec, *values: str) -> ParsedOption:
     """A ParsedOption the farm itself adds (the worker's `--host`, a profile's extra arguments)."""
     return ParsedOption(spec=spec, values=tuple(values), written_as=(spec.name,))

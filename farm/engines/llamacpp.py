@@ -2,7 +2,8 @@
 version and metrics.
 
 The spec is `llama_server_args.json`, dumped from the server's own `--help` by deploy/gen_llama_server_args.py
-(llama.cpp declares its options in C++, common/arg.cpp). llama.cpp's parser takes no abbreviations and reads
+(llama.cpp declares its options in C++, common/arg.cpp), with the newer options of farm.engines.llamacpp_supplement
+merged in (`with_supplement`, for the shipped list only). llama.cpp's parser takes no abbreviations and reads
 dashes literally; every option except a few list-valued ones is single-valued (it would keep the last).
 
 On a worker the model is the host's own GGUF file (the profile's `model_paths`), served under the recipe's model
@@ -16,12 +17,14 @@ import json
 import os
 import re
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from functools import cache
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
 from farm.domain import FailureClass
+from farm.engines import llamacpp_supplement
 from farm.engines.argspec import ArgSpec, CanonicalCommand, OptionSpec, ValueKind, option_value
 from farm.engines.process import EngineProcess
 from farm.errors import ArgumentPolicyError
@@ -30,6 +33,17 @@ ARGS_FILE = "llama_server_args.json"
 
 PREFIXES = (("llama-server",), ("llama.cpp/llama-server",), ("./llama-server",), ("build/bin/llama-server",))
 """How a llama.cpp recipe's command may start."""
+
+_CORS = "CORS settings let web pages reach the API; the worker's engine serves the farm alone"
+_TOOLS = "built-in agent tools read and write files and run commands on the host"
+_PRESET = "loads a preset model from the internet instead of the recipe's"
+_PRESETS = (
+    "--embd-bge-small-en-default", "--embd-e5-small-en-default", "--embd-gte-small-default", "--embd-gemma-default",
+    "--fim-qwen-1.5b-default", "--fim-qwen-3b-default", "--fim-qwen-7b-default", "--fim-qwen-7b-spec",
+    "--fim-qwen-14b-spec", "--fim-qwen-30b-default", "--gpt-oss-20b-default", "--gpt-oss-120b-default",
+    "--vision-gemma-4b-default", "--vision-gemma-12b-default",
+)  # fmt: skip
+"""Options that set `--hf-repo` (and a draft) to a model of llama.cpp's choosing, downloaded over the host's."""
 
 REFUSED: Mapping[str, str] = {
     "--api-key": "secrets never go in argv (they would be stored and logged)",
@@ -46,6 +60,26 @@ REFUSED: Mapping[str, str] = {
     "--version": "prints and exits; serves nothing",
     "--completion-bash": "prints and exits; serves nothing",
     "--list-devices": "prints and exits; serves nothing",
+    "--cache-list": "prints and exits; serves nothing",
+    "--docker-repo": "downloads a model from Docker Hub; the host maps the model",
+    "--video-ffmpeg-dir": "runs the ffmpeg found in a directory the recipe names",
+    "--reuse-port": "the worker's port is the engine's alone",
+    "--cors-origins": _CORS,
+    "--cors-methods": _CORS,
+    "--cors-headers": _CORS,
+    "--cors-credentials": _CORS,
+    "--no-cors-credentials": _CORS,
+    "--ui-mcp-proxy": "proxies the web UI to MCP servers beyond the worker's host",
+    "--tools": _TOOLS,
+    "--tools-runtime": _TOOLS,
+    "--agent": _TOOLS,
+    "--mcp-servers-config": "spawns the MCP server commands a file names",
+    "--mcp-servers-json": "spawns the MCP server commands it names",
+    "--models-dir": "router mode serves other models than the recipe's",
+    "--models-preset": "router mode serves other models, with arguments from a file past every check",
+    "--spec-synth-len": "synthetic acceptance fakes speculative decoding's results",
+    "--spec-synth-rates": "synthetic acceptance fakes speculative decoding's results",
+    **{preset: _PRESET for preset in _PRESETS},
 }
 
 KINDS: Mapping[str, ValueKind] = {
@@ -293,10 +327,28 @@ def load_llamacpp_spec(path: Path) -> ArgSpec:
     return spec_from_dump(data, str(path))
 
 
+def with_supplement(spec: ArgSpec) -> ArgSpec:
+    """The spec with the newer llama-server options of farm.engines.llamacpp_supplement: newer spellings become
+    aliases of the dump's options, options the dump lacks are added, judged by this module's tables first."""
+    aliases = llamacpp_supplement.ALIASES
+    options: list[OptionSpec] = []
+    for option in spec.options:
+        added = tuple(a for spelling in (option.name, *option.aliases) for a in aliases.get(spelling, ()))
+        options.append(replace(option, aliases=(*option.aliases, *added)) if added else option)
+    for option in llamacpp_supplement.NEWER:
+        if any(spec.lookup(spelling) is not None for spelling in (option.name, *option.aliases)):
+            continue  # the dump has it: its own entry stands
+        kind = KINDS.get(option.name, option.kind)
+        options.append(replace(option, kind=kind, reason=REFUSED.get(option.name, option.reason)))
+    source = f"{spec.source} + llamacpp_supplement.py ({llamacpp_supplement.SOURCE_SHORT})"
+    return replace(spec, options=tuple(options), source=source)
+
+
 @cache
 def shipped_llamacpp_spec() -> ArgSpec:
+    """The dump of llama.cpp 4227c9b's llama-server, with the newer options recipes use (llamacpp_supplement)."""
     text = resources.files(__package__).joinpath(ARGS_FILE).read_text(encoding="utf-8")
-    return spec_from_dump(json.loads(text), ARGS_FILE)
+    return with_supplement(spec_from_dump(json.loads(text), ARGS_FILE))
 
 
 def llamacpp_process_argv(

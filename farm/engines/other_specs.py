@@ -1,4 +1,5 @@
-"""Argument specs of the engines whose parsers the farm cannot run here: SGLang, Ollama, LM Studio, TabbyAPI, MLX.
+"""Argument specs of the engines whose parsers the farm cannot run here: Ollama, LM Studio, TabbyAPI, MLX, and
+SGLang's (farm.engines.sglang_args), all by engine name in `SPECS`.
 
 Each is an allowlist written from the engine's own CLI source (named in `ArgSpec.source`): the options a
 benchmark recipe uses, each with the kind its value is judged as. An option missing here is refused unless a
@@ -7,147 +8,11 @@ host's profile allows it, so a list that is short errs on the side of refusing.
 
 from __future__ import annotations
 
-from farm.engines.argspec import ArgSpec, OptionSpec, ValueKind
+from farm.engines.argspec import ArgSpec, ValueKind, declared
+from farm.engines.sglang_args import SGLANG
 
 K = ValueKind
-
-
-def _o(name: str, kind: ValueKind, *aliases: str, nargs: str | int | None = None, **more: object) -> OptionSpec:
-    if kind in (K.FLAG, K.BOOL):
-        nargs = 0
-    return OptionSpec(name=name, aliases=aliases, kind=kind, nargs=nargs, **more)  # type: ignore[arg-type]
-
-
-_TLS = "the worker speaks plain HTTP on loopback"
-_NO_SECRETS = "secrets never go in argv (they would be stored and logged)"
-
-SGLANG_LOAD_FORMATS = (
-    "auto", "bitsandbytes", "dummy", "expert_pack", "fastsafetensors", "gguf", "layered", "mistral", "npcache",
-    "presharded", "pt", "safetensors", "sharded_state",
-)  # fmt: skip
-"""SGLang's LOAD_FORMAT_CHOICES without the ones that fetch weights from elsewhere (remote, remote_instance,
-private, runai_streamer, flash_rl)."""
-
-SGLANG_QUANTIZATIONS = (
-    "auto-round", "auto-round-int8", "awq", "awq_marlin", "bitsandbytes", "compressed-tensors", "fp8", "gguf", "gptq",
-    "gptq_marlin", "humming", "marlin", "mlx_q4", "mlx_q8", "modelopt", "modelopt_fp4", "modelopt_fp8",
-    "modelopt_mixed", "modelslim", "moe_wna16", "mxfp4", "mxfp8", "mxfp_w4a8", "nvfp4_online", "petit_nvfp4", "quark",
-    "quark_int4fp8_moe", "quark_mxfp4", "unquant", "w4afp8", "w8a8_fp8", "w8a8_int8",
-)  # fmt: skip
-"""SGLang's QUANTIZATION_CHOICES (server_args.py)."""
-
-SGLANG = ArgSpec(
-    engine="sglang",
-    version="0.5",
-    source="sgl-project/sglang python/sglang/srt/server_args.py (ServerArgs.add_cli_args)",
-    prefixes=(("python", "-m", "sglang.launch_server"), ("sglang", "serve")),
-    model_option="--model-path",
-    underscores=False,
-    device_options=("--tp-size", "--pp-size"),
-    options=(
-        _o("--model-path", K.REPO, "--model"),
-        _o("--tokenizer-path", K.REPO),
-        _o("--tokenizer-mode", K.CHOICE, choices=("auto", "slow")),
-        _o("--skip-tokenizer-init", K.FLAG),
-        _o("--load-format", K.CHOICE, choices=SGLANG_LOAD_FORMATS),
-        _o("--model-loader-extra-config", K.JSON),
-        _o("--trust-remote-code", K.FLAG),
-        _o("--context-length", K.INT),
-        _o("--is-embedding", K.FLAG),
-        _o("--revision", K.WORD),
-        _o("--host", K.LISTEN),
-        _o("--port", K.LISTEN),
-        _o("--dtype", K.WORD),
-        _o("--kv-cache-dtype", K.WORD),
-        _o("--quantization", K.CHOICE, choices=SGLANG_QUANTIZATIONS),
-        _o("--served-model-name", K.WORD),
-        _o("--chat-template", K.TEMPLATE),
-        _o("--completion-template", K.TEMPLATE),
-        _o("--mem-fraction-static", K.FLOAT),
-        _o("--max-running-requests", K.INT),
-        _o("--max-total-tokens", K.INT),
-        _o("--chunked-prefill-size", K.INT),
-        _o("--max-prefill-tokens", K.INT),
-        _o("--schedule-policy", K.WORD),
-        _o("--schedule-conservativeness", K.FLOAT),
-        _o("--page-size", K.INT),
-        _o("--cuda-graph-max-bs", K.INT),
-        _o("--cuda-graph-bs", K.INT, nargs="+"),
-        _o("--disable-cuda-graph", K.FLAG),
-        _o("--disable-radix-cache", K.FLAG),
-        _o("--disable-overlap-schedule", K.FLAG),
-        _o("--enable-mixed-chunk", K.FLAG),
-        _o("--enable-torch-compile", K.FLAG),
-        _o("--torch-compile-max-bs", K.INT),
-        _o("--tp-size", K.INT, "--tensor-parallel-size"),
-        _o("--pp-size", K.INT, "--pipeline-parallel-size"),
-        _o("--dp-size", K.INT, "--data-parallel-size"),
-        _o("--ep-size", K.INT, "--expert-parallel-size"),
-        _o("--enable-dp-attention", K.FLAG),
-        _o("--moe-runner-backend", K.WORD),
-        _o("--moe-a2a-backend", K.WORD),
-        _o("--stream-interval", K.INT),
-        _o("--random-seed", K.INT),
-        _o("--log-level", K.WORD),
-        _o("--log-requests", K.FLAG),
-        _o("--enable-metrics", K.FLAG),
-        _o("--decode-log-interval", K.INT),
-        _o("--attention-backend", K.WORD),
-        _o("--prefill-attention-backend", K.WORD),
-        _o("--decode-attention-backend", K.WORD),
-        _o("--sampling-backend", K.CHOICE, choices=("ascend", "flashinfer", "pytorch")),
-        _o("--grammar-backend", K.CHOICE, choices=("llguidance", "none", "outlines", "xgrammar")),
-        _o("--radix-eviction-policy", K.CHOICE, choices=("lfu", "lru", "priority", "slru")),
-        _o("--fp8-gemm-backend", K.WORD),
-        _o("--fp4-gemm-backend", K.WORD),
-        _o("--swa-full-tokens-ratio", K.FLOAT),
-        _o("--enable-pcie-oneshot-allreduce", K.FLAG),
-        _o("--enable-multi-layer-eagle", K.FLAG),
-        _o("--enable-deterministic-inference", K.FLAG),
-        _o("--enable-two-batch-overlap", K.FLAG),
-        _o("--enable-flashinfer-allreduce-fusion", K.FLAG),
-        _o("--disable-custom-all-reduce", K.FLAG),
-        _o("--disable-shared-experts-fusion", K.FLAG),
-        _o("--num-continuous-decode-steps", K.INT),
-        _o("--allow-auto-truncate", K.FLAG),
-        _o("--enable-memory-saver", K.FLAG),
-        _o("--triton-attention-reduce-in-fp32", K.FLAG),
-        _o("--speculative-draft-model-revision", K.WORD),
-        _o("--mm-attention-backend", K.WORD),
-        _o("--speculative-algorithm", K.WORD),
-        _o("--speculative-draft-model-path", K.REPO, "--speculative-draft-model"),
-        _o("--speculative-num-steps", K.INT),
-        _o("--speculative-eagle-topk", K.INT),
-        _o("--speculative-num-draft-tokens", K.INT),
-        _o("--reasoning-parser", K.WORD),
-        _o("--tool-call-parser", K.WORD),
-        _o("--json-model-override-args", K.JSON),
-        _o("--preferred-sampling-params", K.JSON),
-        _o("--lora-paths", K.LORA, nargs="*"),
-        _o("--max-loras-per-batch", K.INT),
-        _o("--enable-hierarchical-cache", K.FLAG),
-        _o("--hicache-ratio", K.FLOAT),
-        _o("--watchdog-timeout", K.FLOAT),
-        _o("--skip-server-warmup", K.FLAG),
-        _o("--enable-cache-report", K.FLAG),
-        _o("--download-dir", K.PATH),
-        _o("--base-gpu-id", K.INT),
-        _o("--gpu-id-step", K.INT),
-        _o("--dist-init-addr", K.LOOPBACK, "--nccl-init-addr"),
-        _o("--nnodes", K.CHOICE, choices=("1",)),
-        _o("--node-rank", K.CHOICE, choices=("0",)),
-        _o("--nccl-port", K.PORT),
-        _o("--enable-custom-logit-processor", K.CODE, reason="runs logit processors sent with requests"),
-        _o("--custom-weight-loader", K.CODE, nargs="*", reason="imports weight loaders by name"),
-        _o("--api-key", K.REFUSED, reason=_NO_SECRETS),
-        _o("--ssl-keyfile", K.REFUSED, reason=_TLS),
-        _o("--ssl-certfile", K.REFUSED, reason=_TLS),
-        _o("--otlp-traces-endpoint", K.REFUSED, reason="sends traces outside; no outbound telemetry"),
-        _o("--file-storage-path", K.PATH),
-        _o("--crash-dump-folder", K.PATH),
-        _o("--config", K.REFUSED, reason="reads more arguments from a file on the worker, past every check"),
-    ),
-)
+_o = declared
 
 OLLAMA = ArgSpec(
     engine="ollama",

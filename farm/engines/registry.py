@@ -47,9 +47,14 @@ def _other(name: str) -> Callable[[], ArgSpec]:
 ENGINES: dict[str, EngineKind] = {
     "vllm": EngineKind("vllm", _vllm, True, "farm/engines/vllm_serve_args.json, dumped from vLLM 0.32.0's parser"),
     "llama.cpp": EngineKind(
-        "llama.cpp", _llamacpp, True, "farm/engines/llama_server_args.json, dumped from llama-server --help"
+        "llama.cpp",
+        _llamacpp,
+        True,
+        "farm/engines/llama_server_args.json, dumped from llama-server --help, + llamacpp_supplement.py",
     ),
-    "sglang": EngineKind("sglang", _other("sglang"), True, "sglang/srt/server_args.py (ServerArgs.add_cli_args)"),
+    "sglang": EngineKind(
+        "sglang", _other("sglang"), True, "sglang/srt/server_args.py at 001067ff (ServerArgs.add_cli_args)"
+    ),
     "ollama": EngineKind("ollama", _other("ollama"), False, "ollama cmd/cmd.go (serve, run, pull)"),
     "lmstudio": EngineKind("lmstudio", _other("lmstudio"), False, "lmstudio-ai/lms (server start, load)"),
     "tabbyapi": EngineKind("tabbyapi", _other("tabbyapi"), False, "theroyallab/tabbyAPI common/args.py"),

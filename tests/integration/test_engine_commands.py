@@ -270,7 +270,7 @@ def test_other_engines_reach_the_executable_as_their_canonical_command(
     ("kind", "argv", "why"),
     [
         ("llama.cpp", ["llama-server", "-m", "/etc/passwd"], "outside this host's"),
-        ("llama.cpp", ["llama-server", "--rpc", "10.0.0.2:50052"], "not an option"),
+        ("llama.cpp", ["llama-server", "--rpc", "10.0.0.2:50052"], "RPC servers beyond"),
         (
             "sglang",
             ["python3", "-m", "sglang.launch_server", "--model-path", "org/m", "--tp-size", "2"],

