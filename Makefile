@@ -19,8 +19,11 @@ $(TOOLS)/bin/uv:
 	@$(PYTHON) -m venv "$(TOOLS)" || { echo "cannot make a virtual environment with $(PYTHON): on Debian or Ubuntu run 'apt-get install python3-venv' (PYTHON=... picks another interpreter)" >&2; rm -rf "$(TOOLS)"; exit 1; }
 	"$(TOOLS)/bin/python" -m pip install --quiet --disable-pip-version-check uv
 
+# Bytecode is compiled at install, the farm's own modules too: a CLI command's start is mostly imports, and
+# where PYTHONDONTWRITEBYTECODE is set (or the tree is read-only) nothing would ever be cached.
 setup: $(UV)
-	$(UV) sync --frozen --quiet --python "$$(command -v $(PYTHON))"
+	$(UV) sync --frozen --quiet --compile-bytecode --python "$$(command -v $(PYTHON))"
+	$(UV) run --no-sync python -m compileall -q farm > /dev/null
 
 demo: setup
 	$(UV) run farm demo

@@ -5,7 +5,8 @@
     │   ├── RecipeError            a recipe document that cannot be parsed or validated
     │   ├── SweepSpecError         a sweep spec (TOML in jobs/) that cannot be parsed or validated
     │   ├── ProfileError           a worker profile that cannot be parsed or validated
-    │   └── ArgumentPolicyError    an engine argument refused by the engine's list or the host's policy
+    │   ├── ArgumentPolicyError    an engine argument refused by the engine's list or the host's policy
+    │   └── SettingsError          a FARM_* environment variable (or Settings argument) that cannot be used
     ├── StoreError                 the database could not be reached or refused a write
     │   ├── JobNotFound            no job with that id
     │   ├── InvalidTransition      a job state change that the state machine forbids (cancel a finished job)
@@ -57,6 +58,10 @@ class ProfileError(InputError):
 
 class ArgumentPolicyError(InputError):
     """An engine argument refused by the engine's argument list or by the host's policy."""
+
+
+class SettingsError(InputError, ValueError):
+    """A setting that cannot be used: a FARM_* variable that does not parse, or a value out of its range."""
 
 
 class StoreError(FarmError):

@@ -24,7 +24,10 @@ err_console = Console(stderr=True)
 
 
 def settings() -> Settings:
-    s = Settings()
+    """The process's settings, logging configured from them; a FARM_* variable that cannot be used is a clean
+    error naming it."""
+    with farm_errors():
+        s = Settings()
     configure(s.log_format, s.log_level)
     return s
 

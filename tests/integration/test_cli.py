@@ -189,3 +189,23 @@ def test_demo_prints_the_database_url_masked(tmp_path: Path) -> None:
         assert ":***@" in output
     finally:
         admin(f'DROP SCHEMA "{schema}" CASCADE')
+
+
+@pytest.mark.parametrize(
+    ("variable", "raw", "expected"),
+    [
+        ("FARM_LEASE_S", "abc", "FARM_LEASE_S='abc': not a number (setting lease_s)"),
+        ("FARM_LOG_LEVEL", "loud", "FARM_LOG_LEVEL='loud': expected one of debug, info"),
+    ],
+)
+def test_a_bad_farm_variable_is_a_clean_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, variable: str, raw: str, expected: str
+) -> None:
+    """A FARM_* variable that cannot be used stops the command with exit status 2 and one line naming it."""
+    monkeypatch.setenv("FARM_DATABASE_URL", f"sqlite:///{tmp_path / 'farm.db'}")
+    monkeypatch.setenv(variable, raw)
+    code, out, err = farm("status", "--json")
+    assert code == 2
+    assert out == ""
+    assert expected in err
+    assert "Traceback" not in err
