@@ -342,8 +342,13 @@ def before_prose_fence(tokens: Sequence[str]) -> list[str]:
     line) or "`" (inline code closing) with a command before it, only when the first word after it is a plain
     word ("My", "Returns", "it's"; not a path, a model or a number) and nothing after it looks like an option
     (`-x`, `--opt`) or like JSON: then the rest is prose. Anything less clear is left whole, and read_command
-    refuses the fence."""
+    refuses the fence.
+
+    A fence glued to the end of a word ("--port 8000```") closes the code block beyond doubt, whatever follows:
+    the command is what comes before it, and that word without the fence."""
     for index, word in enumerate(tokens):
+        if word.endswith(_FENCE) and word.strip("`"):
+            return [*tokens[:index], word[: -len(_FENCE)]]
         if word not in (_FENCE, "`"):
             continue
         rest = tokens[index + 1 :]

@@ -140,6 +140,28 @@ def test_a_fence_with_command_text_after_it_is_refused(after: list[str]) -> None
     assert caught.value.field == "argv"
 
 
+@pytest.mark.parametrize(
+    "after",
+    [
+        [],
+        ["And", "test", "with", "this:", "```", "wget", "https://example.org/t.py", "-O", "t.py"],
+        ["```docker", "run"],
+    ],
+)
+def test_a_fence_glued_to_a_word_ends_the_command(after: list[str]) -> None:
+    """ "--port 8000```" closes the code block beyond doubt: the command is what came before, that word without
+    its fence; whatever follows (prose, another command) is not read."""
+    tokens = ["vllm", "serve", "org/model", "--max-num-seqs", "8```", *after]
+    recipe = parse_registry(_recipe(argv=tokens), "r.json")
+    assert recipe.argv == ("vllm", "serve", "org/model", "--max-num-seqs", "8")
+
+
+def test_an_opening_fence_alone_is_still_refused() -> None:
+    """A lone opening fence followed by prose holds no command."""
+    with pytest.raises(RecipeError, match="Markdown code fence"):
+        parse_registry(_recipe(argv=["```", "And", "then", "wait"]), "r.json")
+
+
 def test_device_pinning_and_cache_paths_are_dropped_tuning_kept() -> None:
     """CUDA_VISIBLE_DEVICES (the worker assigns devices) and LLAMA_CACHE (a path on the author's machine) are
     dropped, each with its reason; B12X_ and CUTE_DSL_ kernel tuning passes."""
