@@ -209,3 +209,41 @@ def test_a_bad_farm_variable_is_a_clean_error(
     assert out == ""
     assert expected in err
     assert "Traceback" not in err
+
+
+HEAVY_FOR_READERS = (
+    "sqlalchemy.orm",
+    "sqlalchemy.dialects.postgresql",
+    "structlog",
+    "pydantic_settings",
+    "celery",
+    "aiohttp",
+    "farm.sim",
+    "farm.bench",
+)
+"""Modules a reading command must not import: each cost a CLI command's start a twentieth to a fifth of a second
+(the ORM, structlog, pydantic-settings, PostgreSQL's dialect on a SQLite store) or belongs to another command."""
+
+
+@pytest.mark.parametrize("command", [["status", "--json"], ["leaderboard", "--json"]])
+def test_reading_commands_import_nothing_heavy(tmp_path: Path, command: list[str]) -> None:
+    """`farm status` and `farm leaderboard` run, in a fresh interpreter, without importing the modules above."""
+    script = (
+        "import sys\n"
+        "from farm.cli.app import main\n"
+        f"sys.argv = ['farm', *{command!r}]\n"
+        "try:\n"
+        "    main()\n"
+        "except SystemExit as exc:\n"
+        "    assert not exc.code, exc.code\n"
+        "sys.stderr.write(' '.join(sorted(sys.modules)))\n"
+    )
+    url = f"sqlite:///{tmp_path / 'farm.db'}"
+    Store.open(url, auto_upgrade=True).close()
+    env = {**os.environ, "FARM_DATABASE_URL": url}
+    done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    loaded = set(done.stderr.split())
+    assert "farm.store.store" in loaded  # the command did read the store
+    heavy = sorted(name for name in loaded if any(name == h or name.startswith(h + ".") for h in HEAVY_FOR_READERS))
+    assert heavy == []
