@@ -119,7 +119,7 @@ def leaderboard(
     with farm_errors():
         rows = open_store(s).leaderboard(include_simulated=not real_only)
     if as_json:
-        print_json([asdict(r) for r in rows])
+        print_json([r.to_json() for r in rows])
         return
     print_leaderboard(rows)
 

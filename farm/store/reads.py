@@ -205,30 +205,12 @@ def _jobs_by_group(store: Store, filters: ResultFilter) -> Any:
 
 def _leaderboard_from_stats(store: Store, filters: ResultFilter) -> list[LeaderboardRow]:
     where = conditions(filters, GroupFigureStat)
-    stats_query = select(GroupFigureStat).where(GroupFigureStat.kind.in_(LEADERBOARD_KINDS), *where)
+    stats_query = select(*(GroupFigureStat.__table__.c[name] for name in GroupStat.__dataclass_fields__)).where(
+        GroupFigureStat.kind.in_(LEADERBOARD_KINDS), *where
+    )
     jobs_query = _jobs_by_group(store, filters)
     with store._read("cannot read the leaderboard") as conn:
-        stats = [
-            GroupStat(
-                recipe_id=r.recipe_id,
-                recipe_sha256=r.recipe_sha256,
-                model_id=r.model_id,
-                hardware_class=r.hardware_class,
-                engine_name=r.engine_name,
-                engine_version=r.engine_version,
-                origin=r.origin,
-                kind=r.kind,
-                point=r.point,
-                metric=r.metric,
-                n=r.n,
-                total=r.total,
-                min=r.min,
-                max=r.max,
-                runs=r.runs,
-                requested=r.requested,
-            )
-            for r in conn.execute(stats_query)
-        ]
+        stats = [GroupStat(*row) for row in conn.execute(stats_query)]  # the columns are GroupStat's, in order
         job_ids = {
             (sha, cls, name, version, origin): text.split(",")
             for sha, cls, name, version, origin, text in conn.execute(jobs_query)
