@@ -16,13 +16,13 @@ from __future__ import annotations
 import json
 from functools import cache
 from importlib import resources
-from typing import Any
-
-from jsonschema import Draft202012Validator
-from jsonschema.exceptions import ValidationError
-from referencing import Registry, Resource
+from typing import TYPE_CHECKING, Any
 
 from farm.errors import InputError
+
+if TYPE_CHECKING:  # jsonschema is imported by the first check: readers that never export should not pay for it
+    from jsonschema import Draft202012Validator
+    from jsonschema.exceptions import ValidationError
 
 SCHEMA_SOURCE = "https://github.com/0xSero/local-ai-registry/blob/main/data/registry/schema/speed-sweep.schema.json"
 SCHEMA_VERSION = "local-ai-registry/v1"
@@ -38,6 +38,9 @@ def load_schema(name: str) -> dict[str, Any]:
 
 @cache
 def _validator() -> Draft202012Validator:
+    from jsonschema import Draft202012Validator
+    from referencing import Registry, Resource
+
     schemas = {name: load_schema(name) for name in SCHEMA_FILES}
     registry: Registry[Any] = Registry().with_resources(
         (schema["$id"], Resource.from_contents(schema)) for schema in schemas.values()
