@@ -6,21 +6,36 @@ import json
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
-from rich.console import Console
-from rich.text import Text
 
 from farm.errors import FarmError
 from farm.logs import configure
 from farm.settings import Settings
 from farm.store import Store
 
+if TYPE_CHECKING:
+    from rich.console import Console
+
 WIDE_OUTPUT = 200
 """Tables sent to a file or a pipe are not cut to 80 columns: nobody's terminal is there to fit."""
-console = Console() if sys.stdout.isatty() else Console(width=WIDE_OUTPUT)
-err_console = Console(stderr=True)
+
+
+def __getattr__(name: str) -> Console:
+    """`console` (stdout) and `err_console` (stderr), rich Consoles made when a module first imports them: a
+    command that prints only JSON (`farm status --json`) imports them inside the function that prints a table,
+    so it never imports rich (a twentieth of its start)."""
+    from rich.console import Console
+
+    if name == "console":
+        made = Console() if sys.stdout.isatty() else Console(width=WIDE_OUTPUT)
+    elif name == "err_console":
+        made = Console(stderr=True)
+    else:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    globals()[name] = made
+    return made
 
 
 def settings() -> Settings:
@@ -69,4 +84,8 @@ def farm_errors() -> Iterator[None]:
 
 
 def _print_error(exc: Exception) -> None:
+    from rich.text import Text
+
+    from farm.cli.common import err_console
+
     err_console.print(Text("error: ", style="bold red") + Text(str(exc)), highlight=False, soft_wrap=True)

@@ -4,13 +4,22 @@ from __future__ import annotations
 
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
-from rich.table import Table
 
-from farm.cli.common import console, farm_errors, open_store, print_json, settings
+if TYPE_CHECKING:
+    from rich.console import Console
+
+from farm.cli.common import farm_errors, open_store, print_json, settings
 from farm.domain import JobView
+
+
+def _console() -> Console:
+    """The CLI's stdout console, imported when a table or line is printed (JSON output never needs rich)."""
+    from farm.cli.common import console
+
+    return console
 
 
 def submit(
@@ -37,7 +46,7 @@ def submit(
         print_json({"jobs": job_ids, "recipe": sweep.recipe.id, "sweep": sweep.spec.name})
         return
     for job_id in job_ids:
-        console.print(job_id, markup=False, highlight=False)
+        _console().print(job_id, markup=False, highlight=False)
 
 
 def status(
@@ -57,6 +66,8 @@ def status(
     if as_json:
         print_json({"jobs": [_job_json(j) for j in jobs], "queue_depth": depth, "queues": queues})
         return
+    from rich.table import Table
+
     table = Table(title="jobs")
     for column in ("job", "state", "sweep", "hardware", "attempt", "worker", "phase", "progress", "note"):
         table.add_column(column)
@@ -72,7 +83,7 @@ def status(
             f"{job.progress:.0%}" if job.progress is not None and job.state == "running" else "",
             _note(job),
         )
-    console.print(table)
+    _console().print(table)
     print_queue_overview(store)
 
 
@@ -81,7 +92,7 @@ def cancel(job: str = typer.Argument(..., help="a job id")) -> None:
     s = settings()
     with farm_errors():
         state = open_store(s).cancel(job)
-    console.print(f"{job}: {state}", markup=False, highlight=False)
+    _console().print(f"{job}: {state}", markup=False, highlight=False)
 
 
 def results(
@@ -98,15 +109,17 @@ def results(
         print_json({"job": _job_json(view), "figures": [_figure_json(f) for f in figures]})
         return
     title = f"{view.id} {view.sweep_name} ({view.state.value}{', simulated' if view.simulated else ''})"
+    from rich.table import Table
+
     table = Table(title=title)
     for column in ("figure", "unit", "n", "mean", "min", "max", "spread"):
         table.add_column(column, justify="left" if column in ("figure", "unit") else "right")
     for f in figures:
         sm = f.summary
         table.add_row(f.key, f.unit, str(sm.n), _num(sm.mean), _num(sm.min), _num(sm.max), f"{sm.spread:.1%}")
-    console.print(table)
+    _console().print(table)
     if view.failure_message:
-        console.print(f"failure: {view.failure_class}: {view.failure_message}", markup=False, highlight=False)
+        _console().print(f"failure: {view.failure_class}: {view.failure_message}", markup=False, highlight=False)
 
 
 def leaderboard(
@@ -126,6 +139,8 @@ def leaderboard(
 
 def print_leaderboard(rows: list[Any]) -> None:
     """The leaderboard as a table narrow enough for a terminal; `--json` has every field."""
+    from rich.table import Table
+
     table = Table(title="leaderboard (decode: mean of the runs' repeats; spread = (max - min) / mean)")
     for column, justify in (
         ("model", "left"),
@@ -156,11 +171,11 @@ def print_leaderboard(rows: list[Any]) -> None:
             _num(r.peak_memory_gib) if r.peak_memory_gib is not None else "",
             f"{r.spec_acceptance_rate:.1%}" if r.spec_acceptance_rate is not None else "",
         )
-    console.print(table)
+    _console().print(table)
     if any(r.simulated for r in rows):
-        console.print("(sim): measured on the simulator; never ranked with real hardware.", markup=False)
+        _console().print("(sim): measured on the simulator; never ranked with real hardware.", markup=False)
     if any(r.origin == "endpoint" for r in rows):
-        console.print("(endpoint): measured on a server the farm did not launch.", markup=False)
+        _console().print("(endpoint): measured on a server the farm did not launch.", markup=False)
 
 
 def _num(value: float) -> str:
