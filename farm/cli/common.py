@@ -22,18 +22,24 @@ WIDE_OUTPUT = 200
 """Tables sent to a file or a pipe are not cut to 80 columns: nobody's terminal is there to fit."""
 
 
+def get_console() -> Console:
+    """The stdout console, for commands that print a table only when not asked for JSON."""
+    made: Console = globals().get("console") or __getattr__("console")
+    return made
+
+
 def __getattr__(name: str) -> Console:
     """`console` (stdout) and `err_console` (stderr), rich Consoles made when a module first imports them: a
     command that prints only JSON (`farm status --json`) imports them inside the function that prints a table,
     so it never imports rich (a twentieth of its start)."""
+    if name not in ("console", "err_console"):  # the import system asks for `__path__` and the like
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     from rich.console import Console
 
     if name == "console":
         made = Console() if sys.stdout.isatty() else Console(width=WIDE_OUTPUT)
-    elif name == "err_console":
-        made = Console(stderr=True)
     else:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+        made = Console(stderr=True)
     globals()[name] = made
     return made
 

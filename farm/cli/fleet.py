@@ -10,9 +10,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 import typer
-from rich.table import Table
 
-from farm.cli.common import console, farm_errors, open_store, print_json, settings
+from farm.cli.common import farm_errors, get_console, open_store, print_json, settings
 from farm.errors import FarmError
 from farm.queue.overview import SILENT_AFTER_S, ClassLine, WorkerLine, class_lines, worker_lines
 from farm.store import Store
@@ -34,12 +33,14 @@ def workers(
             released = store.release_host(release)
             if not released:
                 raise FarmError(f"no quarantined worker with id or host name {release!r} (see `farm workers`)")
-            console.print(f"released: {', '.join(released)}", markup=False, highlight=False)
+            get_console().print(f"released: {', '.join(released)}", markup=False, highlight=False)
             return
         lines, classes = read_overview(store, silent_after)
     if as_json:
         print_json(overview_json(lines, classes))
         return
+    from rich.table import Table
+
     table = Table(title="workers")
     for column in ("worker", "host", "hardware classes", "heartbeat", "state", "job", "phase", "reason"):
         table.add_column(column)
@@ -54,7 +55,7 @@ def workers(
             line.phase or "",
             line.quarantine_reason or "",
         )
-    console.print(table)
+    get_console().print(table)
     print_class_lines(classes)
 
 
@@ -75,14 +76,14 @@ def print_class_lines(classes: list[ClassLine]) -> None:
     """Queued jobs per hardware class, and a warning line for each class no live worker takes."""
     if not classes:
         return
-    console.print(
+    get_console().print(
         "queued per hardware class: " + ", ".join(f"{c.hardware_class}: {c.queued}" for c in classes),
         markup=False,
         highlight=False,
     )
     for c in classes:
         if c.unserved:
-            console.print(
+            get_console().print(
                 f"warning: {c.queued} queued job(s) for {c.hardware_class} and no live worker takes that class",
                 markup=False,
                 highlight=False,

@@ -4,22 +4,12 @@ from __future__ import annotations
 
 from dataclasses import asdict
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import typer
 
-if TYPE_CHECKING:
-    from rich.console import Console
-
-from farm.cli.common import farm_errors, open_store, print_json, settings
+from farm.cli.common import farm_errors, get_console, open_store, print_json, settings
 from farm.domain import JobView
-
-
-def _console() -> Console:
-    """The CLI's stdout console, imported when a table or line is printed (JSON output never needs rich)."""
-    from farm.cli.common import console
-
-    return console
 
 
 def submit(
@@ -46,7 +36,7 @@ def submit(
         print_json({"jobs": job_ids, "recipe": sweep.recipe.id, "sweep": sweep.spec.name})
         return
     for job_id in job_ids:
-        _console().print(job_id, markup=False, highlight=False)
+        get_console().print(job_id, markup=False, highlight=False)
 
 
 def status(
@@ -83,7 +73,7 @@ def status(
             f"{job.progress:.0%}" if job.progress is not None and job.state == "running" else "",
             _note(job),
         )
-    _console().print(table)
+    get_console().print(table)
     print_queue_overview(store)
 
 
@@ -92,7 +82,7 @@ def cancel(job: str = typer.Argument(..., help="a job id")) -> None:
     s = settings()
     with farm_errors():
         state = open_store(s).cancel(job)
-    _console().print(f"{job}: {state}", markup=False, highlight=False)
+    get_console().print(f"{job}: {state}", markup=False, highlight=False)
 
 
 def results(
@@ -117,9 +107,9 @@ def results(
     for f in figures:
         sm = f.summary
         table.add_row(f.key, f.unit, str(sm.n), _num(sm.mean), _num(sm.min), _num(sm.max), f"{sm.spread:.1%}")
-    _console().print(table)
+    get_console().print(table)
     if view.failure_message:
-        _console().print(f"failure: {view.failure_class}: {view.failure_message}", markup=False, highlight=False)
+        get_console().print(f"failure: {view.failure_class}: {view.failure_message}", markup=False, highlight=False)
 
 
 def leaderboard(
@@ -171,11 +161,11 @@ def print_leaderboard(rows: list[Any]) -> None:
             _num(r.peak_memory_gib) if r.peak_memory_gib is not None else "",
             f"{r.spec_acceptance_rate:.1%}" if r.spec_acceptance_rate is not None else "",
         )
-    _console().print(table)
+    get_console().print(table)
     if any(r.simulated for r in rows):
-        _console().print("(sim): measured on the simulator; never ranked with real hardware.", markup=False)
+        get_console().print("(sim): measured on the simulator; never ranked with real hardware.", markup=False)
     if any(r.origin == "endpoint" for r in rows):
-        _console().print("(endpoint): measured on a server the farm did not launch.", markup=False)
+        get_console().print("(endpoint): measured on a server the farm did not launch.", markup=False)
 
 
 def _num(value: float) -> str:

@@ -220,9 +220,11 @@ HEAVY_FOR_READERS = (
     "aiohttp",
     "farm.sim",
     "farm.bench",
+    "rich",
 )
 """Modules a reading command must not import: each cost a CLI command's start a twentieth to a fifth of a second
-(the ORM, structlog, pydantic-settings, PostgreSQL's dialect on a SQLite store) or belongs to another command."""
+(the ORM, structlog, pydantic-settings, rich for JSON output, PostgreSQL's dialect on a SQLite store) or belongs
+to another command."""
 
 
 @pytest.mark.parametrize("command", [["status", "--json"], ["leaderboard", "--json"]])
