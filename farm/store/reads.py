@@ -359,7 +359,9 @@ def iter_entries(
     ranks = _ranks(_entry_groups(store, filters))
     recipes = _recipes(store)
     provenance = _run_provenance(store, filters) if with_provenance else {}
-    inner_query = _filtered(
+    # The selected runs first, materialised, then their measurements by index: left to itself SQLite drives the
+    # join from `measurements` (every row of the store) when the filter is one it cannot index (`lower(...)`).
+    selected = _filtered(
         select(
             *_GROUP_COLUMNS,
             RunSummary.run_id,
@@ -367,21 +369,29 @@ def iter_entries(
             RunSummary.finished_at,
             RunSummary.hardware_id,
             RunSummary.hardware_count,
-            func.coalesce(MeasurementRow.requested_repeats, RunSummary.requested_repeats, MeasurementRow.n).label(
-                "requested"
-            ),
-            MeasurementRow.id.label("measurement_id"),
-            MeasurementRow.key,
-            MeasurementRow.unit,
-            MeasurementRow.workload,
-            MeasurementRow.values,
-        ).join(MeasurementRow, MeasurementRow.run_id == RunSummary.run_id),
+            RunSummary.requested_repeats,
+        ),
         filters,
     )
-    if ordered_values:
-        inner_query = inner_query.order_by(RunSummary.finished_at, RunSummary.job_id)
     if groups is not None:
-        inner_query = inner_query.where(_group_where(groups))
+        selected = selected.where(_group_where(groups))
+    runs = selected.cte("selected_runs").prefix_with("MATERIALIZED")
+    inner_query = select(
+        *(runs.c[column.key] for column in _GROUP_COLUMNS),
+        runs.c.run_id,
+        runs.c.job_id,
+        runs.c.finished_at,
+        runs.c.hardware_id,
+        runs.c.hardware_count,
+        func.coalesce(MeasurementRow.requested_repeats, runs.c.requested_repeats, MeasurementRow.n).label("requested"),
+        MeasurementRow.id.label("measurement_id"),
+        MeasurementRow.key,
+        MeasurementRow.unit,
+        MeasurementRow.workload,
+        MeasurementRow.values,
+    ).join(MeasurementRow, MeasurementRow.run_id == runs.c.run_id)
+    if ordered_values:
+        inner_query = inner_query.order_by(runs.c.finished_at, runs.c.job_id)
     inner = inner_query.subquery()
     postgres = store.url.startswith("postgres")
 
