@@ -22,9 +22,9 @@ WIDE_OUTPUT = 200
 """Tables sent to a file or a pipe are not cut to 80 columns: nobody's terminal is there to fit."""
 
 
-def get_console() -> Console:
-    """The stdout console, for commands that print a table only when not asked for JSON."""
-    made: Console = globals().get("console") or __getattr__("console")
+def get_console(name: str = "console") -> Console:
+    """The stdout console (or `err_console`), for commands that print a table only when not asked for JSON."""
+    made: Console = globals().get(name) or __getattr__(name)
     return made
 
 
@@ -92,6 +92,6 @@ def farm_errors() -> Iterator[None]:
 def _print_error(exc: Exception) -> None:
     from rich.text import Text
 
-    from farm.cli.common import err_console
-
-    err_console.print(Text("error: ", style="bold red") + Text(str(exc)), highlight=False, soft_wrap=True)
+    get_console("err_console").print(
+        Text("error: ", style="bold red") + Text(str(exc)), highlight=False, soft_wrap=True
+    )
