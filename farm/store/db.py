@@ -62,15 +62,32 @@ def is_sqlite(url: str | URL) -> bool:
     return parsed.get_backend_name() == "sqlite"
 
 
+POSTGRES_WORK_MEM = "64MB"
+"""Sort and hash memory of each PostgreSQL session of the farm. The readers pool every measurement of the runs
+they select in one GROUP BY (about 100 MB of rows at 10,000 runs): with PostgreSQL's default of 4 MB it spills to
+disk, and an export at 10,000 runs takes 5.6 s of database time instead of 4.1."""
+
+
 def create_store_engine(url: str) -> Engine:
     """An engine for the farm's store, configured for claims as described in the module docstring."""
     parsed = normalise_url(url)
     if parsed.get_backend_name() == "sqlite":
         return _sqlite_engine(parsed)
     try:
-        return create_engine(parsed, pool_pre_ping=True)
+        engine = create_engine(parsed, pool_pre_ping=True)
     except (exc.SQLAlchemyError, ImportError) as error:
         raise StoreError(f"cannot create an engine for {parsed.render_as_string(hide_password=True)}") from error
+
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_connection: Any, _record: Any) -> None:
+        cursor = dbapi_connection.cursor()
+        try:
+            cursor.execute(f"SET work_mem = '{POSTGRES_WORK_MEM}'")
+        finally:
+            cursor.close()
+        dbapi_connection.commit()  # a session setting: kept past the pool's rollback on return
+
+    return engine
 
 
 def _sqlite_engine(url: URL) -> Engine:

@@ -20,6 +20,7 @@ from farm.errors import InvalidTransition, JobNotFound, LeaseLost, StoreError
 from farm.recipes.model import Recipe
 from farm.store import RunState, Store, recipe_sha256
 from farm.store import store as store_module
+from farm.store.db import POSTGRES_WORK_MEM
 from farm.store.migrate import head_revision
 from farm.store.models import Base
 
@@ -112,6 +113,15 @@ def test_sqlite_file_directory_and_pragmas(tmp_path: Path) -> None:
         assert conn.execute("PRAGMA journal_mode").fetchone() == ("wal",)
     finally:
         conn.close()
+
+
+@pytest.mark.parametrize("backend", [pytest.param("postgres", marks=pytest.mark.postgres)], indirect=True)
+def test_postgres_sessions_sort_in_memory(store: Store) -> None:
+    """Every PostgreSQL session of the store has POSTGRES_WORK_MEM for its sorts, kept across the pool's resets
+    (a reader's GROUP BY over every measurement spills to disk at PostgreSQL's default of 4 MB)."""
+    for _ in range(2):  # the second read gets the pooled connection back, after its rollback
+        with store._read("show work_mem") as conn:
+            assert conn.execute(sa.text("SHOW work_mem")).scalar_one() == POSTGRES_WORK_MEM
 
 
 def test_concurrent_auto_upgrades_of_one_sqlite_file(tmp_path: Path) -> None:
