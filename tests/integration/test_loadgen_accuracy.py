@@ -157,8 +157,10 @@ def client_ttft_s(sample: RequestSample) -> float:
     return ((sample.first_token_ns or 0) - sample.started_ns) / 1e9
 
 
-ROUNDS_FOR_ONE_STREAM = 5
-"""One stream is one sample: it is measured this many times, so the check reads a median, not one draw."""
+ROUNDS = 5
+"""Each burst is measured this many times and judged on the median round, as the farm judges any figure on
+repeats: one stream is one sample, and under a busy machine one stall delays a whole round of 16 streams alike
+(CI once saw a round 9 ms late with the simulator itself 4 ms late at p99): an outlier, not the client's error."""
 
 
 @pytest.mark.parametrize("streams", [1, 16])
@@ -167,13 +169,14 @@ def test_ttft_and_tpot_within_two_percent(sim: Sim, streams: int) -> None:
 
     TTFT (median over the streams) against base + prefill of the prompt; TPOT against 5 ms. The client's
     own error is also checked against the wire: its TTFT minus what the simulator did (first chunk written -
-    arrival) is within 5 ms at the median and not negative at the median beyond clock noise; one stream is
-    measured ROUNDS_FOR_ONE_STREAM times so that these are medians too.
+    arrival) is within 5 ms at the median and not negative at the median beyond clock noise. Every figure is the
+    median over ROUNDS rounds (each round's own median for TTFT).
     """
     samples: list[RequestSample] = []
     wire_errors_ms = []
+    round_ttfts_s = []
     configured = 0.0
-    for _ in range(ROUNDS_FOR_ONE_STREAM if streams == 1 else 1):
+    for _ in range(ROUNDS):
         round_samples = asyncio.run(burst(sim, streams, output_tokens=120, distinct_lengths=True))
         records = {record["completion_tokens"]: record for record in asyncio.run(server_records(sim))}
         configured = truth_ttft_s(sim, round_samples[0].prompt_tokens or 0)
@@ -184,17 +187,17 @@ def test_ttft_and_tpot_within_two_percent(sim: Sim, streams: int) -> None:
             server_ttft_ns = record["first_chunk_ns"] - record["arrival_ns"]
             wire_errors_ms.append((client_ttft_s(sample) * 1e9 - server_ttft_ns) / 1e6)
         samples += round_samples
-    measured = statistics.median(client_ttft_s(sample) for sample in samples)
-    assert within(measured, configured, 0.02), (measured, configured, sim_lateness(sim))
+        round_ttfts_s.append(statistics.median(client_ttft_s(sample) for sample in round_samples))
+    measured = statistics.median(round_ttfts_s)
+    assert within(measured, configured, 0.02), (round_ttfts_s, configured, sim_lateness(sim))
     # Median, not min: the VM sometimes stops a process for ~10 ms between a write and its time stamp.
     assert statistics.median(wire_errors_ms) > -0.5, wire_errors_ms
     assert statistics.median(wire_errors_ms) < 5.0, (wire_errors_ms, sim_lateness(sim))
     tpot = statistics.median(metrics.tpot_s(sample) for sample in samples)
     assert within(tpot, truth_token_s(sim), 0.02), (tpot, truth_token_s(sim))
     # Tokens come from usage, never from chunks: every stream has exactly what it asked for.
-    rounds = ROUNDS_FOR_ONE_STREAM if streams == 1 else 1
     assert sorted(sample.completion_tokens or 0 for sample in samples) == sorted(
-        list(range(120, 120 + streams)) * rounds
+        list(range(120, 120 + streams)) * ROUNDS
     )
 
 
