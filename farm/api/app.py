@@ -211,7 +211,7 @@ def _export_chunks(store: Store, fmt: str, filters: ResultFilter) -> Iterator[by
         return
     gathered: list[str] = []
     size = 0
-    entries = service.entries(store, filters, ordered_values=fmt not in service.UNORDERED_FORMATS)
+    entries = service.entries(store, filters)
     for chunk in stream(fmt, entries, filters):
         gathered.append(chunk)
         size += len(chunk)

@@ -107,12 +107,11 @@ def export(
             raise InputError(f"{fmt!r} is not one of {', '.join(EXPORT_FORMATS)}", field="FORMAT")
         store = open_store(s)
         if fmt == "registry":
-            _export_registry(service.entries(store, filters, ordered_values=False), output)
+            _export_registry(service.entries(store, filters), output)
         elif fmt == "localmaxxing":
             write_chunks([render(fmt, service.load_results(store, filters))], Path(output) if output else None)
         else:
-            ordered = fmt not in service.UNORDERED_FORMATS
-            chunks = stream(fmt, service.entries(store, filters, ordered_values=ordered), filters)
+            chunks = stream(fmt, service.entries(store, filters), filters)
             write_chunks(chunks, Path(output) if output else None)
 
 

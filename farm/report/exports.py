@@ -132,25 +132,43 @@ def csv_cell(value: object) -> object:
     return value
 
 
-def csv_row(entry: Entry) -> dict[str, object]:
-    data = entry_json(entry, provenance=False)
-    row = {
-        **{column: data.get(column) for column in CSV_COLUMNS},
-        "job_ids": " ".join(entry.job_ids),
-        "hosts": " ".join(sorted({p.host or "?" for p in entry.provenance})),
-        "gpus": " ".join(sorted({f"{len(p.gpu_names)}x {p.gpu_names[0]}" for p in entry.provenance if p.gpu_names})),
-        "farm_commits": " ".join(sorted({p.farm_commit or "?" for p in entry.provenance})),
-    }
-    return {column: csv_cell(value) for column, value in row.items()}
+def _run_cells(entry: Entry) -> tuple[str, str, str]:
+    """The hosts, GPUs and farm commits of an entry's runs, as CSV cells."""
+    runs = entry.provenance
+    return (
+        " ".join(sorted({p.host or "?" for p in runs})),
+        " ".join(sorted({f"{len(p.gpu_names)}x {p.gpu_names[0]}" for p in runs if p.gpu_names})),
+        " ".join(sorted({p.farm_commit or "?" for p in runs})),
+    )
+
+
+def csv_row(entry: Entry, run_cells: tuple[str, str, str] | None = None) -> list[object]:
+    """An entry's cells in CSV_COLUMNS order. `run_cells` (from `_run_cells`) may be given when the entry has
+    the same provenance as the one before."""
+    e = entry
+    hosts, gpus, commits = run_cells or _run_cells(e)
+    job_ids = " ".join(e.job_ids)
+    row = (
+        *(e.recipe.recipe_id, e.recipe.model_id, e.hardware_class, e.gpu_count, e.engine_name, e.engine_version),
+        *(e.status, e.simulated, e.workload, e.key, e.unit, e.n, e.requested, e.incomplete),
+        *(e.mean, e.median, e.min, e.max, e.stdev, e.spread, e.rank, e.runs, job_ids),
+        *(e.first_measured_at.isoformat(), e.measured_at.isoformat(), hosts, gpus, commits, e.recipe.recipe_sha256),
+    )
+    return [csv_cell(value) for value in row]
 
 
 def stream_csv(entries: Iterable[Entry]) -> Iterator[str]:
-    """One line per entry, written as it comes; provenance summarised as hosts, GPUs and farm commits."""
+    """One line per entry, written as it comes; provenance summarised as hosts, GPUs and farm commits (once for
+    the entries that pool the same runs, as a group's entries mostly do)."""
     out = io.StringIO()
-    writer = csv.DictWriter(out, fieldnames=CSV_COLUMNS, lineterminator="\n")
-    writer.writeheader()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(CSV_COLUMNS)
+    runs: tuple[object, ...] | None = None
+    cells = ("", "", "")
     for entry in entries:
-        writer.writerow(csv_row(entry))
+        if entry.provenance is not runs or not runs:
+            runs, cells = entry.provenance, _run_cells(entry)
+        writer.writerow(csv_row(entry, cells))
         if out.tell() > 65536:
             yield out.getvalue()
             out.seek(0)

@@ -19,12 +19,9 @@ from farm.store.leaderboard import ORIGIN_ORDER
 from farm.store.records import Entry
 
 
-def entries(
-    store: Store, filters: ResultFilter = ALL, *, with_provenance: bool = True, ordered_values: bool = True
-) -> Iterator[Entry]:
-    """Every aggregated entry of the runs the filters select, streamed, with the status filter applied.
-    `ordered_values=False` when the values' order does not show (CSV, registry, report, compare): cheaper."""
-    for entry in reads.iter_entries(store, filters, with_provenance=with_provenance, ordered_values=ordered_values):
+def entries(store: Store, filters: ResultFilter = ALL, *, with_provenance: bool = True) -> Iterator[Entry]:
+    """Every aggregated entry of the runs the filters select, streamed, with the status filter applied."""
+    for entry in reads.iter_entries(store, filters, with_provenance=with_provenance):
         if filters.matches_status(entry.simulated, entry.incomplete):
             yield entry
 
@@ -118,7 +115,7 @@ def _is_job(store: Store, job_id: str) -> bool:
 
 
 def _side_entries(store: Store, filters: ResultFilter) -> list[Entry]:
-    return list(entries(store, filters, with_provenance=False, ordered_values=False))
+    return list(entries(store, filters, with_provenance=False))
 
 
 def compare_sides(
@@ -150,7 +147,3 @@ def compare_sides(
         "or engine versions with results",
         field="by",
     )
-
-
-UNORDERED_FORMATS = frozenset({"csv", "registry"})
-"""Exports that show no list of values, so their order need not be kept (a cheaper query)."""

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 from collections import defaultdict
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from itertools import chain
 from operator import mul
@@ -20,7 +21,7 @@ from statistics import median
 from typing import Any, TypeVar
 from typing import cast as typed
 
-from sqlalchemy import ColumnElement, Text, and_, case, cast, func, literal_column, or_, select
+from sqlalchemy import ColumnElement, Text, and_, bindparam, case, cast, func, literal_column, or_, select
 
 from farm.domain import Figure, Origin, Summary, lower_is_better, split_key, spread
 from farm.filters import ResultFilter
@@ -54,9 +55,6 @@ _GROUP_COLUMNS = (
     RunSummary.engine_name,
     RunSummary.engine_version,
     RunSummary.origin,
-)
-_ORIGIN_ORDER = case(
-    (RunSummary.origin == Origin.LAUNCHED.value, 0), (RunSummary.origin == Origin.ENDPOINT.value, 1), else_=2
 )
 
 
@@ -278,14 +276,15 @@ def _recipes(store: Store, shas: Sequence[str] | None = None) -> dict[str, dict[
         return {sha: dict(document or {}) for sha, document in conn.execute(query)}
 
 
-def _recipe_summary(row: Any, document: dict[str, Any]) -> RecipeSummary:
+def _recipe_summary(group: _Group, document: dict[str, Any]) -> RecipeSummary:
     serving = document.get("serving") or {}
+    recipe_id, sha, model_id = group.columns[:3]
     return RecipeSummary(
-        recipe_id=row.recipe_id,
-        recipe_sha256=row.recipe_sha256,
-        model_id=row.model_id,
-        hardware_id=row.hardware_id,
-        hardware_count=row.hardware_count,
+        recipe_id=recipe_id,
+        recipe_sha256=sha,
+        model_id=model_id,
+        hardware_id=max(row.hardware_id for row in group.runs.values()),
+        hardware_count=max(row.hardware_count for row in group.runs.values()),
         argv=tuple(str(arg) for arg in document.get("argv") or ()),
         tensor_parallel=serving.get("tensor_parallel"),
         max_context_tokens=serving.get("max_context_tokens"),
@@ -321,181 +320,244 @@ def _group_where(groups: Sequence[tuple[str, str, str, str | None, str]]) -> Col
     )
 
 
-def _run_provenance(store: Store, filters: ResultFilter) -> dict[int, ProvenanceSummary]:
-    query = _filtered(
-        select(
-            RunSummary.run_id,
-            RunSummary.job_id,
-            RunSummary.attempt,
-            RunSummary.worker_id,
-            RunSummary.finished_at,
-            RunSummary.engine_name,
-            RunSummary.engine_version,
-            RunSummary.origin,
-            RunSummary.provenance_summary,
-        ),
-        filters,
-    )
-    with store._read("cannot read provenance") as conn:
-        return {row.run_id: _provenance(row) for row in conn.execute(query)}
-
-
 def iter_entries(
     store: Store,
     filters: ResultFilter,
     *,
     groups: Sequence[tuple[str, str, str, str | None, str]] | None = None,
     with_provenance: bool = True,
-    ordered_values: bool = True,
 ) -> Iterator[Entry]:
     """Every entry (one measurement of one sweep group, pooled over its runs) of the runs the filters select,
     ranked: launched before endpoint before simulated, then by model, recipe, hardware, engine version and key.
     `groups` (recipe sha256, hardware class, engine name, engine version, origin) limits it to those sweep
-    groups; ranks are still among every group the filters select.
+    groups; ranks are still among every group the filters select. Values are pooled in time order (runs by
+    finish time, then job id).
 
-    One GROUP BY in the database pools each entry's runs: their count, requested repeats, first and last time,
-    and their values and job ids concatenated (in time order unless `ordered_values` is off: the statistics do
-    not need it, and the sort costs most of the query), parsed once per entry (not once per run)."""
+    The selected runs are read once (one row each, from `run_summaries`) and split into their groups here; then
+    each group's measurements are pooled by one GROUP BY key over that group's run ids alone (the unique
+    (run_id, key) index), their values and run ids concatenated in the database in the same row order, and
+    parsed once per entry. Grouping the whole store by every group column at once sorted every measurement of
+    the store by wide text keys (4.3 s of SQL for an export at 10,000 runs, against 0.8 s this way)."""
     if groups is not None and not groups:
         return
     ranks = _ranks(_entry_groups(store, filters))
     recipes = _recipes(store)
-    provenance = _run_provenance(store, filters) if with_provenance else {}
-    # Runs a filter selects are materialised first, then their measurements read by index: left to itself SQLite
-    # drives the join from `measurements` (every row of the store) when the filter is one it cannot index
-    # (`lower(...)`). Unfiltered, the planner's own order is the faster one.
-    selected = _filtered(
-        select(
-            *_GROUP_COLUMNS,
-            RunSummary.run_id,
-            RunSummary.job_id,
-            RunSummary.finished_at,
-            RunSummary.hardware_id,
-            RunSummary.hardware_count,
-            RunSummary.requested_repeats,
-        ),
-        filters,
+    with store._read("cannot read results") as conn:
+        runs = _selected_runs(conn, filters, groups, with_provenance=with_provenance)
+        pending: list[tuple[_Group, Any]] = []
+        summaries: dict[str, RecipeSummary] = {}
+        pooled: dict[str, _RunSet] = {}
+        for group in sorted(runs.values(), key=_Group.order):
+            for row in _pool_group(conn, store.url.startswith("postgres"), group):
+                pending.append((group, row))
+            if len(pending) >= STREAM_BATCH:
+                yield from _entries(conn, pending, recipes, summaries, ranks, pooled)
+                pending = []
+        yield from _entries(conn, pending, recipes, summaries, ranks, pooled)
+
+
+@dataclass(slots=True)
+class _Group:
+    """The selected runs of one sweep group: its columns (as `_GROUP_COLUMNS`) and each run's row."""
+
+    columns: tuple[Any, ...]
+    runs: dict[int, Any]
+
+    def order(self) -> tuple[Any, ...]:
+        """The entries' order: launched, endpoint, simulated; then model, recipe, hardware, engine version."""
+        recipe_id, sha, model_id, hardware_class, engine_name, version, origin = self.columns
+        return (_ORIGIN_RANK.get(origin, 2), model_id, recipe_id, hardware_class, version or "", sha, engine_name)
+
+
+_ORIGIN_RANK = {Origin.LAUNCHED.value: 0, Origin.ENDPOINT.value: 1}
+
+_RUN_COLUMNS = (
+    RunSummary.run_id,
+    RunSummary.job_id,
+    RunSummary.finished_at,
+    RunSummary.hardware_id,
+    RunSummary.hardware_count,
+    RunSummary.requested_repeats,
+)
+_PROVENANCE_COLUMNS = (RunSummary.attempt, RunSummary.worker_id, RunSummary.provenance_summary)
+
+POOL_CHUNK = 500
+"""Run ids pooled per query: a larger group is pooled in chunks, merged here (a bound list of parameters)."""
+
+
+def _selected_runs(
+    conn: Any,
+    filters: ResultFilter,
+    groups: Sequence[tuple[str, str, str, str | None, str]] | None,
+    *,
+    with_provenance: bool,
+) -> dict[tuple[Any, ...], _Group]:
+    """The runs the filters select, one row each, by group."""
+    query = _filtered(
+        select(*_GROUP_COLUMNS, *_RUN_COLUMNS, *(_PROVENANCE_COLUMNS if with_provenance else ())), filters
     )
     if groups is not None:
-        selected = selected.where(_group_where(groups))
-    runs = selected.cte("selected_runs")
-    if groups is not None or conditions(filters):
-        runs = runs.prefix_with("MATERIALIZED")
-    inner_query = select(
-        *(runs.c[column.key] for column in _GROUP_COLUMNS),
-        runs.c.run_id,
-        runs.c.job_id,
-        runs.c.finished_at,
-        runs.c.hardware_id,
-        runs.c.hardware_count,
-        func.coalesce(MeasurementRow.requested_repeats, runs.c.requested_repeats, MeasurementRow.n).label("requested"),
-        MeasurementRow.id.label("measurement_id"),
-        MeasurementRow.key,
-        MeasurementRow.unit,
-        MeasurementRow.workload,
-        MeasurementRow.values,
-    ).join(MeasurementRow, MeasurementRow.run_id == runs.c.run_id)
-    if ordered_values:
-        inner_query = inner_query.order_by(runs.c.finished_at, runs.c.job_id)
-    inner = inner_query.subquery()
-    postgres = store.url.startswith("postgres")
+        query = query.where(_group_where(groups))
+    width = len(_GROUP_COLUMNS)
+    found: dict[tuple[Any, ...], _Group] = {}
+    for row in conn.execute(query):
+        columns = tuple(row[:width])
+        group = found.get(columns)
+        if group is None:
+            group = found[columns] = _Group(columns, {})
+        group.runs[row.run_id] = row
+    return found
+
+
+def _pool_group(conn: Any, postgres: bool, group: _Group) -> list[Any]:
+    """One group's measurements pooled by key, in key order: values and run ids concatenated in one row order;
+    the requested repeats summed where the figure has them, else listed as `run_id:n` for the run's plan."""
 
     def concatenated(column: Any) -> Any:
-        if postgres and ordered_values:
-            from sqlalchemy.dialects.postgresql import aggregate_order_by
+        text = cast(column, Text)
+        return func.string_agg(text, literal_column("','")) if postgres else func.group_concat(text, ",")
 
-            return func.string_agg(
-                cast(column, Text), aggregate_order_by(literal_column("','"), inner.c.finished_at, inner.c.job_id)
-            )
-        if postgres:
-            return func.string_agg(cast(column, Text), literal_column("','"))
-        return func.group_concat(cast(column, Text), ",")
-
-    group_columns = [inner.c[c.key] for c in _GROUP_COLUMNS]
-    origin_order = case(
-        (inner.c.origin == Origin.LAUNCHED.value, 0), (inner.c.origin == Origin.ENDPOINT.value, 1), else_=2
-    )
+    m = MeasurementRow
     query = (
         select(
-            *group_columns,
-            inner.c.key,
-            func.max(inner.c.hardware_id).label("hardware_id"),
-            func.max(inner.c.hardware_count).label("hardware_count"),
-            func.sum(inner.c.requested).label("requested"),
-            func.min(inner.c.finished_at).label("first_at"),
-            func.max(inner.c.finished_at).label("last_at"),
-            func.max(inner.c.unit).label("unit"),
-            func.max(inner.c.workload).label("workload"),
-            func.max(inner.c.measurement_id).label("measurement_id"),
-            concatenated(inner.c["values"]).label("values_text"),
-            concatenated(inner.c.job_id).label("job_ids_text"),
-            concatenated(inner.c.run_id).label("run_ids_text"),
+            m.key,
+            concatenated(m.values).label("values_text"),
+            concatenated(m.run_id).label("run_ids_text"),
+            func.sum(m.requested_repeats).label("requested"),
+            concatenated(case((m.requested_repeats.is_(None), cast(m.run_id, Text) + ":" + cast(m.n, Text)))).label(
+                "unplanned"
+            ),
+            func.max(m.id).label("measurement_id"),
+            func.max(m.unit).label("unit"),
+            func.max(m.workload).label("workload"),
         )
-        .group_by(*group_columns, inner.c.key)
-        .order_by(
-            origin_order,
-            inner.c.model_id,
-            inner.c.recipe_id,
-            inner.c.hardware_class,
-            func.coalesce(inner.c.engine_version, ""),
-            inner.c.recipe_sha256,
-            inner.c.engine_name,
-            inner.c.key,
-        )
+        .where(m.run_id.in_(bindparam("run_ids", expanding=True)))
+        .group_by(m.key)
     )
-    with store._read("cannot read results") as conn:
-        batch: list[Any] = []
-        summaries: dict[str, RecipeSummary] = {}
-        for row in conn.execute(query):
-            batch.append(row)
-            if len(batch) >= STREAM_BATCH:
-                yield from _entries(conn, batch, recipes, summaries, ranks, provenance)
-                batch = []
-        yield from _entries(conn, batch, recipes, summaries, ranks, provenance)
+    ids = list(group.runs)
+    if len(ids) <= POOL_CHUNK:
+        return list(conn.execute(query.order_by(m.key), {"run_ids": ids}))
+    merged: dict[str, list[Any]] = {}
+    for start in range(0, len(ids), POOL_CHUNK):
+        for row in conn.execute(query, {"run_ids": ids[start : start + POOL_CHUNK]}):
+            seen = merged.get(row.key)
+            if seen is None:
+                merged[row.key] = list(row)
+                continue
+            seen[1] += "," + row.values_text
+            seen[2] += "," + row.run_ids_text
+            seen[3] = (seen[3] or 0) + (row.requested or 0)
+            seen[4] = ",".join(part for part in (seen[4], row.unplanned) if part) or None
+            seen[5] = max(seen[5], row.measurement_id)
+            seen[6] = max(seen[6], row.unit)
+            seen[7] = max(filter(None, (seen[7], row.workload)), default=None)
+    return [_PooledRow(*merged[key]) for key in sorted(merged)]
+
+
+@dataclass(frozen=True, slots=True)
+class _PooledRow:
+    """A pooled row merged from chunks, with the attributes of a result row."""
+
+    key: str
+    values_text: str
+    run_ids_text: str
+    requested: int | None
+    unplanned: str | None
+    measurement_id: int
+    unit: str
+    workload: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class _RunSet:
+    """What the entries pooled over one list of runs share: computed once per list (a group's entries mostly
+    pool the same runs)."""
+
+    order: tuple[int, ...] | None
+    """Positions of the runs in time order, or None when the list already is."""
+    job_ids: tuple[str, ...]
+    runs: dict[int, Any]
+    first_at: datetime
+    last_at: datetime
+    hardware_id: str
+    hardware_count: int
+    provenance: tuple[ProvenanceSummary, ...]
+
+
+def _run_set(group: _Group, run_ids_text: str) -> _RunSet:
+    ids = [int(run_id) for run_id in run_ids_text.split(",")]
+    rows = [group.runs[run_id] for run_id in ids]
+    times = [(row.finished_at, row.job_id) for row in rows]
+    order = sorted(range(len(ids)), key=times.__getitem__)
+    in_order = [rows[i] for i in order]
+    unique = list({row.run_id: row for row in in_order}.values())
+    return _RunSet(
+        order=None if order == list(range(len(ids))) else tuple(order),
+        job_ids=tuple(sorted({row.job_id for row in rows})),
+        runs={row.run_id: row for row in rows},
+        first_at=times[order[0]][0],
+        last_at=times[order[-1]][0],
+        hardware_id=max(row.hardware_id for row in rows),
+        hardware_count=max(row.hardware_count for row in rows),
+        provenance=tuple(_provenance(row) for row in unique) if "provenance_summary" in rows[0]._fields else (),
+    )
 
 
 def _entries(
     conn: Any,
-    batch: list[Any],
+    pending: list[tuple[_Group, Any]],
     recipes: dict[str, dict[str, Any]],
     summaries: dict[str, RecipeSummary],
     ranks: dict[tuple[Any, ...], int],
-    provenance: dict[int, ProvenanceSummary],
+    pooled: dict[str, _RunSet],
 ) -> Iterator[Entry]:
-    """The entries of a batch of grouped rows, with the params of their latest figure (read for the batch at
+    """The entries of a batch of pooled rows, with the params of their latest figure (read for the batch at
     once, bulky lists left out)."""
-    if not batch:
+    if not pending:
         return
-    ids = [row.measurement_id for row in batch]
+    ids = [row.measurement_id for _, row in pending]
     params = dict(
         conn.execute(select(MeasurementRow.id, MeasurementRow.params).where(MeasurementRow.id.in_(ids))).all()
     )
-    for row in batch:
+    for group, row in pending:
         own = params.get(row.measurement_id) or {}
-        recipe = summaries.get(row.recipe_sha256)
+        sha = group.columns[1]
+        recipe = summaries.get(sha)
         if recipe is None:
-            recipe = summaries.setdefault(row.recipe_sha256, _recipe_summary(row, recipes.get(row.recipe_sha256, {})))
-        yield _entry(row, recipe, {k: v for k, v in own.items() if k not in BULKY_PARAMS}, ranks, provenance)
+            recipe = summaries.setdefault(sha, _recipe_summary(group, recipes.get(sha, {})))
+        run_set = pooled.get(row.run_ids_text)
+        if run_set is None:  # the same run ids are the same runs, of one group
+            run_set = pooled[row.run_ids_text] = _run_set(group, row.run_ids_text)
+        yield _entry(group, row, run_set, recipe, {k: v for k, v in own.items() if k not in BULKY_PARAMS}, ranks)
 
 
 def _entry(
+    group: _Group,
     row: Any,
+    run_set: _RunSet,
     recipe: RecipeSummary,
     params: dict[str, Any],
     ranks: dict[tuple[Any, ...], int],
-    provenance: dict[int, ProvenanceSummary],
 ) -> Entry:
-    values = tuple(map(float, chain.from_iterable(json.loads(f"[{row.values_text}]"))))
-    job_ids = row.job_ids_text.split(",")
-    run_ids = [int(run_id) for run_id in row.run_ids_text.split(",")]
+    per_run: list[list[float]] = json.loads(f"[{row.values_text}]")
+    if run_set.order is not None:
+        per_run = [per_run[i] for i in run_set.order]
+    values = tuple(map(float, chain.from_iterable(per_run)))
+    requested = int(row.requested or 0)
+    if row.unplanned:
+        for item in row.unplanned.split(","):
+            run_id, _, n = item.partition(":")
+            planned = run_set.runs[int(run_id)].requested_repeats
+            requested += planned if planned is not None else int(n)
     kind, point, metric = split_key(row.key)
     stats = _summary(values)
+    hardware_class, engine_name, engine_version, origin = group.columns[3:]
     return Entry(
         recipe=recipe,
-        hardware_class=row.hardware_class,
-        engine_name=row.engine_name,
-        engine_version=row.engine_version,
-        simulated=row.origin == Origin.SIMULATED.value,
+        hardware_class=hardware_class,
+        engine_name=engine_name,
+        engine_version=engine_version,
+        simulated=origin == Origin.SIMULATED.value,
         workload=row.workload,
         key=row.key,
         kind=kind,
@@ -510,15 +572,15 @@ def _entry(
         stdev=stats.stdev,
         spread=stats.spread,
         values=values,
-        runs=len(set(job_ids)),
-        requested=int(row.requested or 0),
-        job_ids=tuple(sorted(set(job_ids))),
-        first_measured_at=row.first_at,
-        measured_at=row.last_at,
+        runs=len(run_set.job_ids),
+        requested=requested,
+        job_ids=run_set.job_ids,
+        first_measured_at=run_set.first_at,
+        measured_at=run_set.last_at,
         params=params,
-        provenance=tuple(provenance[run_id] for run_id in dict.fromkeys(run_ids) if run_id in provenance),
-        rank=ranks.get((*row[:7], row.key)),
-        origin=row.origin,
+        provenance=run_set.provenance,
+        rank=ranks.get((*group.columns, row.key)),
+        origin=origin,
     )
 
 

@@ -607,8 +607,9 @@ def test_a_store_from_before_revision_0002_is_backfilled_and_still_read(
 def test_entries_pool_runs_in_the_database_on_both_backends(
     store: Store, make_recipe: Callable[..., Recipe], make_result: Callable[..., RunResult]
 ) -> None:
-    """Two runs of one group pool into one entry per key, values in time order (or any order when asked), with
-    ranks, job ids and provenance; a time filter selects runs; params come back whole (compact in the store)."""
+    """Two runs of one group pool into one entry per key, values in time order, with ranks, job ids and
+    provenance, also when the group is pooled in several chunks; a time filter selects runs; params come back
+    whole (compact in the store)."""
     from farm.filters import ALL, build_filter
     from farm.store import reads
 
@@ -629,12 +630,43 @@ def test_entries_pool_runs_in_the_database_on_both_backends(
     assert entry.job_ids == tuple(sorted(jobs))
     assert [p.job_id for p in entry.provenance] == jobs
     assert entry.params == {"point": "code"}
-    [unordered] = list(reads.iter_entries(store, ALL, ordered_values=False))
-    assert sorted(unordered.values) == list(entry.values)
-    assert unordered.mean == pytest.approx(entry.mean)
+    with pytest.MonkeyPatch.context() as patch:  # a group larger than one query's run ids: pooled in chunks
+        patch.setattr(reads, "POOL_CHUNK", 1)
+        assert list(reads.iter_entries(store, ALL)) == [entry]
     [late] = list(reads.iter_entries(store, build_filter(since=(start + timedelta(seconds=90)).isoformat())))
     assert (late.values, late.job_ids) == ((280.0, 290.0), (jobs[1],))
     assert store.results(jobs[0])[0].params == {"point": "code"}
+
+
+def test_entries_pool_values_in_finish_order_not_claim_order(
+    store: Store, make_recipe: Callable[..., Recipe], make_result: Callable[..., RunResult]
+) -> None:
+    """Runs claimed A then B but finished B then A: the pooled values and the provenance follow the finish times
+    (the database concatenates them in its own order; the reader puts them in time order)."""
+    from farm.filters import ALL
+    from farm.store import reads
+
+    recipe = make_recipe()
+    start = datetime(2026, 8, 30, 9, 0, tzinfo=UTC)
+    claims = []
+    for _ in range(2):
+        [job_id] = store.submit(recipe, "s", {"repeats": 2}, "ab" * 32, 1, simulated=False, now=start)
+        claimed = store.claim_job(job_id, "w1", [recipe.hardware_class], lease_s=600, now=start)
+        assert claimed is not None
+        claims.append((job_id, claimed.attempt))
+    (first_claimed, attempt_a), (second_claimed, attempt_b) = claims
+    store.complete(second_claimed, attempt_b, "w1", make_result({"decode/code/decode_tok_s": (10.0, 11.0)}), now=start)
+    store.complete(
+        first_claimed,
+        attempt_a,
+        "w1",
+        make_result({"decode/code/decode_tok_s": (20.0, 21.0)}),
+        now=start + timedelta(minutes=5),
+    )
+    [entry] = list(reads.iter_entries(store, ALL))
+    assert entry.values == (10.0, 11.0, 20.0, 21.0)
+    assert [p.job_id for p in entry.provenance] == [second_claimed, first_claimed]
+    assert (entry.first_measured_at, entry.measured_at) == (start, start + timedelta(minutes=5))
 
 
 def test_the_head_read_from_the_files_is_alembics_head() -> None:
