@@ -287,6 +287,20 @@ def two_jobs(store: Store) -> tuple[str, str, str, str]:
     return first.job_id, other.job_id, first.recipe_id, recipe_b
 
 
+def analyze(store: Store) -> None:
+    """Refresh PostgreSQL's planner statistics, as autovacuum does on a default server after a bulk load.
+
+    Without them (a server run with autovacuum off, as the test service here is) the planner guesses how many
+    measurements a list of run ids selects and scans the whole table for each sweep group: an export at 10,000
+    runs took 34 s instead of a few."""
+    import sqlalchemy as sa
+
+    engine = sa.create_engine(store.url, isolation_level="AUTOCOMMIT")
+    with engine.connect() as conn:
+        conn.execute(sa.text("ANALYZE"))
+    engine.dispose()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=int, required=True)
@@ -303,6 +317,8 @@ def main() -> None:
     fill_s = fill(store, args.runs, template)
     add_queued(store, args.queued)
     runs = store_runs(store)
+    if store.url.startswith("postgres"):
+        analyze(store)
     if args.fill_only:
         print(f"{runs} runs after {fill_s:.0f} s of filling", file=sys.stderr)
         store.close()

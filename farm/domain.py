@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import enum
 import math
+from collections.abc import Sequence
 from dataclasses import astuple, dataclass, field
 from datetime import datetime
 from typing import Any
@@ -159,6 +160,26 @@ def spread(low: float, high: float, mean: float) -> float:
     The one definition: figures, leaderboard rows, aggregated entries and comparisons all use it.
     """
     return (high - low) / mean if mean else 0.0
+
+
+def summarize(values: Sequence[float]) -> Summary:
+    """n, mean, median, min, max, sample standard deviation (n - 1; 0 for one value) and spread of values; all
+    zero for none.
+
+    The one summary: a figure's repeats (farm.bench.metrics.summarize checks them first), and the values an
+    entry pools over its runs, whether read from the store or aggregated in memory. Sums are exact (fsum), so
+    the order the values come in does not change a figure.
+    """
+    n = len(values)
+    if not n:
+        return Summary(n=0, mean=0.0, median=0.0, min=0.0, max=0.0, stdev=0.0, spread=0.0)
+    mean = math.fsum(values) / n
+    ordered = sorted(values)
+    low, high = ordered[0], ordered[-1]
+    middle = n // 2
+    median = ordered[middle] if n % 2 else (ordered[middle - 1] + ordered[middle]) / 2
+    stdev = math.sqrt(math.fsum([(v - mean) * (v - mean) for v in values]) / (n - 1)) if n > 1 else 0.0
+    return Summary(n=n, mean=mean, median=median, min=low, max=high, stdev=stdev, spread=spread(low, high, mean))
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from farm.bench.records import RequestSample, Summary
-from farm.domain import spread
+from farm.domain import summarize as domain_summarize
 from farm.errors import MeasurementError
 
 NS_PER_S = 1_000_000_000
@@ -51,27 +51,16 @@ def percentile(values: Sequence[float], q: float) -> float:
 
 
 def summarize(values: Sequence[float]) -> Summary:
-    """Mean, median, min, max, sample standard deviation (0 for one value) and spread = (max - min) / mean.
-
-    Every value must be a finite number: an undefined figure is left out of its round (see `RoundFigures`),
-    never carried as NaN, which `statistics` cannot summarise and JSON cannot hold.
+    """The summary of a figure's repeats (farm.domain.summarize), once they are checked: at least one value,
+    every one a finite number. An undefined figure is left out of its round (see `RoundFigures`), never carried
+    as NaN, which no statistic can summarise and JSON cannot hold.
     """
     if not values:
         raise MeasurementError("summary of no values")
     bad = [value for value in values if not math.isfinite(value)]
     if bad:
         raise MeasurementError(f"summary of non-finite values: {bad[:3]} among {len(values)}")
-    mean = statistics.fmean(values)
-    low, high = min(values), max(values)
-    return Summary(
-        n=len(values),
-        mean=mean,
-        median=statistics.median(values),
-        min=low,
-        max=high,
-        stdev=statistics.stdev(values) if len(values) > 1 else 0.0,
-        spread=spread(low, high, mean),
-    )
+    return domain_summarize(values)
 
 
 def two_point_decode_tok_s(n_short: int, t_short_s: float, n_long: int, t_long_s: float) -> float:

@@ -20,8 +20,7 @@ from dataclasses import replace
 from functools import lru_cache
 from typing import Any
 
-from farm.bench.metrics import summarize
-from farm.domain import LOWER_IS_BETTER_UNITS, Figure, lower_is_better, split_key
+from farm.domain import LOWER_IS_BETTER_UNITS, Figure, lower_is_better, split_key, summarize
 from farm.filters import ALL, ResultFilter
 from farm.store.leaderboard import ORIGIN_ORDER
 from farm.store.reads import BULKY_PARAMS

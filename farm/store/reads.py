@@ -16,14 +16,12 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from itertools import chain
-from operator import mul
-from statistics import median
 from typing import Any, TypeVar
 from typing import cast as typed
 
 from sqlalchemy import ColumnElement, Text, and_, bindparam, case, cast, func, literal_column, or_, select
 
-from farm.domain import Figure, Origin, Summary, lower_is_better, split_key, spread
+from farm.domain import Figure, Origin, lower_is_better, split_key, summarize
 from farm.filters import ResultFilter
 from farm.store.leaderboard import LEADERBOARD_KINDS, rows
 from farm.store.models import GroupFigureStat, MeasurementRow, RecipeRow, Run, RunSummary
@@ -550,7 +548,7 @@ def _entry(
             planned = run_set.runs[int(run_id)].requested_repeats
             requested += planned if planned is not None else int(n)
     kind, point, metric = split_key(row.key)
-    stats = _summary(values)
+    stats = summarize(values)
     hardware_class, engine_name, engine_version, origin = group.columns[3:]
     return Entry(
         recipe=recipe,
@@ -581,20 +579,6 @@ def _entry(
         provenance=run_set.provenance,
         rank=ranks.get((*group.columns, row.key)),
         origin=origin,
-    )
-
-
-def _summary(values: Sequence[float]) -> Summary:
-    """n, mean, median, min, max, sample stdev and spread of pooled values (no values: all zero)."""
-    if not values:
-        return Summary(n=0, mean=0.0, median=0.0, min=0.0, max=0.0, stdev=0.0, spread=0.0)
-    n = len(values)
-    mean = sum(values) / n
-    low, high = min(values), max(values)
-    deviations = [v - mean for v in values]
-    stdev = (sum(map(mul, deviations, deviations)) / (n - 1)) ** 0.5 if n > 1 else 0.0
-    return Summary(
-        n=n, mean=mean, median=median(values), min=low, max=high, stdev=stdev, spread=spread(low, high, mean)
     )
 
 
