@@ -19,9 +19,11 @@ from farm.store.leaderboard import ORIGIN_ORDER
 from farm.store.records import Entry
 
 
-def entries(store: Store, filters: ResultFilter = ALL, *, with_provenance: bool = True) -> Iterator[Entry]:
+def entries(
+    store: Store, filters: ResultFilter = ALL, *, with_provenance: bool = True, ranked: bool = True
+) -> Iterator[Entry]:
     """Every aggregated entry of the runs the filters select, streamed, with the status filter applied."""
-    for entry in reads.iter_entries(store, filters, with_provenance=with_provenance):
+    for entry in reads.iter_entries(store, filters, with_provenance=with_provenance, ranked=ranked):
         if filters.matches_status(entry.simulated, entry.incomplete):
             yield entry
 
@@ -115,7 +117,7 @@ def _is_job(store: Store, job_id: str) -> bool:
 
 
 def _side_entries(store: Store, filters: ResultFilter) -> list[Entry]:
-    return list(entries(store, filters, with_provenance=False))
+    return list(entries(store, filters, with_provenance=False, ranked=False))
 
 
 def compare_sides(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sqlite3
 import threading
@@ -633,6 +634,9 @@ def test_entries_pool_runs_in_the_database_on_both_backends(
     with pytest.MonkeyPatch.context() as patch:  # a group larger than one query's run ids: pooled in chunks
         patch.setattr(reads, "POOL_CHUNK", 1)
         assert list(reads.iter_entries(store, ALL)) == [entry]
+    [unranked] = list(reads.iter_entries(store, ALL, ranked=False))  # what compare reads: no ranks to compute
+    assert unranked.rank is None
+    assert dataclasses.replace(unranked, rank=entry.rank) == entry
     [late] = list(reads.iter_entries(store, build_filter(since=(start + timedelta(seconds=90)).isoformat())))
     assert (late.values, late.job_ids) == ((280.0, 290.0), (jobs[1],))
     assert store.results(jobs[0])[0].params == {"point": "code"}
