@@ -201,26 +201,37 @@ def test_ttft_and_tpot_within_two_percent(sim: Sim, streams: int) -> None:
     )
 
 
+RATE_ROUNDS = 3
+"""Rounds of the rate test, judged on the median round like the others: a stall of 10 ms in a 0.6 s decode is
+1.7% of a whole round's rate."""
+
+
 @pytest.mark.parametrize("streams", [1, 16])
 def test_chunk_gaps_and_rates_within_two_percent(sim: Sim, streams: int) -> None:
-    """Per-stream tok/s and the mean chunk gap per token carried match 200 tok/s within 2%."""
-    samples = asyncio.run(burst(sim, streams, output_tokens=120))
-    figures = metrics.concurrency_figures(samples).values
+    """Per-stream tok/s and the mean chunk gap per token carried match 200 tok/s within 2% (median of
+    RATE_ROUNDS rounds); every round carries every token in the chunks its chunking makes."""
+    rounds = [asyncio.run(burst(sim, streams, output_tokens=120)) for _ in range(RATE_ROUNDS)]
+    figures = [metrics.concurrency_figures(samples).values for samples in rounds]
     rate = 1.0 / truth_token_s(sim)
-    assert within(figures["per_stream_tok_s"], rate, 0.02), (figures["per_stream_tok_s"], sim_lateness(sim))
+    per_stream = [f["per_stream_tok_s"] for f in figures]
+    assert within(statistics.median(per_stream), rate, 0.02), (per_stream, sim_lateness(sim))
     # Aggregate: all tokens over the round, TTFT included (first token at TTFT, the other 119 at 5 ms).
-    round_s = truth_ttft_s(sim, samples[0].prompt_tokens or 0) + 119 * truth_token_s(sim)
-    assert within(figures["aggregate_tok_s"], 120 * streams / round_s, 0.05), figures["aggregate_tok_s"]
-    chunks = sum(len(sample.chunk_ns) for sample in samples)
-    if not sim.profile["profile"]["num_speculative_tokens"]:
-        assert within(figures["itl_ms_p50"] / 1000, truth_token_s(sim), 0.02), figures["itl_ms_p50"]
-        assert chunks == 120 * streams
-    else:
-        # Several tokens per chunk: fewer chunks than tokens, each gap spanning the tokens it carried.
-        assert chunks < 0.75 * 120 * streams
-        gaps = [gap for sample in samples for gap in metrics.chunk_itls_s(sample)]
-        tokens_after_first = sum((sample.completion_tokens or 0) - 1 for sample in samples)
-        assert within(sum(gaps) / tokens_after_first, truth_token_s(sim), 0.02)
+    round_s = truth_ttft_s(sim, rounds[0][0].prompt_tokens or 0) + 119 * truth_token_s(sim)
+    aggregate = [f["aggregate_tok_s"] for f in figures]
+    assert within(statistics.median(aggregate), 120 * streams / round_s, 0.05), aggregate
+    per_token_gaps = []
+    for samples, f in zip(rounds, figures, strict=True):
+        chunks = sum(len(sample.chunk_ns) for sample in samples)
+        if not sim.profile["profile"]["num_speculative_tokens"]:
+            assert chunks == 120 * streams
+            per_token_gaps.append(f["itl_ms_p50"] / 1000)
+        else:
+            # Several tokens per chunk: fewer chunks than tokens, each gap spanning the tokens it carried.
+            assert chunks < 0.75 * 120 * streams
+            gaps = [gap for sample in samples for gap in metrics.chunk_itls_s(sample)]
+            tokens_after_first = sum((sample.completion_tokens or 0) - 1 for sample in samples)
+            per_token_gaps.append(sum(gaps) / tokens_after_first)
+    assert within(statistics.median(per_token_gaps), truth_token_s(sim), 0.02), per_token_gaps
 
 
 def test_two_point_decode_within_two_percent(sim: Sim) -> None:
