@@ -343,16 +343,21 @@ def iter_entries(
     ranks = _ranks(_entry_groups(store, filters)) if ranked else {}
     recipes = _recipes(store)
     with store._read("cannot read results") as conn:
-        runs = _selected_runs(conn, filters, groups, with_provenance=with_provenance)
+        selected = _selected_runs(conn, filters, groups, with_provenance=with_provenance)
+        # Last group first, popped as it is pooled: a group's runs are let go once its entries are out.
+        left = sorted(selected.values(), key=_Group.order, reverse=True)
+        del selected
         pending: list[tuple[_Group, Any]] = []
         summaries: dict[str, RecipeSummary] = {}
         pooled: dict[str, _RunSet] = {}
-        for group in sorted(runs.values(), key=_Group.order):
+        while left:
+            group = left.pop()
             for row in _pool_group(conn, store.url.startswith("postgres"), group):
                 pending.append((group, row))
             if len(pending) >= STREAM_BATCH:
                 yield from _entries(conn, pending, recipes, summaries, ranks, pooled)
                 pending = []
+                pooled.clear()
         yield from _entries(conn, pending, recipes, summaries, ranks, pooled)
 
 
