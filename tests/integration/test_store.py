@@ -640,6 +640,14 @@ def test_entries_pool_runs_in_the_database_on_both_backends(
     [late] = list(reads.iter_entries(store, build_filter(since=(start + timedelta(seconds=90)).isoformat())))
     assert (late.values, late.job_ids) == ((280.0, 290.0), (jobs[1],))
     assert store.results(jobs[0])[0].params == {"point": "code"}
+    # Figures stored before they carried their requested repeats count their run's plan, else their own n (2).
+    with store._engine.begin() as conn:
+        conn.execute(sa.text("UPDATE measurements SET requested_repeats = NULL"))
+        conn.execute(sa.text("UPDATE run_summaries SET requested_repeats = 5 WHERE job_id = :j"), {"j": jobs[0]})
+        conn.execute(sa.text("UPDATE run_summaries SET requested_repeats = NULL WHERE job_id = :j"), {"j": jobs[1]})
+    [old_rows] = list(reads.iter_entries(store, ALL))
+    assert old_rows.requested == 5 + 2
+    assert dataclasses.replace(old_rows, requested=entry.requested) == entry
 
 
 def test_entries_pool_values_in_finish_order_not_claim_order(
