@@ -63,9 +63,10 @@ def is_sqlite(url: str | URL) -> bool:
 
 
 POSTGRES_WORK_MEM = "64MB"
-"""Sort and hash memory of each PostgreSQL session of the farm. The readers pool every measurement of the runs
-they select in one GROUP BY (about 100 MB of rows at 10,000 runs): with PostgreSQL's default of 4 MB it spills to
-disk, and an export at 10,000 runs takes 5.6 s of database time instead of 4.1."""
+"""Sort and hash memory of each PostgreSQL session of the farm. Ranking entries under a time or job filter pools
+every measurement of the selected runs in one GROUP BY (about 100 MB of rows at 10,000 runs): with PostgreSQL's
+default of 4 MB it spills to disk (when a whole export was pooled that way, 5.6 s of database time instead of 4.1
+at 10,000 runs). A session takes it only when a query needs it."""
 
 
 def create_store_engine(url: str) -> Engine:
