@@ -330,7 +330,7 @@ def main() -> None:
     # The readers run as an installed farm does: with its bytecode compiled (`make setup` compiles it; without it
     # every start here would compile the farm afresh wherever PYTHONDONTWRITEBYTECODE is set).
     subprocess.run([sys.executable, "-m", "compileall", "-q", str(ROOT / "farm")], check=True, capture_output=True)
-    floor = run_measured_python("import sqlalchemy, typer, typer._adapters")
+    floor = run_measured_python("import sqlalchemy, typer, typer.main")
     work = Path(tempfile.mkdtemp(prefix="store-scale-"))
     env = {**os.environ, "FARM_DATABASE_URL": args.database_url, "FARM_DATA_DIR": str(work / "data")}
     results: list[dict[str, Any]] = []

@@ -11,8 +11,8 @@ from __future__ import annotations
 import importlib
 from dataclasses import dataclass
 
+import click
 import typer
-from typer import _click as click  # typer 0.29 vendors Click; its groups derive from that copy
 from typer.core import TyperGroup
 
 

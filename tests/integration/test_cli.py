@@ -215,6 +215,7 @@ HEAVY_FOR_READERS = (
     "sqlalchemy.orm",
     "sqlalchemy.dialects.postgresql",
     "structlog",
+    "pydantic",
     "pydantic_settings",
     "celery",
     "aiohttp",
@@ -223,8 +224,8 @@ HEAVY_FOR_READERS = (
     "rich",
 )
 """Modules a reading command must not import: each cost a CLI command's start a twentieth to a fifth of a second
-(the ORM, structlog, pydantic-settings, rich for JSON output, PostgreSQL's dialect on a SQLite store) or belongs
-to another command."""
+(the ORM, structlog, pydantic and pydantic-settings (typer 0.20+ imports pydantic for every command, hence typer<0.20),
+rich for JSON output, PostgreSQL's dialect on a SQLite store) or belongs to another command."""
 
 
 @pytest.mark.parametrize("command", [["status", "--json"], ["leaderboard", "--json"]])
