@@ -330,8 +330,7 @@ def iter_entries(
     ranked: launched before endpoint before simulated, then by model, recipe, hardware, engine version and key.
     `groups` (recipe sha256, hardware class, engine name, engine version, origin) limits it to those sweep
     groups; ranks are still among every group the filters select (`ranked=False`: no ranks, for a reader that
-    shows none, such as compare). Values are pooled in time order (runs by
-    finish time, then job id).
+    shows none, such as compare). Values are pooled in time order (runs by finish time, then job id).
 
     The selected runs are read once (one row each, from `run_summaries`) and split into their groups here; then
     each group's measurements are pooled by one GROUP BY key over that group's run ids alone (the unique
@@ -415,8 +414,9 @@ def _selected_runs(
 
 
 def _pool_group(conn: Any, postgres: bool, group: _Group) -> list[Any]:
-    """One group's measurements pooled by key, in key order: values and run ids concatenated in one row order;
-    the requested repeats summed where the figure has them, else listed as `run_id:n` for the run's plan."""
+    """One group's measurements pooled by key, in key order (Python's, the same on every backend, as the groups'
+    own order is): values and run ids concatenated in one row order; the requested repeats summed where the
+    figure has them, else listed as `run_id:n` for the run's plan."""
 
     def concatenated(column: Any) -> Any:
         text = cast(column, Text)
@@ -441,7 +441,7 @@ def _pool_group(conn: Any, postgres: bool, group: _Group) -> list[Any]:
     )
     ids = list(group.runs)
     if len(ids) <= POOL_CHUNK:
-        return list(conn.execute(query.order_by(m.key), {"run_ids": ids}))
+        return sorted(conn.execute(query, {"run_ids": ids}), key=lambda row: str(row.key))
     merged: dict[str, list[Any]] = {}
     for start in range(0, len(ids), POOL_CHUNK):
         for row in conn.execute(query, {"run_ids": ids[start : start + POOL_CHUNK]}):
