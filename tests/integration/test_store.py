@@ -117,6 +117,32 @@ def test_sqlite_file_directory_and_pragmas(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("backend", [pytest.param("postgres", marks=pytest.mark.postgres)], indirect=True)
+def test_postgres_upgrade_leaves_planner_statistics(store_url: str) -> None:
+    """A PostgreSQL upgrade that migrates ends with ANALYZE of the farm's tables (a migration may backfill whole
+    tables, and without statistics the readers' plans scan every measurement); one at head analyzes nothing."""
+
+    def analyzed() -> dict[str, object]:
+        engine = sa.create_engine(store_url)
+        try:
+            with engine.connect() as conn:
+                rows = conn.execute(
+                    sa.text("SELECT relname, last_analyze FROM pg_stat_user_tables WHERE schemaname = current_schema()")
+                ).all()
+        finally:
+            engine.dispose()
+        return dict(rows)
+
+    with Store.open(store_url, auto_upgrade=False, check_schema=False) as fresh:
+        assert analyzed() == {}  # a fresh schema: no tables yet
+        fresh.upgrade()
+        after = analyzed()
+        assert {"jobs", "runs", "measurements", "run_summaries", "group_stats"} <= after.keys()
+        assert all(after[name] is not None for name in ("measurements", "run_summaries", "group_stats")), after
+        fresh.upgrade()  # already at head: no second ANALYZE
+        assert analyzed() == after
+
+
+@pytest.mark.parametrize("backend", [pytest.param("postgres", marks=pytest.mark.postgres)], indirect=True)
 def test_postgres_sessions_sort_in_memory(store: Store) -> None:
     """Every PostgreSQL session of the store has POSTGRES_WORK_MEM for its sorts, kept across the pool's resets
     (a reader's GROUP BY over every measurement spills to disk at PostgreSQL's default of 4 MB)."""
