@@ -23,7 +23,7 @@ from sqlalchemy import ColumnElement, Text, and_, bindparam, case, cast, func, l
 
 from farm.domain import Figure, Origin, lower_is_better, split_key, summarize
 from farm.filters import ResultFilter
-from farm.store.leaderboard import LEADERBOARD_KINDS, rows
+from farm.store.leaderboard import LEADERBOARD_KINDS, ORIGIN_ORDER, rows
 from farm.store.models import GroupFigureStat, MeasurementRow, RecipeRow, Run, RunSummary
 from farm.store.records import (
     Entry,
@@ -370,10 +370,8 @@ class _Group:
     def order(self) -> tuple[Any, ...]:
         """The entries' order: launched, endpoint, simulated; then model, recipe, hardware, engine version."""
         recipe_id, sha, model_id, hardware_class, engine_name, version, origin = self.columns
-        return (_ORIGIN_RANK.get(origin, 2), model_id, recipe_id, hardware_class, version or "", sha, engine_name)
+        return (ORIGIN_ORDER.get(origin, 2), model_id, recipe_id, hardware_class, version or "", sha, engine_name)
 
-
-_ORIGIN_RANK = {Origin.LAUNCHED.value: 0, Origin.ENDPOINT.value: 1}
 
 _RUN_COLUMNS = (
     RunSummary.run_id,
@@ -484,8 +482,6 @@ class _RunSet:
     runs: dict[int, Any]
     first_at: datetime
     last_at: datetime
-    hardware_id: str
-    hardware_count: int
     provenance: tuple[ProvenanceSummary, ...]
 
 
@@ -493,18 +489,14 @@ def _run_set(group: _Group, run_ids_text: str) -> _RunSet:
     ids = [int(run_id) for run_id in run_ids_text.split(",")]
     rows = [group.runs[run_id] for run_id in ids]
     times = [(row.finished_at, row.job_id) for row in rows]
-    order = sorted(range(len(ids)), key=times.__getitem__)
-    in_order = [rows[i] for i in order]
-    unique = list({row.run_id: row for row in in_order}.values())
+    order = sorted(range(len(ids)), key=times.__getitem__)  # each run once: (run_id, key) is unique
     return _RunSet(
         order=None if order == list(range(len(ids))) else tuple(order),
         job_ids=tuple(sorted({row.job_id for row in rows})),
         runs={row.run_id: row for row in rows},
         first_at=times[order[0]][0],
         last_at=times[order[-1]][0],
-        hardware_id=max(row.hardware_id for row in rows),
-        hardware_count=max(row.hardware_count for row in rows),
-        provenance=tuple(_provenance(row) for row in unique) if "provenance_summary" in rows[0]._fields else (),
+        provenance=tuple(_provenance(rows[i]) for i in order) if "provenance_summary" in rows[0]._fields else (),
     )
 
 
