@@ -143,7 +143,54 @@ def test_postgres_upgrade_leaves_planner_statistics(store_url: str) -> None:
 
 
 @pytest.mark.parametrize("backend", [pytest.param("postgres", marks=pytest.mark.postgres)], indirect=True)
-def test_postgres_sessions_sort_in_memory(store: Store) -> None:
+def test_postgres_storage_settings_and_their_downgrade(
+    store: Store, make_recipe: Callable[..., Recipe], make_result: Callable[..., RunResult]
+) -> None:
+    """On PostgreSQL, `group_stats` leaves half of each page for its updates (HOT, pruned without a VACUUM)
+    and a run's provenance is TOAST-compressed with LZ4 where the server has it, smaller than pglz stores it
+    (which gives up on JSONB); it reads back whole. Downgrading 0004 restores the defaults."""
+    from alembic import command
+
+    from farm.store import migrate
+
+    def settings(conn: sa.Connection) -> tuple[object, object]:
+        options = conn.execute(sa.text("SELECT reloptions FROM pg_class WHERE oid = 'group_stats'::regclass"))
+        compression = conn.execute(
+            sa.text("SELECT attcompression FROM pg_attribute WHERE attrelid = 'runs'::regclass AND attname = 'provenance'")
+        )
+        return options.scalar(), compression.scalar()
+
+    with store._read("lz4?") as conn:
+        lz4 = "lz4" in (
+            conn.execute(sa.text("SELECT enumvals FROM pg_settings WHERE name = 'default_toast_compression'")).scalar()
+            or []
+        )
+        assert settings(conn) == (["fillfactor=50"], "l" if lz4 else "")
+    recipe = make_recipe()
+    [job_id] = store.submit(recipe, "s", {"repeats": 3}, "ab" * 32, 1, simulated=False)
+    claimed = store.claim_job(job_id, "w1", [recipe.hardware_class], lease_s=60)
+    assert claimed is not None
+    result = make_result({"decode/code/decode_tok_s": (270.0, 276.0, 282.0)})
+    provenance = {**result.provenance, "prompt_sha256": {f"p{i}": f"{i:064x}" for i in range(40)}}  # > 2 KB: TOASTed
+    store.complete(job_id, claimed.attempt, "w1", dataclasses.replace(result, provenance=provenance))
+    if lz4:
+        with store._read("stored size") as conn:
+            stored, plain = conn.execute(
+                sa.text(
+                    "SELECT pg_column_size(provenance), pg_column_size(provenance::text::jsonb) FROM runs "
+                    "WHERE job_id = :j"
+                ),
+                {"j": job_id},
+            ).one()
+        assert stored < plain, (stored, plain)  # the cast's value is never compressed: the whole JSONB
+    assert store.runs(job_id)[0].provenance["prompt_sha256"] == provenance["prompt_sha256"]
+
+    config = migrate.alembic_config()
+    with store._engine.begin() as conn:
+        config.attributes["connection"] = conn
+        command.downgrade(config, "0003_host_retries")
+        assert settings(conn) == (None, "")
+
     """Every PostgreSQL session of the store has POSTGRES_WORK_MEM for its sorts, kept across the pool's resets
     (a reader's GROUP BY over every measurement spills to disk at PostgreSQL's default of 4 MB)."""
     for _ in range(2):  # the second read gets the pooled connection back, after its rollback
