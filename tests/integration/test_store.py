@@ -156,7 +156,9 @@ def test_postgres_storage_settings_and_their_downgrade(
     def settings(conn: sa.Connection) -> tuple[object, object]:
         options = conn.execute(sa.text("SELECT reloptions FROM pg_class WHERE oid = 'group_stats'::regclass"))
         compression = conn.execute(
-            sa.text("SELECT attcompression FROM pg_attribute WHERE attrelid = 'runs'::regclass AND attname = 'provenance'")
+            sa.text(
+                "SELECT attcompression FROM pg_attribute WHERE attrelid = 'runs'::regclass AND attname = 'provenance'"
+            )
         )
         return options.scalar(), compression.scalar()
 
