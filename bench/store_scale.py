@@ -346,7 +346,9 @@ def main() -> None:
     record("python: import sqlalchemy, typer", *floor, "this machine's floor for a command that reads the store")
     record("farm --help", *run_measured(["--help"], env, repeats=3))
     record("farm leaderboard --json", *run_measured(["leaderboard", "--json"], env, repeats=3))
+    record("farm leaderboard (table)", *run_measured(["leaderboard"], env, repeats=3))
     record("farm status --json (10k queued)", *run_measured(["status", "--json"], env, repeats=3))
+    record("farm status (table)", *run_measured(["status"], env, repeats=3))
     first, best, server_mb = measure_api(env)
     record("GET /v1/leaderboard", best, server_mb, 0, None, f"first {first:.3f} s, best of 5")
     csv_out = work / "export.csv"
@@ -361,6 +363,10 @@ def main() -> None:
     aggregate_out = work / "aggregate.json"
     measured = run_measured(["aggregate", "--json"], env, stdout=aggregate_out)
     record("farm aggregate --json", *measured, f"{aggregate_out.stat().st_size / 1e6:.0f} MB out")
+    aggregate_out = work / "aggregate.txt"
+    measured = run_measured(["aggregate"], env, stdout=aggregate_out)
+    rows = sum(1 for line in aggregate_out.open(encoding="utf-8") if line.startswith("│"))
+    record("farm aggregate (table)", *measured, f"{rows} rows")
     record("farm compare JOB_A JOB_B", *run_measured(["compare", a_job, b_job, "--json"], env, repeats=3))
     record(
         "farm compare RECIPE_A RECIPE_B",

@@ -128,23 +128,24 @@ def leaderboard(
 
 
 def print_leaderboard(rows: list[Any]) -> None:
-    """The leaderboard as a table narrow enough for a terminal; `--json` has every field."""
-    from rich.table import Table
+    """The leaderboard as a table (farm.cli.tables: its rows grow with the store); `--json` has every field."""
+    from farm.cli.tables import TextTable
 
-    table = Table(title="leaderboard (decode: mean of the runs' repeats; spread = (max - min) / mean)")
-    for column, justify in (
-        ("model", "left"),
-        ("hardware", "left"),
-        ("engine", "left"),
-        ("workload", "left"),
-        ("decode tok/s", "right"),
-        ("spread", "right"),
-        ("prefill tok/s", "right"),
-        ("TTFT ms", "right"),
-        ("GiB/card", "right"),
-        ("accept", "right"),
-    ):
-        table.add_column(column, justify=justify)  # type: ignore[arg-type]
+    table = TextTable(
+        (
+            ("model", "left"),
+            ("hardware", "left"),
+            ("engine", "left"),
+            ("workload", "left"),
+            ("decode tok/s", "right"),
+            ("spread", "right"),
+            ("prefill tok/s", "right"),
+            ("TTFT ms", "right"),
+            ("GiB/card", "right"),
+            ("accept", "right"),
+        ),
+        title="leaderboard (decode: mean of the runs' repeats; spread = (max - min) / mean)",
+    )
     for r in rows:
         engine_version = (r.engine_version or "").split("+")[0]
         table.add_row(
@@ -161,11 +162,11 @@ def print_leaderboard(rows: list[Any]) -> None:
             _num(r.peak_memory_gib) if r.peak_memory_gib is not None else "",
             f"{r.spec_acceptance_rate:.1%}" if r.spec_acceptance_rate is not None else "",
         )
-    get_console().print(table)
+    table.print()
     if any(r.simulated for r in rows):
-        get_console().print("(sim): measured on the simulator; never ranked with real hardware.", markup=False)
+        print("(sim): measured on the simulator; never ranked with real hardware.")
     if any(r.origin == "endpoint" for r in rows):
-        get_console().print("(endpoint): measured on a server the farm did not launch.", markup=False)
+        print("(endpoint): measured on a server the farm did not launch.")
 
 
 def _num(value: float) -> str:

@@ -142,8 +142,7 @@ def aggregate_command(
 ) -> None:
     """Every measurement per recipe × hardware × engine version × workload: n, mean, median, min, max, stdev,
     spread, and whether it got fewer samples than asked."""
-    from rich.table import Table
-
+    from farm.cli.tables import TextTable
     from farm.report import service
     from farm.report.aggregate import entry_json
 
@@ -157,42 +156,42 @@ def aggregate_command(
                 sys.stdout.write(("\n" if index == 0 else ",\n") + json.dumps(entry_json(entry), default=str))
             sys.stdout.write("\n]\n")
         return
+    table = TextTable(
+        (
+            ("recipe", "left"),
+            ("hardware", "left"),
+            ("engine", "left"),
+            ("measurement", "left"),
+            ("unit", "left"),
+            ("n/req", "right"),
+            ("mean", "right"),
+            ("median", "right"),
+            ("stdev", "right"),
+            ("spread", "right"),
+            ("rank", "right"),
+        ),
+        title="measurements (pooled over every repeat of every run; spread = (max - min) / mean)",
+    )
+    incomplete = False
     with farm_errors():
-        all_entries = list(service.entries(open_store(s), filters))
-    table = Table(title="measurements (pooled over every repeat of every run; spread = (max - min) / mean)")
-    for column in (
-        "recipe",
-        "hardware",
-        "engine",
-        "measurement",
-        "unit",
-        "n/req",
-        "mean",
-        "median",
-        "stdev",
-        "spread",
-        "rank",
-    ):
-        table.add_column(
-            column, justify="left" if column in ("recipe", "hardware", "engine", "measurement", "unit") else "right"
-        )
-    for e in all_entries:
-        table.add_row(
-            e.recipe.recipe_id[:40],
-            e.hardware_class + (" (sim)" if e.simulated else ""),
-            f"{e.engine_name} {(e.engine_version or '').split('+')[0]}",
-            e.key,
-            e.unit,
-            f"{e.n}/{e.requested}" + (" !" if e.incomplete else ""),
-            f"{e.mean:,.4g}",
-            f"{e.median:,.4g}",
-            f"{e.stdev:,.3g}",
-            f"{e.spread:.1%}",
-            str(e.rank or ""),
-        )
-    console.print(table)
-    if any(e.incomplete for e in all_entries):
-        console.print("!: fewer samples than the sweep asked for (incomplete)", markup=False)
+        for e in service.entries(open_store(s), filters, with_provenance=False):
+            incomplete = incomplete or e.incomplete
+            table.add_row(
+                e.recipe.recipe_id[:40],
+                e.hardware_class + (" (sim)" if e.simulated else ""),
+                f"{e.engine_name} {(e.engine_version or '').split('+')[0]}",
+                e.key,
+                e.unit,
+                f"{e.n}/{e.requested}" + (" !" if e.incomplete else ""),
+                f"{e.mean:,.4g}",
+                f"{e.median:,.4g}",
+                f"{e.stdev:,.3g}",
+                f"{e.spread:.1%}",
+                str(e.rank or ""),
+            )
+    table.print()
+    if incomplete:
+        print("!: fewer samples than the sweep asked for (incomplete)")
 
 
 def _difference_json(d: Difference) -> dict[str, object]:
