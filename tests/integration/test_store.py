@@ -185,7 +185,9 @@ def test_postgres_storage_settings_and_their_downgrade(
                 {"j": job_id},
             ).one()
         assert stored < plain, (stored, plain)  # the cast's value is never compressed: the whole JSONB
-    assert store.runs(job_id)[0].provenance["prompt_sha256"] == provenance["prompt_sha256"]
+    stored_provenance = store.runs(job_id)[0].provenance
+    assert stored_provenance is not None
+    assert stored_provenance["prompt_sha256"] == provenance["prompt_sha256"]
 
     config = migrate.alembic_config()
     with store._engine.begin() as conn:

@@ -33,9 +33,13 @@ depends_on: str | Sequence[str] | None = None
 GROUP_STATS_FILLFACTOR = 50
 
 
+def _server_version(bind: sa.Connection) -> tuple[int | str, ...]:
+    return bind.dialect.server_version_info or (0,)
+
+
 def _lz4_available(bind: sa.Connection) -> bool:
     """Whether this server can compress TOAST with LZ4 (PostgreSQL 14 and later, built --with-lz4)."""
-    if bind.dialect.server_version_info < (14,):
+    if _server_version(bind) < (14,):
         return False
     choices = bind.execute(sa.text("SELECT enumvals FROM pg_settings WHERE name = 'default_toast_compression'"))
     return "lz4" in (choices.scalar() or [])
@@ -55,5 +59,5 @@ def downgrade() -> None:
     if bind.dialect.name != "postgresql":
         return
     op.execute("ALTER TABLE group_stats RESET (fillfactor)")
-    if bind.dialect.server_version_info >= (14,):
+    if _server_version(bind) >= (14,):
         op.execute("ALTER TABLE runs ALTER COLUMN provenance SET COMPRESSION default")
