@@ -357,6 +357,10 @@ def main() -> None:
     measured = run_measured(["export", "registry", "-o", str(work / "registry") + "/"], env)
     files = list((work / "registry").glob("*.json"))
     record("farm export registry -o DIR/", *measured, f"{len(files)} sweeps")
+    submissions_out = work / "localmaxxing.json"
+    measured = run_measured(["export", "localmaxxing", "-o", str(submissions_out)], env)
+    count = len(json.loads(submissions_out.read_text(encoding="utf-8"))) if measured[2] == 0 else 0
+    record("farm export localmaxxing", *measured, f"{count} submissions")
     page = work / "report.html"
     measured = run_measured(["report", "-o", str(page)], env)
     record("farm report -o", *measured, f"page {page.stat().st_size / 1e6:.2f} MB")

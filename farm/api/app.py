@@ -204,10 +204,10 @@ async def results(request: web.Request) -> web.Response:
 
 
 def _export_chunks(store: Store, fmt: str, filters: ResultFilter) -> Iterator[bytes]:
-    from farm.report.exports import render, stream
+    from farm.report.exports import render_submissions, stream
 
     if fmt == "localmaxxing":
-        yield render(fmt, service.load_results(store, filters)).encode("utf-8")
+        yield render_submissions(service.localmaxxing_submissions(store, filters)).encode("utf-8")
         return
     gathered: list[str] = []
     size = 0

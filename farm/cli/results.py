@@ -101,7 +101,7 @@ def export(
     s = settings()
     with farm_errors():
         from farm.report import service
-        from farm.report.exports import render, stream
+        from farm.report.exports import render_submissions, stream
 
         if fmt not in EXPORT_FORMATS:
             raise InputError(f"{fmt!r} is not one of {', '.join(EXPORT_FORMATS)}", field="FORMAT")
@@ -109,7 +109,8 @@ def export(
         if fmt == "registry":
             _export_registry(service.entries(store, filters), output)
         elif fmt == "localmaxxing":
-            write_chunks([render(fmt, service.load_results(store, filters))], Path(output) if output else None)
+            submissions = service.localmaxxing_submissions(store, filters)
+            write_chunks([render_submissions(submissions)], Path(output) if output else None)
         else:
             chunks = stream(fmt, service.entries(store, filters), filters)
             write_chunks(chunks, Path(output) if output else None)

@@ -216,8 +216,13 @@ def stream(fmt: str, entries: Iterable[Entry], filters: ResultFilter) -> Iterato
     raise InputError(f"{fmt!r} is not one of {', '.join(f for f in FORMATS if f != 'localmaxxing')}", field="format")
 
 
+def render_submissions(submissions: list[dict[str, Any]]) -> str:
+    """A LocalMaxxing export's text: its submissions as a JSON array."""
+    return json.dumps(submissions, indent=2) + "\n"
+
+
 def render(fmt: str, results: Results) -> str:
     """The export as text. A registry or localmaxxing export of several groups is a JSON array."""
     if fmt == "localmaxxing":
-        return json.dumps(submissions(results.entries, results.runs), indent=2) + "\n"
+        return render_submissions(submissions(results.entries, results.runs))
     return "".join(stream(fmt, results.entries, results.filters))

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import re
 import shlex
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from farm.domain import KIND_DECODE, KIND_MEMORY, KIND_PREFILL, KIND_SHORT_TTFT, KIND_SPEC_DECODE
@@ -96,8 +96,9 @@ def tensor_parallel(argv: Sequence[str], declared: int | None) -> int | None:
     return declared
 
 
-def submission(entries: Sequence[Entry], latest: RunMeasurements | None) -> dict[str, Any]:
-    """The submission of one group's entries; `latest` is the group's latest run (hashes, engine provenance)."""
+def submission(entries: Sequence[Entry], latest: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The submission of one group's entries; `latest` is the provenance of the group's latest run (hashes,
+    engine)."""
     by_key = {e.key: e for e in entries}
     first = entries[0]
     decode = {e.point: e for e in entries if e.kind == KIND_DECODE and e.metric == "decode_tok_s"}
@@ -110,7 +111,7 @@ def submission(entries: Sequence[Entry], latest: RunMeasurements | None) -> dict
     memory = [e.max for e in entries if e.kind == KIND_MEMORY and e.metric == "peak_memory_gib"]
     rate = by_key.get(f"{KIND_SPEC_DECODE}/{workload}/acceptance_rate") if workload else None
     length = by_key.get(f"{KIND_SPEC_DECODE}/{workload}/mean_acceptance_length") if workload else None
-    provenance = latest.provenance if latest else {}
+    provenance = latest or {}
     engine = provenance.get("engine") or {}
     argv = first.recipe.argv
     method = provenance.get("method")
@@ -148,8 +149,13 @@ def submission(entries: Sequence[Entry], latest: RunMeasurements | None) -> dict
 
 
 def submissions(entries: Iterable[Entry], runs: Iterable[RunMeasurements]) -> list[dict[str, Any]]:
-    """One submission per recipe × hardware class × engine version (× simulated)."""
-    latest: dict[GroupKey, RunMeasurements] = {}
+    """One submission per recipe × hardware class × engine version (× simulated), from runs in memory."""
+    latest: dict[GroupKey, Mapping[str, Any]] = {}
     for run in sorted(runs, key=lambda r: r.measured_at):
-        latest[group_of(run)] = run
+        latest[group_of(run)] = run.provenance
+    return submissions_from(entries, latest)
+
+
+def submissions_from(entries: Iterable[Entry], latest: Mapping[GroupKey, Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The same, given each group's latest provenance (what the store reads: one run's per group)."""
     return [submission(members, latest.get(key)) for key, members in groups(entries).items()]

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
 from farm.errors import InputError, JobNotFound
 from farm.filters import ALL, ResultFilter
-from farm.report.exports import Results
 from farm.report.html import TOP_GROUPS, ReportData
+from farm.report.localmaxxing import submissions_from
 from farm.store import LeaderboardRow, Store, reads
 from farm.store.leaderboard import ORIGIN_ORDER
 from farm.store.records import Entry
@@ -28,13 +29,12 @@ def entries(
             yield entry
 
 
-def load_results(store: Store, filters: ResultFilter = ALL) -> Results:
-    """The runs and entries the filters select, in memory (the LocalMaxxing export needs whole runs)."""
-    return Results(
-        runs=tuple(reads.run_measurements(store, filters)),
-        entries=tuple(entries(store, filters)),
-        filters=filters,
-    )
+def localmaxxing_submissions(store: Store, filters: ResultFilter = ALL) -> list[dict[str, Any]]:
+    """The LocalMaxxing export: each group's entries (without their provenance lists) and the provenance of the
+    group's latest run alone. Reading every run whole took 30 s and 2 GB at 10,000 runs. A submission shows
+    each entry's summary, not its pooled values: they are let go as each entry arrives."""
+    slim = (replace(e, values=()) for e in entries(store, filters, with_provenance=False))
+    return submissions_from(slim, reads.latest_provenance(store, filters))
 
 
 def leaderboard(store: Store, filters: ResultFilter = ALL) -> list[LeaderboardRow]:

@@ -27,11 +27,11 @@ from farm.store.leaderboard import LEADERBOARD_KINDS, ORIGIN_ORDER, rows
 from farm.store.models import GroupFigureStat, MeasurementRow, RecipeRow, Run, RunSummary
 from farm.store.records import (
     Entry,
+    GroupKey,
     GroupStat,
     LeaderboardRow,
     ProvenanceSummary,
     RecipeSummary,
-    RunMeasurements,
 )
 from farm.store.store import Store
 from farm.store.summaries import provenance_record
@@ -621,44 +621,30 @@ def measured_at_range(store: Store, filters: ResultFilter) -> tuple[datetime | N
     return low, high
 
 
-def run_measurements(store: Store, filters: ResultFilter) -> Iterator[RunMeasurements]:
-    """Every succeeded run the filters select with all its figures and provenance, oldest first, streamed.
-
-    For the few readers that need whole runs (the LocalMaxxing export's hashes); the rest read entries."""
-    from farm.store import queries
-
-    recipes = _recipes(store)
+def latest_provenance(store: Store, filters: ResultFilter) -> dict[GroupKey, dict[str, Any]]:
+    """The provenance of each sweep group's latest selected run (by finish time, then run id), by the entries'
+    group key (recipe id, recipe sha256, hardware class, engine, engine version, simulated): the LocalMaxxing
+    export's hashes and engine. One short row per run is read, then one provenance per group."""
     query = _filtered(
-        select(RunSummary, Run.provenance)
-        .join(Run, Run.id == RunSummary.run_id)
-        .order_by(RunSummary.finished_at, RunSummary.run_id),
+        select(
+            RunSummary.recipe_id,
+            RunSummary.recipe_sha256,
+            RunSummary.hardware_class,
+            RunSummary.engine_name,
+            RunSummary.engine_version,
+            RunSummary.origin,
+            RunSummary.run_id,
+        ).order_by(RunSummary.finished_at, RunSummary.run_id),
         filters,
     )
     with store._read("cannot read results") as conn:
-        summaries = conn.execute(query).all()
-        for row in summaries:
-            document = recipes.get(row.recipe_sha256, {})
-            serving = document.get("serving") or {}
-            yield RunMeasurements(
-                job_id=row.job_id,
-                attempt=row.attempt,
-                worker_id=row.worker_id,
-                sweep_name=row.sweep_name,
-                recipe_id=row.recipe_id,
-                recipe_sha256=row.recipe_sha256,
-                model_id=row.model_id,
-                hardware_id=row.hardware_id,
-                hardware_count=row.hardware_count,
-                hardware_class=row.hardware_class,
-                engine_name=row.engine_name,
-                engine_version=row.engine_version,
-                simulated=row.origin == Origin.SIMULATED.value,
-                measured_at=row.finished_at,
-                requested_repeats=row.requested_repeats,
-                recipe_argv=tuple(str(arg) for arg in document.get("argv") or ()),
-                tensor_parallel=serving.get("tensor_parallel"),
-                max_context_tokens=serving.get("max_context_tokens"),
-                provenance=dict(row.provenance or {}),
-                figures=tuple(queries.figures(conn, row.run_id)),
-                origin=row.origin,
-            )
+        latest: dict[GroupKey, int] = {}
+        for recipe_id, sha, hardware_class, engine, version, origin, run_id in conn.execute(query):
+            latest[(recipe_id, sha, hardware_class, engine, version, origin == Origin.SIMULATED.value)] = run_id
+        ids = list(latest.values())
+        provenance: dict[int, dict[str, Any]] = {}
+        by_id = select(Run.id, Run.provenance).where(Run.id.in_(bindparam("run_ids", expanding=True)))
+        for start in range(0, len(ids), POOL_CHUNK):
+            for run_id, document in conn.execute(by_id, {"run_ids": ids[start : start + POOL_CHUNK]}):
+                provenance[run_id] = dict(document or {})
+    return {key: provenance.get(run_id, {}) for key, run_id in latest.items()}

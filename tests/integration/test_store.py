@@ -758,6 +758,74 @@ def test_entries_pool_values_in_finish_order_not_claim_order(
     assert (entry.first_measured_at, entry.measured_at) == (start, start + timedelta(minutes=5))
 
 
+def test_localmaxxing_submissions_take_the_latest_finished_runs_provenance(
+    store: Store, make_recipe: Callable[..., Recipe], make_result: Callable[..., RunResult]
+) -> None:
+    """The LocalMaxxing export reads one provenance per group, the run that finished last (not the one claimed
+    last), and submits the same as the in-memory path over whole runs; a simulated group is its own submission."""
+    from farm.report import service
+    from farm.report.aggregate import entries_from_runs
+    from farm.report.localmaxxing import submissions
+    from farm.store.records import RunMeasurements
+
+    recipe = make_recipe()
+    start = datetime(2026, 8, 30, 9, 0, tzinfo=UTC)
+    claimed = []
+    for simulated in (False, False, True):
+        hardware_class = f"sim:{recipe.hardware_class}" if simulated else recipe.hardware_class
+        [job_id] = store.submit(
+            recipe, "s", {"repeats": 2}, "ab" * 32, 1, simulated=simulated, hardware_class=hardware_class, now=start
+        )
+        claim = store.claim_job(job_id, "w1", [hardware_class], lease_s=600, now=start)
+        assert claim is not None
+        claimed.append((job_id, claim.attempt, simulated))
+    for (job_id, attempt, simulated), minutes, tag in zip(claimed, (9, 5, 7), ("late", "early", "sim"), strict=True):
+        result = make_result({"decode/code/decode_tok_s": (10.0 + minutes, 11.0)}, simulated=simulated)
+        hashes = {"decode/code": f"{tag}-hash"}
+        result = dataclasses.replace(result, provenance={**result.provenance, "prompt_sha256": hashes})
+        store.complete(job_id, attempt, "w1", result, now=start + timedelta(minutes=minutes))
+
+    from_store = service.localmaxxing_submissions(store)
+    assert sorted((s["simulated"], s["promptHashes"]["decode/code"]) for s in from_store) == [
+        (False, "late-hash"),
+        (True, "sim-hash"),
+    ]
+    whole_runs: list[RunMeasurements] = []
+    for job_id, _, _ in claimed:
+        view = store.get_job(job_id)
+        [run] = store.runs(job_id)
+        assert run.provenance is not None
+        assert run.finished_at is not None
+        whole_runs.append(
+            RunMeasurements(
+                job_id=job_id,
+                attempt=run.attempt,
+                worker_id=run.worker_id,
+                sweep_name=view.sweep_name,
+                recipe_id=recipe.id,
+                recipe_sha256=recipe_sha256(recipe),
+                model_id=recipe.model_id,
+                hardware_id=recipe.hardware_id,
+                hardware_count=recipe.hardware_count,
+                hardware_class=view.hardware_class,
+                engine_name=run.provenance["engine"]["name"],
+                engine_version=run.provenance["engine"]["version"],
+                simulated=view.simulated,
+                measured_at=run.finished_at,
+                requested_repeats=2,
+                recipe_argv=recipe.argv,
+                tensor_parallel=None,
+                max_context_tokens=None,
+                provenance=run.provenance,
+                figures=tuple(store.results(job_id)),
+                origin="simulated" if view.simulated else "launched",
+            )
+        )
+    in_memory = submissions(entries_from_runs(whole_runs), whole_runs)
+    key = lambda s: s["simulated"]  # noqa: E731 - one sort key
+    assert sorted(from_store, key=key) == sorted(in_memory, key=key)
+
+
 def test_the_head_read_from_the_files_is_alembics_head() -> None:
     """The fast check of `Store.open` (the head read from the migration files) names the head Alembic computes."""
     from farm.store.migrate import head_from_files

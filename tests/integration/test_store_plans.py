@@ -113,6 +113,7 @@ def test_every_reader_finds_its_rows_through_an_index(
         "compare jobs": lambda: service.compare_sides(store, job_ids[0], job_ids[2]),
         "compare recipes": lambda: service.compare_sides(store, "recipe-a-2x-rtx-pro-6000", "recipe-b-2x-rtx-pro-6000"),
         "job figures": lambda: reads.job_figures(store, job_ids[:2]),
+        "localmaxxing latest runs": lambda: reads.latest_provenance(store, since),
         "status": lambda: (store.list_jobs(["queued", "running"], limit=50), store.queue_depth()),
         "job detail": lambda: (store.get_job(job_ids[0]), store.runs(job_ids[0]), store.results(job_ids[0])),
         "samples": lambda: store.samples(job_ids[0]),
