@@ -204,7 +204,7 @@ def stream_registry(entries: Iterable[Entry]) -> Iterator[str]:
 
 
 def stream(fmt: str, entries: Iterable[Entry], filters: ResultFilter) -> Iterator[str]:
-    """The export as text chunks, streamed (localmaxxing needs whole runs: use `render`)."""
+    """The export as text chunks, streamed (localmaxxing: `render_submissions`, or `render` over runs in memory)."""
     if fmt == "json":
         return stream_json(entries, filters)
     if fmt == "jsonl":
