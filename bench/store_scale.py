@@ -347,7 +347,7 @@ def main() -> None:
     record("farm --help", *run_measured(["--help"], env, repeats=3))
     record("farm leaderboard --json", *run_measured(["leaderboard", "--json"], env, repeats=3))
     record("farm leaderboard (table)", *run_measured(["leaderboard"], env, repeats=3))
-    record("farm status --json (10k queued)", *run_measured(["status", "--json"], env, repeats=3))
+    record(f"farm status --json ({args.queued:,} queued)", *run_measured(["status", "--json"], env, repeats=3))
     record("farm status (table)", *run_measured(["status"], env, repeats=3))
     first, best, server_mb = measure_api(env)
     record("GET /v1/leaderboard", best, server_mb, 0, None, f"first {first:.3f} s, best of 5")
