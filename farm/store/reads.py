@@ -421,15 +421,16 @@ def _selected_runs(
     return found
 
 
-def _group_provenance(conn: Any, group: _Group) -> dict[int, Any]:
-    """The provenance rows of one group's runs, by run id (through the primary key, POOL_CHUNK ids a query)."""
-    ids = list(group.runs)
-    query = select(*_PROVENANCE_COLUMNS).where(RunSummary.run_id.in_(bindparam("run_ids", expanding=True)))
-    found: dict[int, Any] = {}
+def _by_chunks(conn: Any, query: Any, ids: Sequence[int]) -> Iterator[Any]:
+    """The rows of `query` (bound list parameter `run_ids`) over `ids`, POOL_CHUNK ids a query."""
     for start in range(0, len(ids), POOL_CHUNK):
-        for row in conn.execute(query, {"run_ids": ids[start : start + POOL_CHUNK]}):
-            found[row.run_id] = row
-    return found
+        yield from conn.execute(query, {"run_ids": ids[start : start + POOL_CHUNK]})
+
+
+def _group_provenance(conn: Any, group: _Group) -> dict[int, Any]:
+    """The provenance rows of one group's runs, by run id (through the primary key)."""
+    query = select(*_PROVENANCE_COLUMNS).where(RunSummary.run_id.in_(bindparam("run_ids", expanding=True)))
+    return {row.run_id: row for row in _by_chunks(conn, query, list(group.runs))}
 
 
 def _pool_group(conn: Any, postgres: bool, group: _Group) -> list[Any]:
@@ -462,19 +463,18 @@ def _pool_group(conn: Any, postgres: bool, group: _Group) -> list[Any]:
     if len(ids) <= POOL_CHUNK:
         return sorted(conn.execute(query, {"run_ids": ids}), key=lambda row: str(row.key))
     merged: dict[str, list[Any]] = {}
-    for start in range(0, len(ids), POOL_CHUNK):
-        for row in conn.execute(query, {"run_ids": ids[start : start + POOL_CHUNK]}):
-            seen = merged.get(row.key)
-            if seen is None:
-                merged[row.key] = list(row)
-                continue
-            seen[1] += "," + row.values_text
-            seen[2] += "," + row.run_ids_text
-            seen[3] = (seen[3] or 0) + (row.requested or 0)
-            seen[4] = ",".join(part for part in (seen[4], row.unplanned) if part) or None
-            seen[5] = max(seen[5], row.measurement_id)
-            seen[6] = max(seen[6], row.unit)
-            seen[7] = max(filter(None, (seen[7], row.workload)), default=None)
+    for row in _by_chunks(conn, query, ids):
+        seen = merged.get(row.key)
+        if seen is None:
+            merged[row.key] = list(row)
+            continue
+        seen[1] += "," + row.values_text
+        seen[2] += "," + row.run_ids_text
+        seen[3] = (seen[3] or 0) + (row.requested or 0)
+        seen[4] = ",".join(part for part in (seen[4], row.unplanned) if part) or None
+        seen[5] = max(seen[5], row.measurement_id)
+        seen[6] = max(seen[6], row.unit)
+        seen[7] = max(filter(None, (seen[7], row.workload)), default=None)
     return [_PooledRow(*merged[key]) for key in sorted(merged)]
 
 
@@ -641,10 +641,6 @@ def latest_provenance(store: Store, filters: ResultFilter) -> dict[GroupKey, dic
         latest: dict[GroupKey, int] = {}
         for recipe_id, sha, hardware_class, engine, version, origin, run_id in conn.execute(query):
             latest[(recipe_id, sha, hardware_class, engine, version, origin == Origin.SIMULATED.value)] = run_id
-        ids = list(latest.values())
-        provenance: dict[int, dict[str, Any]] = {}
         by_id = select(Run.id, Run.provenance).where(Run.id.in_(bindparam("run_ids", expanding=True)))
-        for start in range(0, len(ids), POOL_CHUNK):
-            for run_id, document in conn.execute(by_id, {"run_ids": ids[start : start + POOL_CHUNK]}):
-                provenance[run_id] = dict(document or {})
+        provenance = {run_id: dict(doc or {}) for run_id, doc in _by_chunks(conn, by_id, list(latest.values()))}
     return {key: provenance.get(run_id, {}) for key, run_id in latest.items()}
