@@ -40,6 +40,8 @@ def show(
     if recipe.environment:
         table.add_row("environment", " ".join(f"{k}={v}" for k, v in sorted(recipe.environment.items())))
     table.add_row("command from", recipe.provenance.command_source or "-")
+    for note in recipe.provenance.command_notes:
+        table.add_row("note", note)
     if recipe.container:
         table.add_row("image", recipe.container.image)
     table.add_row("source", recipe.provenance.source_format)
@@ -86,7 +88,8 @@ def _check_one(file: Path) -> tuple[str, str, str]:
         return "POLICY", recipe.engine.name, f"{described} parses, but the submit policy refuses it: {exc.detail}"
     except Exception as exc:
         return "POLICY", recipe.engine.name, f"{described}: policy check failed ({type(exc).__name__}): {exc}"
-    return "ok", recipe.engine.name, described
+    notes = "".join(f"\n    note: {note}" for note in recipe.provenance.command_notes)
+    return "ok", recipe.engine.name, described + notes
 
 
 def _declared_engine(file: Path) -> str:

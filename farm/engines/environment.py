@@ -76,7 +76,15 @@ DROPPED_NAMES = {
     **{
         name: "the author's choice of devices: the worker assigns the job's devices itself (their count is the "
         "recipe's hardware_count, which the command's parallelism must match)"
-        for name in ("CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES")
+        for name in (
+            "CUDA_VISIBLE_DEVICES",
+            "NVIDIA_VISIBLE_DEVICES",
+            "HIP_VISIBLE_DEVICES",
+            "ROCR_VISIBLE_DEVICES",
+            "ONEAPI_DEVICE_SELECTOR",
+            "ZE_AFFINITY_MASK",
+            "GGML_VK_VISIBLE_DEVICES",
+        )
     },
 }
 """Variables a recipe may carry that are dropped, not refused: they name where the author's machine keeps files,

@@ -86,6 +86,7 @@ KINDS: Mapping[str, ValueKind] = {
     "--host": ValueKind.LISTEN,
     "--port": ValueKind.LISTEN,
     "--model": ValueKind.REPO,
+    "--gpu-layers": ValueKind.INT_OR_AUTO,  # newer builds take `auto` (their default) as well as a count
     "--model-draft": ValueKind.PATH,
     "--model-vocoder": ValueKind.PATH,
     "--lora": ValueKind.PATH,
@@ -179,6 +180,10 @@ BENCH_TO_SERVER: Mapping[str, str] = {
     "--override-tensor": "--override-tensor",
     "-dev": "--device",
     "--device": "--device",
+    "-fitt": "--fit-target",
+    "--fit-target": "--fit-target",
+    "-fitc": "--fit-ctx",
+    "--fit-ctx": "--fit-ctx",
 }
 """llama-bench options that configure the model and its placement, as llama-server spells them
 (tools/llama-bench/llama-bench.cpp and common/arg.cpp)."""
@@ -225,12 +230,18 @@ BENCH_ONLY = frozenset(
 BENCH_FLAGS = frozenset({"-v", "--verbose", "--progress", "-h", "--help"})
 
 
-def llama_bench_to_server(argv: Sequence[str]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+BENCH_DEFAULTS: Mapping[str, str] = {"--n-gpu-layers": "99"}
+"""llama-bench's defaults that llama-server does not share (tools/llama-bench/llama-bench.cpp
+`cmd_params_defaults`: every layer on the GPU), made explicit when the bench command leaves them out."""
+
+
+def llama_bench_to_server(argv: Sequence[str]) -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]:
     """A `llama-bench ...` command (what LocalMaxxing pages record for llama.cpp) as the `llama-server` command
-    that loads the same model the same way, and the benchmark-only tokens it dropped (for provenance).
+    that loads the same model the same way, the benchmark-only tokens it dropped, and the llama-bench defaults it
+    made explicit (both for provenance).
 
     A value list (`-ngl 28,99`: llama-bench runs each) is refused: the server runs one configuration. A `-m`
-    without a value (pages that hid the path) is dropped: the host maps the model."""
+    without a value (pages that hid the path) is dropped: the model then comes from the recipe's instance."""
     tokens = list(argv)
     if not tokens or not re.fullmatch(r"(?:.*/)?llama-bench", tokens[0]):
         raise ArgumentPolicyError(f"not a llama-bench command: {' '.join(tokens[:2])!r}", field="argv")
@@ -270,7 +281,11 @@ def llama_bench_to_server(argv: Sequence[str]) -> tuple[tuple[str, ...], tuple[s
                 out.append(chosen)
             continue
         out += [BENCH_TO_SERVER[name], value]
-    return tuple(out), tuple(dropped)
+    defaults: list[str] = []
+    for option, value in BENCH_DEFAULTS.items():
+        if option not in out:
+            defaults += [option, value]
+    return (*out, *defaults), tuple(dropped), tuple(defaults)
 
 
 def _kind(raw: Mapping[str, Any], name: str) -> ValueKind:

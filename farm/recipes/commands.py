@@ -18,6 +18,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from farm.errors import RecipeError
+from farm.recipes import instances
 from farm.recipes.model import ENGINE_LAUNCHERS, KNOWN_ENGINES, POSITIONAL_MODEL_ENGINES
 
 ENGINE_ALIASES: dict[str, str] = {
@@ -84,6 +85,11 @@ class Command:
     environment: dict[str, str] = field(default_factory=dict)
     source_field: str = ""
     source_tokens: tuple[str, ...] = ()
+    model: str | None = None
+    """A command built from engine + model: the model it serves, when argv does not name it."""
+    model_source: str | None = None
+    notes: tuple[str, ...] = ()
+    """What was changed on the way to the canonical argv (a translation, a model named by its instance)."""
 
 
 def canonical_engine(name: object, source: str, field_name: str) -> str:
@@ -380,10 +386,17 @@ def starts_a_server(tokens: Sequence[str]) -> bool:
     return True
 
 
+def executable_name(executable: str) -> str:
+    """An executable's name, wherever it is and on any system: `./build/bin/llama-server`,
+    `.\\llama.cpp\\llama-server.exe` and `llama-server` are all `llama-server`."""
+    name = executable.replace("\\", "/").rsplit("/", 1)[-1]
+    return name[: -len(".exe")] if name.lower().endswith(".exe") else name
+
+
 def _launcher_of(tokens: Sequence[str], source: str, field_name: str) -> tuple[str, int]:
     """The engine a command starts and how many tokens its launcher takes (`vllm serve`: 2)."""
     executable = tokens[0]
-    base = posixpath.basename(executable)
+    base = executable_name(executable)
     second = tokens[1] if len(tokens) > 1 else None
     if base in NOT_SERVERS:
         raise RecipeError(
@@ -506,17 +519,54 @@ ENGINE_FLAG_OPTIONS: dict[str, dict[str, tuple[str, ...]]] = {
 """How the registry's `metadata.localmaxxing.engine_flags` keys become each engine's options."""
 
 _FLAGS_WITHOUT_OPTION = frozenset({"tensorParallel"})
+
+_INHERENT_FLAGS = frozenset({("mlx", "flashAttn")})
+"""engine_flags an engine has always on, with no option to set: MLX's attention is always its fused kernel."""
 """engine_flags keys that need no option where an engine has none for them (one device: nothing to split)."""
 
 
+SERVING_OPTIONS: dict[str, dict[str, str]] = {
+    "vllm": {"tensor_parallel": "--tensor-parallel-size", "max_context_tokens": "--max-model-len"},
+    "sglang": {"tensor_parallel": "--tp-size", "max_context_tokens": "--context-length"},
+    "llama.cpp": {"max_context_tokens": "--ctx-size"},
+    "mlx": {},
+}
+"""How the registry's `serving` block (how the run was served) becomes each engine's options."""
+
+_FLAG_OF_SERVING = {"tensor_parallel": "tensorParallel"}
+
+
 def synthesize(
-    engine: str, model: str, engine_flags: Mapping[str, object], source: str, field_name: str
+    engine: str,
+    model: str | None,
+    engine_flags: Mapping[str, object],
+    source: str,
+    field_name: str,
+    *,
+    serving: Mapping[str, object] | None = None,
+    hardware_count: int = 1,
 ) -> tuple[str, ...]:
-    """`engine + model + engine_flags`: the command a recipe means when it gives nothing else."""
+    """`engine + model + engine_flags` (and the `serving` block's parallelism and context length, where
+    engine_flags leaves them out): the command a recipe means when it gives nothing else (model None: the host
+    maps the recipe's model to its own file, so the command names none).
+
+    An engine with no tensor-parallel option (llama.cpp, Ollama, LM Studio, MLX) spreads over the devices the
+    worker gives it: its parallelism must then be the recipe's device count."""
     launcher = list(ENGINE_LAUNCHERS[engine])
     options = ENGINE_FLAG_OPTIONS.get(engine, {})
     args: list[str] = []
-    for key, value in engine_flags.items():
+    flags = dict(engine_flags)
+    for key, value in (serving or {}).items():
+        flag = _FLAG_OF_SERVING.get(key)
+        if value is None or (flag is not None and flags.get(flag) is not None):
+            continue
+        if flag is not None:
+            flags[flag] = value
+            continue
+        name = SERVING_OPTIONS.get(engine, {}).get(key)
+        if name is not None and key == "max_context_tokens":
+            args += [name, str(value)]
+    for key, value in flags.items():
         if value is None or value is False:
             continue
         if key in ("specDecoding", "mtpEnabled"):
@@ -527,8 +577,12 @@ def synthesize(
             )
         if key == "tensorParallel" and value == 1:
             continue
+        if (engine, key) in _INHERENT_FLAGS:
+            continue
         names = options.get(key)
         if names is None:
+            if key == "tensorParallel" and value == hardware_count:
+                continue  # the engine spreads over the devices it is given
             if key in _FLAGS_WITHOUT_OPTION:
                 raise RecipeError(
                     f"{key}={value!r}, but {engine} has no such option", source=source, field=f"{field_name}.{key}"
@@ -545,7 +599,105 @@ def synthesize(
         for name in names:
             args += [name, rendered]
     if engine in POSITIONAL_MODEL_ENGINES:
+        if model is None:
+            raise RecipeError(
+                f"{engine} needs a model in its command, and none is known", source=source, field=field_name
+            )
         return (*launcher, model, *args)
-    flags = MODEL_FLAGS.get(engine)
-    model_args = [flags[0], model] if flags else []
+    model_flags = MODEL_FLAGS.get(engine)
+    model_args = [_SYNTH_MODEL_FLAG.get(engine, model_flags[0]), model] if model_flags and model is not None else []
     return (*launcher, *model_args, *args)
+
+
+_SYNTH_MODEL_FLAG = {"llama.cpp": "--hf-repo"}
+"""The model flag a built command uses where it differs from MODEL_FLAGS' first (instance models are
+repositories, `REPO:QUANT` for llama.cpp)."""
+
+_WINDOWS_PATH = re.compile(r"^[A-Za-z]:[\\/]")
+_HF_CACHE = re.compile(
+    r"(?:^|/)models--(?P<owner>[^/]+?)--(?P<name>[^/]+)/snapshots/(?P<revision>[0-9a-f]{40})(?:/(?P<file>.+))?$"
+)
+"""A path into a Hugging Face cache (`.../hub/models--Org--Name/snapshots/<commit>/<file>`): it names the
+repository, the revision and the file as surely as `--hf-repo` would."""
+
+
+def resolve_model(
+    engine: str, argv: Sequence[str], instance: str | None, source: str, field_name: str
+) -> tuple[list[str], str | None]:
+    """The argv with its model named the way any host can load it, and a note of what changed (None: nothing).
+
+    - A path into a Hugging Face cache names a repository: it becomes that repository (and, for llama.cpp, the
+      file in it: `--hf-repo R --hf-file F`).
+    - Another absolute path is where the submitter's machine kept the model, which no worker has: when the recipe
+      names its registry instance, the model becomes the instance's (farm.recipes.instances.model_for).
+    - A llama.cpp command without a model (a llama-bench page that hid the path) gets the instance's model.
+    Anything else is left as it is, for the policy to judge."""
+    args = list(argv)
+    model = model_in_argv(engine, args)
+    launcher = ENGINE_LAUNCHERS[engine]
+    flags = MODEL_FLAGS.get(engine, ())
+    if model is None:
+        if engine != "llama.cpp" or instance is None:
+            return args, None
+        replacement = _instance_model(engine, instance, source)
+        if replacement is None:
+            return args, f"the model is registry instance {instance!r}; the host maps it to its own file"
+        return [*args, "--hf-repo", replacement], f"the model is registry instance {instance!r}: {replacement}"
+    if not model.startswith(("/", "~")) and not _WINDOWS_PATH.match(model):
+        return args, None
+    cached = _HF_CACHE.search(model)
+    if cached is not None:
+        repository = f"{cached['owner']}/{cached['name']}"
+        if engine == "llama.cpp" and cached["file"]:
+            new = ["--hf-repo", repository, "--hf-file", cached["file"]]
+        else:
+            new = _model_tokens(engine, repository)
+        note = f"the local path {model!r} is a Hugging Face cache of {repository} at {cached['revision']}"
+        return _with_model(engine, args, launcher, flags, new), note
+    if instance is None:
+        return args, None
+    try:
+        replacement = instances.model_for(engine, instance)
+    except instances.CannotLoad:
+        return args, None  # the path stays, for the policy to judge
+    note = f"the submitter's local path {model!r} stands for registry instance {instance!r}"
+    if replacement is None:
+        return _with_model(engine, args, launcher, flags, []), f"{note}; the host maps it to its own file"
+    return _with_model(engine, args, launcher, flags, _model_tokens(engine, replacement)), f"{note}: {replacement}"
+
+
+def _instance_model(engine: str, instance: str, source: str) -> str | None:
+    try:
+        return instances.model_for(engine, instance)
+    except instances.CannotLoad as exc:
+        raise RecipeError(str(exc), source=source, field="model_instance_id") from exc
+
+
+def _model_tokens(engine: str, model: str) -> list[str]:
+    if engine in POSITIONAL_MODEL_ENGINES:
+        return [model]
+    return [_SYNTH_MODEL_FLAG.get(engine, MODEL_FLAGS[engine][0]), model]
+
+
+def _with_model(
+    engine: str, args: list[str], launcher: Sequence[str], flags: Sequence[str], new: list[str]
+) -> list[str]:
+    """The argv with its model (positional or flagged) replaced by `new`, where the first one stood."""
+    head, rest = args[: len(launcher)], args[len(launcher) :]
+    if engine in POSITIONAL_MODEL_ENGINES:
+        return [*head, *new, *rest[1:]]
+    out: list[str] = []
+    placed = False
+    index = 0
+    while index < len(rest):
+        token = rest[index]
+        name, equals, _ = token.partition("=")
+        if name in flags and (equals or index + 1 < len(rest)):
+            if not placed:
+                out += new
+                placed = True
+            index += 1 if equals else 2
+            continue
+        out.append(token)
+        index += 1
+    return [*head, *out]

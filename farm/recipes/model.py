@@ -71,6 +71,13 @@ class RecipeProvenance(_Frozen):
     source_command: tuple[str, ...] = Field((), description="the command's tokens as that field gave them")
     launch_kind: str | None = Field(None, description="the registry's launch.kind: reference, docker, ...")
     model_source: str | None = Field(None, description="where model_id came from: argv, model_id, model_instance_id")
+    instance_repository: str | None = Field(
+        None, description="the repository the registry's model instance names (farm.recipes.instances)"
+    )
+    instance_revision: str | None = Field(None, description="the revision the registry's model instance pins")
+    command_notes: tuple[str, ...] = Field(
+        (), description="what changed between the recipe's command and the canonical argv, and why"
+    )
     content_sha256: str = Field(description="sha256 of the source document's bytes")
     dropped_environment: tuple[str, ...] = Field(
         (), description="credential variables the recipe named, dropped unread: the engine gets the worker's own"

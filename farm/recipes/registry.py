@@ -10,15 +10,18 @@ from typing import Any
 from pydantic import ValidationError
 
 from farm.errors import RecipeError
+from farm.recipes import instances
 from farm.recipes.commands import (
     NOT_SERVERS,
     Command,
     before_prose_fence,
     check_environment,
+    executable_name,
     is_placeholder,
     json_damage,
     model_in_argv,
     read_command,
+    resolve_model,
     split_command,
     split_environment,
     starts_a_server,
@@ -95,6 +98,7 @@ def parse_registry(text: str, source: str, *, content_sha256: str | None = None)
     if instance is not None and (not isinstance(instance, str) or not instance.strip()):
         raise RecipeError(f"expected a non-empty string, got {instance!r}", source=source, field="model_instance_id")
 
+    resolved = instances.lookup(instance) if isinstance(instance, str) else None
     command = _registry_command(data, engine.name, localmaxxing, tokenized, launch, draft_launch, source)
     argv_field = command.source_field
     argv = list(command.argv)
@@ -108,11 +112,16 @@ def parse_registry(text: str, source: str, *, content_sha256: str | None = None)
             source=source,
             field=argv_field,
         )
+    notes_on_command = list(command.notes)
+    if argv_field != _SYNTHESIZED and not _in_container(argv_field, launch, draft_launch):
+        argv, model_note = resolve_model(engine.name, argv, instance, source, argv_field)
+        if model_note:
+            notes_on_command.append(model_note)
 
     model_id = data.get("model_id")
     model_source = "model_id"
-    if model_id is None and argv_field == _SYNTHESIZED:
-        model_id, model_source = _repository(data), "huggingface.repository"
+    if model_id is None and argv_field == _SYNTHESIZED and command.model is not None:
+        model_id, model_source = command.model, command.model_source or "model_instance_id"
     if model_id is None:
         model_id, model_source = model_in_argv(engine.name, argv), "argv"
         if model_id is None and isinstance(instance, str):
@@ -128,6 +137,15 @@ def parse_registry(text: str, source: str, *, content_sha256: str | None = None)
     if engine.name in DEVICE_COUNTING_ENGINES:
         sizes = parallel_sizes(argv, source=source, field=argv_field, engine=engine.name)
         devices = sizes["tensor"] * sizes["pipeline"] * sizes["data"]
+        if devices < hardware_count and argv_field not in (_SYNTHESIZED, "argv"):
+            # A recorded command is the most concrete thing a registry recipe says: it ran on fewer devices than
+            # the rig has (recipe ids such as `...-tp1` with hardware_count 2 say the same), so the job asks for
+            # what it runs on. The farm's own `argv` shape is written for the farm: there a mismatch is an error.
+            notes_on_command.append(
+                f"hardware_count is {hardware_count}, but {argv_field} runs on {devices} device(s) "
+                f"({describe_parallel(sizes)}): the job asks for {devices}"
+            )
+            hardware_count = devices
         if devices != hardware_count:
             raise RecipeError(
                 f"is {hardware_count}, but the launch command runs on {devices} device(s) "
@@ -182,6 +200,9 @@ def parse_registry(text: str, source: str, *, content_sha256: str | None = None)
             "source_command": command.source_tokens,
             "launch_kind": launch.get("kind") if isinstance(launch.get("kind"), str) else None,
             "model_source": model_source,
+            "instance_repository": resolved.repository if resolved is not None else None,
+            "instance_revision": resolved.revision if resolved is not None else None,
+            "command_notes": tuple(notes_on_command),
             "content_sha256": content_sha256 or sha256_text(text),
         },
     )
@@ -292,6 +313,9 @@ def _registry_command(
         return _with_environment(command, environment)
 
     if deferred is not None:
+        assert chosen is not None
+        if _benchmark_tool(chosen[1]) == "llama-bench" and engine == "llama.cpp":
+            return _with_environment(_from_llama_bench(chosen, source), environment)
         raise deferred
     kind = launch.get("kind")
     if kind == "docker" and launch.get("image"):
@@ -313,11 +337,21 @@ def _registry_command(
     else:
         detail = ""
     model = _repository(data)
-    if model is None:
-        instance = data.get("model_instance_id")
-        named = f"; the recipe names its model only by the registry instance id {instance!r}" if instance else ""
+    model_source = "huggingface.repository" if data.get("model_id") is None else "model_id"
+    instance = data.get("model_instance_id")
+    if model is None and isinstance(instance, str):
+        try:
+            model = instances.model_for(engine, instance)
+        except instances.CannotLoad as exc:
+            raise RecipeError(
+                f"no launch command{detail}; the recipe names its model only by its registry instance, and {exc}",
+                source=source,
+                field="model_instance_id",
+            ) from exc
+        model_source = "model_instance_id"
+    elif model is None:
         raise RecipeError(
-            f"no launch command{detail}{named}: give argv, {tokenized_field}, {observed_field}, launch.arguments, "
+            f"no launch command{detail}: give argv, {tokenized_field}, {observed_field}, launch.arguments, "
             "draft_launch.arguments, or a model repository (model_id, huggingface.repository) to build one from "
             "the engine and engine_flags",
             source=source,
@@ -325,8 +359,23 @@ def _registry_command(
         )
     flags_field = f"{_REGISTRY_LM}.engine_flags"
     flags = mapping(localmaxxing.get("engine_flags"), source, flags_field)
-    argv = synthesize(engine, model, flags, source, flags_field)
-    return Command(engine=engine, argv=argv, environment=environment, source_field=_SYNTHESIZED, source_tokens=())
+    serving = mapping(data.get("serving"), source, "serving")
+    argv = synthesize(
+        engine, model, flags, source, flags_field, serving=serving, hardware_count=_count(data.get("hardware_count"))
+    )
+    notes: tuple[str, ...] = ()
+    if model is None:
+        notes = (f"the model is registry instance {instance!r}; the host maps it to its own file",)
+    return Command(
+        engine=engine,
+        argv=argv,
+        environment=environment,
+        source_field=_SYNTHESIZED,
+        source_tokens=(),
+        model=model if model is not None else instance,
+        model_source=model_source,
+        notes=notes,
+    )
 
 
 _SYNTHESIZED = "engine+model+engine_flags"
@@ -337,9 +386,49 @@ def _benchmark_tool(tokens: list[str]) -> str | None:
     for token in tokens:
         if "=" in token and not token.startswith("-") and token.split("=", 1)[0].isidentifier():
             continue
-        name = posixpath.basename(token)
+        name = executable_name(token)
         return name if name in NOT_SERVERS else None
     return None
+
+
+def _count(value: object) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 1
+
+
+def _in_container(argv_field: str, launch: Mapping[str, Any], draft_launch: Mapping[str, Any]) -> bool:
+    """Whether the command runs inside a container, where a path names the container's own mounts."""
+    section = {"launch.arguments": launch, "draft_launch.arguments": draft_launch}.get(argv_field)
+    return section is not None and section.get("kind") in ("docker", "docker-compose")
+
+
+def _from_llama_bench(chosen: tuple[str, list[str]], source: str) -> Command:
+    """A llama-bench command (what LocalMaxxing records for llama.cpp runs) as the llama-server command that
+    loads the same model the same way (farm.engines.llamacpp.llama_bench_to_server)."""
+    from farm.engines.llamacpp import llama_bench_to_server
+    from farm.errors import ArgumentPolicyError
+
+    field_name, tokens = chosen
+    environment, rest = split_environment(tokens, source, field_name)
+    try:
+        server, dropped, defaults = llama_bench_to_server(rest)
+    except ArgumentPolicyError as exc:
+        raise RecipeError(
+            f"a llama-bench command the farm cannot serve the same way: {exc.detail}", source=source, field=field_name
+        ) from exc
+    command = read_command(server, source, field_name, declared_engine="llama.cpp")
+    note = "translated from llama-bench to llama-server"
+    if dropped:
+        note += f"; its benchmark options ({' '.join(dropped)}) were dropped: the sweep plan replaces them"
+    if defaults:
+        note += f"; llama-bench's defaults made explicit: {' '.join(defaults)}"
+    return Command(
+        engine=command.engine,
+        argv=command.argv,
+        environment={**environment, **command.environment},
+        source_field=field_name,
+        source_tokens=tuple(tokens),
+        notes=(note,),
+    )
 
 
 def _not_a_server(chosen: tuple[str, list[str]], source: str) -> RecipeError:
@@ -368,8 +457,8 @@ def _repository(data: Mapping[str, Any]) -> str | None:
 def _more_faithful(
     listed_field: str, listed: list[str], observed_field: str, observed: list[str], source: str
 ) -> tuple[str, list[str]]:
-    """Of two copies of one command, the one that keeps JSON values valid where they differ only there;
-    otherwise they must agree."""
+    """Of two copies of one command, the one that keeps JSON values valid (or a Windows path's backslashes) where
+    they differ only there; otherwise they must agree."""
     if listed == observed:
         return listed_field, listed
     if len(listed) == len(observed):
@@ -378,6 +467,10 @@ def _more_faithful(
         if differing <= listed_damage and not differing & observed_damage:
             return observed_field, observed
         if differing <= observed_damage and not differing & listed_damage:
+            return listed_field, listed
+        if all(observed[index] == listed[index].replace("\\", "") for index in differing):
+            # A Windows path (`C:\models\m.gguf`) split as a POSIX shell would lose its backslashes; the token
+            # list kept them.
             return listed_field, listed
     cross_check(listed, listed_field, observed, observed_field, source)
     return listed_field, listed

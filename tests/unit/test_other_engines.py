@@ -252,7 +252,7 @@ def test_a_llama_bench_page_becomes_the_server_command() -> None:
     """LocalMaxxing's llama-bench command loads the same model the same way on llama-server; the benchmark's
     own options are dropped and reported; the result passes llama-server's spec."""
     bench = shlex.split("llama-bench -m -p 512 -n 128 -ngl 28 -sm layer -fa on -ctk f16 -ctv f16 -r 5")
-    argv, dropped = llama_bench_to_server(bench)
+    argv, dropped, defaults = llama_bench_to_server(bench)
     assert argv == (
         "llama-server",
         "--n-gpu-layers",
@@ -266,7 +266,17 @@ def test_a_llama_bench_page_becomes_the_server_command() -> None:
         "f16",
     )
     assert dropped == ("-m", "-p", "512", "-n", "128", "-r", "5")
+    assert defaults == ()
     canonical_command(argv, "llama.cpp")
+
+
+def test_llama_bench_defaults_are_made_explicit() -> None:
+    """llama-bench puts every layer on the GPU unless told otherwise; llama-server does not, so the translation
+    says -ngl 99 when the bench command left it out."""
+    argv, dropped, defaults = llama_bench_to_server(shlex.split("llama-bench -m /models/a.gguf -p 512 -n 128"))
+    assert argv == ("llama-server", "--model", "/models/a.gguf", "--n-gpu-layers", "99")
+    assert dropped == ("-p", "512", "-n", "128")
+    assert defaults == ("--n-gpu-layers", "99")
 
 
 @pytest.mark.parametrize(

@@ -174,18 +174,19 @@ def test_engine_model_and_flags() -> None:
     )
     recipe = parse_registry(document, "r.json")
     assert recipe.argv == (
-        "llama-server", "-m", "unsloth/Model-GGUF", "--n-gpu-layers", "99", "--flash-attn", "on",
+        "llama-server", "--hf-repo", "unsloth/Model-GGUF", "--n-gpu-layers", "99", "--flash-attn", "on",
         "--cache-type-k", "q8_0", "--cache-type-v", "q8_0",
     )  # fmt: skip
     assert recipe.provenance.command_source == "engine+model+engine_flags"
     assert recipe.provenance.model_source == "huggingface.repository"
 
 
-def test_instance_id_alone_is_no_command() -> None:
-    """A registry instance id is not a repository an engine can load: no command, said plainly."""
-    with pytest.raises(RecipeError, match="only by the registry instance id 'org-model--fp8'") as caught:
+def test_an_instance_the_snapshot_lacks_is_no_command_for_vllm() -> None:
+    """A registry instance id is not a repository vLLM can load: without the instance's document in the farm's
+    snapshot there is no command, said plainly."""
+    with pytest.raises(RecipeError, match="vllm needs the repository of instance 'org-model--fp8'") as caught:
         parse_registry(_recipe(metadata=_localmaxxing("# Remote endpoint: http://x:1")), "r.json")
-    assert caught.value.field == "argv"
+    assert caught.value.field == "model_instance_id"
 
 
 @pytest.mark.parametrize(

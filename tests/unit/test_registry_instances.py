@@ -1,0 +1,176 @@
+"""Recipes that name their model by registry instance, by llama-bench, or by a path on the submitter's machine:
+each becomes the command that loads the real model, and says in provenance what changed."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from farm.engines.policy import check_recipe_for_submit
+from farm.errors import RecipeError
+from farm.recipes import instances
+from farm.recipes.instances import Instance
+from farm.recipes.parse import parse_registry
+
+BENCH = "llama-bench -m  -p 512 -n 128 -ngl 28 -sm layer -fa on -ctk f16 -ctv f16 -r 5"
+GGUF = Instance("org-model-gguf--q4-k-m", "org/Model-GGUF", "a" * 40, "Q4_K_M", "Q4_K_M", "Model-GGUF")
+BASE_QUANT = Instance("org-model--q4-k-m", "org/Model", "b" * 40, "Q4_K_M", "Q4_K_M", "Model")
+FP8 = Instance("org-model--fp8", "org/Model-FP8", "c" * 40, "FP8", "FP8", "Model-FP8")
+MLX = Instance("mlx-community-model-4bit--4bit", "mlx-community/Model-4bit", None, "MLX", "4bit", None)
+
+
+@pytest.fixture(autouse=True)
+def snapshot(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A snapshot of four instances, in place of the shipped one."""
+    known = {instance.id: instance for instance in (GGUF, BASE_QUANT, FP8, MLX)}
+    monkeypatch.setattr(instances, "_shipped", lambda: known)
+
+
+def _recipe(engine: str, instance: str, *, count: int = 1, **changes: Any) -> str:
+    document: dict[str, Any] = {
+        "schema_version": "local-ai-registry/v1",
+        "id": "instance-test",
+        "hardware_id": "rtx-3090-24gb",
+        "hardware_count": count,
+        "engine": {"name": engine},
+        "model_instance_id": instance,
+        "launch": {"kind": "reference"},
+        "metadata": {"localmaxxing": {"observed_command": "", "engine_flags": {"tensorParallel": None}}},
+    }
+    document.update(changes)
+    return json.dumps(document)
+
+
+def _localmaxxing(observed: str, **extra: Any) -> dict[str, Any]:
+    return {"localmaxxing": {"observed_command": observed, **extra}}
+
+
+def test_a_llama_bench_page_runs_its_model_on_llama_server() -> None:
+    """LocalMaxxing records llama.cpp runs as llama-bench commands with the model path hidden: the server loads
+    the instance's quantization from its GGUF repository the same way, and provenance says what was dropped."""
+    recipe = parse_registry(_recipe("llama.cpp", GGUF.id, metadata=_localmaxxing(BENCH)), "r.json")
+    assert recipe.argv == (
+        "llama-server", "--n-gpu-layers", "28", "--split-mode", "layer", "--flash-attn",
+        "--cache-type-k", "f16", "--cache-type-v", "f16", "--hf-repo", "org/Model-GGUF:Q4_K_M",
+    )  # fmt: skip
+    assert recipe.model_id == "org/Model-GGUF:Q4_K_M"
+    notes = " ".join(recipe.provenance.command_notes)
+    assert "translated from llama-bench" in notes
+    assert "-p 512 -n 128 -r 5" in notes
+    assert recipe.provenance.instance_revision == "a" * 40
+    assert recipe.provenance.source_command[0] == "llama-bench"
+    check_recipe_for_submit(recipe)
+
+
+def test_a_base_repository_quantization_is_the_hosts_file() -> None:
+    """A Q4_K_M of a base (safetensors) repository names no file to download: the command names no model and the
+    host maps the instance id to its own GGUF file."""
+    recipe = parse_registry(_recipe("llama.cpp", BASE_QUANT.id, metadata=_localmaxxing(BENCH)), "r.json")
+    assert "--hf-repo" not in recipe.argv
+    assert "--model" not in recipe.argv
+    assert recipe.model_id == BASE_QUANT.id
+    assert "host maps it" in " ".join(recipe.provenance.command_notes)
+
+
+def test_a_llama_bench_value_list_is_refused() -> None:
+    """llama-bench runs each of several values; a server runs one: refused, naming the field."""
+    page = _localmaxxing("llama-bench -m /m.gguf -ngl 28,99")
+    with pytest.raises(RecipeError, match="runs each of several values") as caught:
+        parse_registry(_recipe("llama.cpp", GGUF.id, metadata=page), "r.json")
+    assert caught.value.field == "metadata.localmaxxing.observed_command"
+
+
+@pytest.mark.parametrize(
+    ("engine", "instance", "argv", "model"),
+    [
+        ("vllm", FP8.id, ("vllm", "serve", "org/Model-FP8"), "org/Model-FP8"),
+        ("llama.cpp", GGUF.id, ("llama-server", "--hf-repo", "org/Model-GGUF:Q4_K_M"), "org/Model-GGUF:Q4_K_M"),
+        ("ollama", GGUF.id, ("ollama", "serve"), "hf.co/org/Model-GGUF:Q4_K_M"),
+        ("lmstudio", GGUF.id, ("lms", "server", "start"), "org/Model-GGUF:Q4_K_M"),
+        ("mlx", MLX.id, ("mlx_lm.server", "--model", "mlx-community/Model-4bit"), "mlx-community/Model-4bit"),
+        ("llama.cpp", "unlisted-model-gguf--iq2-xxs", ("llama-server",), "unlisted-model-gguf--iq2-xxs"),
+        ("llama.cpp", FP8.id, ("llama-server",), FP8.id),
+        ("mlx", BASE_QUANT.id, ("mlx_lm.server",), BASE_QUANT.id),
+        ("ollama", "unlisted-model--nvfp4", ("ollama", "serve"), "unlisted-model--nvfp4"),
+    ],
+)
+def test_no_command_is_built_from_the_instance(engine: str, instance: str, argv: tuple[str, ...], model: str) -> None:
+    """A run page with no command: engine + the instance's model + engine_flags. A runtime that serves a local
+    artifact (llama.cpp, Ollama, LM Studio, MLX) ran one it loads, whatever the instance's label: where the instance
+    names no download of it, the host maps the instance id to its own file."""
+    recipe = parse_registry(_recipe(engine, instance), "r.json")
+    assert recipe.argv == argv
+    assert recipe.model_id == model
+    assert recipe.provenance.command_source == "engine+model+engine_flags"
+    assert recipe.provenance.model_source == "model_instance_id"
+
+
+@pytest.mark.parametrize(
+    ("engine", "instance", "phrase"),
+    [
+        ("vllm", GGUF.id, "is a GGUF file"),
+        ("vllm", BASE_QUANT.id, "is a GGUF file"),
+        ("vllm", "unlisted-model--fp8", "snapshot of the registry"),
+        ("sglang", "unlisted-model--fp8", "snapshot of the registry"),
+    ],
+)
+def test_an_instance_the_engine_cannot_load_is_refused(engine: str, instance: str, phrase: str) -> None:
+    """No guessing: an engine is never handed a model it cannot load, nor one the farm cannot name."""
+    with pytest.raises(RecipeError, match=phrase) as caught:
+        parse_registry(_recipe(engine, instance), "r.json")
+    assert caught.value.field == "model_instance_id"
+
+
+def test_serving_parallelism_and_context_go_into_a_built_command() -> None:
+    """The registry's serving block says how the run was served: its tensor parallel and context length."""
+    serving = {"tensor_parallel": 4, "max_context_tokens": 200000, "max_concurrency": 48}
+    recipe = parse_registry(_recipe("sglang", FP8.id, count=4, serving=serving), "r.json")
+    assert recipe.argv == (
+        "python", "-m", "sglang.launch_server", "--model-path", "org/Model-FP8", "--context-length", "200000",
+        "--tp-size", "4",
+    )  # fmt: skip
+    check_recipe_for_submit(recipe)
+
+
+def test_a_huggingface_cache_path_names_its_repository() -> None:
+    """A path into a Hugging Face cache names the repository and file: any host can load that."""
+    path = (
+        "/home/me/hf/hub/models--AtomicChat--Model-GGUF/snapshots/"
+        + "d" * 40
+        + "/IQ1_M/Model-IQ1_M-00001-of-00004.gguf"
+    )
+    page = _localmaxxing("", tokenized={"arguments": ["llama-server", "--model", path, "-ngl", "99"]})
+    recipe = parse_registry(_recipe("llama.cpp", GGUF.id, metadata=page), "r.json")
+    assert recipe.argv == (
+        "llama-server", "--hf-repo", "AtomicChat/Model-GGUF", "--hf-file", "IQ1_M/Model-IQ1_M-00001-of-00004.gguf",
+        "-ngl", "99",
+    )  # fmt: skip
+    assert "Hugging Face cache of AtomicChat/Model-GGUF" in recipe.provenance.command_notes[0]
+    check_recipe_for_submit(recipe)
+
+    page = _localmaxxing(f"vllm serve /root/.cache/huggingface/hub/models--org--Model-FP8/snapshots/{'e' * 40} -tp 2")
+    recipe = parse_registry(_recipe("vllm", FP8.id, count=2, metadata=page), "r.json")
+    assert recipe.argv == ("vllm", "serve", "org/Model-FP8", "-tp", "2")
+
+
+def test_a_local_path_stands_for_the_instance() -> None:
+    """The submitter's own path is on no worker: with the recipe's instance known, the model is the instance's."""
+    page = _localmaxxing("vllm serve /home/me/models/Model-FP8 --max-model-len 4096")
+    recipe = parse_registry(_recipe("vllm", FP8.id, metadata=page), "r.json")
+    assert recipe.argv == ("vllm", "serve", "org/Model-FP8", "--max-model-len", "4096")
+    assert "/home/me/models/Model-FP8" in recipe.provenance.command_notes[0]
+
+    page = _localmaxxing("llama-server -m /home/me/m.gguf -c 4096")
+    recipe = parse_registry(_recipe("llama.cpp", BASE_QUANT.id, metadata=page), "r.json")
+    assert recipe.argv == ("llama-server", "-c", "4096")
+    assert recipe.model_id == BASE_QUANT.id
+
+
+def test_a_path_inside_a_container_is_left_to_the_policy() -> None:
+    """In a container launch a path names the container's mounts, not the submitter's disk: nothing is replaced."""
+    launch = {"kind": "docker", "image": "vllm/vllm-openai@sha256:" + "f" * 64, "arguments": ["/models/x", "-tp", "1"]}
+    recipe = parse_registry(_recipe("vllm", FP8.id, launch=launch), "r.json")
+    assert recipe.argv == ("vllm", "serve", "/models/x", "-tp", "1")
+    assert recipe.provenance.command_notes == ()
