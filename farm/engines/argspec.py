@@ -44,6 +44,8 @@ class ValueKind(StrEnum):
     """A model repository the engine loads (trust list) or a local path under the host's roots."""
     PATH = "path"
     """A file or directory on the host: under the host's model and cache roots."""
+    REPO_FILE = "repo_file"
+    """A file inside the repository the engine downloads (`--hf-file`): a relative path that never climbs out."""
     TEMPLATE = "template"
     """A chat template: a path under the roots, or the template text itself."""
     LOOPBACK = "loopback"

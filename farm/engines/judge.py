@@ -136,6 +136,10 @@ def _judge_value(
     elif kind == ValueKind.REPO:
         _check_repo_or_path(name, value, judgement)
         repositories.append((name, value))
+    elif kind == ValueKind.REPO_FILE:
+        parts = re.split(r"[\\/]", value)
+        if not WORD.match(value) or value.startswith(("/", "~")) or ".." in parts or ":" in value:
+            raise refuse(what, "a file inside the repository: a relative path without '..'")
     elif kind == ValueKind.PATH:
         if choices is None or value not in choices:
             _check_path(what, value, judgement)

@@ -104,6 +104,8 @@ KINDS: Mapping[str, ValueKind] = {
     "--hf-repo": ValueKind.REPO,
     "--hf-repo-draft": ValueKind.REPO,
     "--hf-repo-v": ValueKind.REPO,
+    "--hf-file": ValueKind.REPO_FILE,
+    "--hf-file-v": ValueKind.REPO_FILE,
     "--chat-template-kwargs": ValueKind.JSON,
     "--json-schema": ValueKind.JSON,
     **{name: ValueKind.REFUSED for name in REFUSED},

@@ -14,7 +14,7 @@ import json
 import posixpath
 import re
 import shlex
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from farm.errors import RecipeError
@@ -520,8 +520,12 @@ ENGINE_FLAG_OPTIONS: dict[str, dict[str, tuple[str, ...]]] = {
 
 _FLAGS_WITHOUT_OPTION = frozenset({"tensorParallel"})
 
-_INHERENT_FLAGS = frozenset({("mlx", "flashAttn")})
-"""engine_flags an engine has always on, with no option to set: MLX's attention is always its fused kernel."""
+_INHERENT_FLAGS: dict[tuple[str, str], Callable[[object], bool]] = {
+    ("mlx", "flashAttn"): lambda value: value is True,
+    ("mlx", "gpuLayers"): lambda value: isinstance(value, int) and value >= 99,
+}
+"""engine_flags an engine always has that way, with no option to set: MLX's attention is always its fused kernel,
+and every layer runs on the (unified-memory) GPU."""
 """engine_flags keys that need no option where an engine has none for them (one device: nothing to split)."""
 
 
@@ -577,7 +581,7 @@ def synthesize(
             )
         if key == "tensorParallel" and value == 1:
             continue
-        if (engine, key) in _INHERENT_FLAGS:
+        if (engine, key) in _INHERENT_FLAGS and _INHERENT_FLAGS[engine, key](value):
             continue
         names = options.get(key)
         if names is None:
@@ -621,8 +625,25 @@ _HF_CACHE = re.compile(
 repository, the revision and the file as surely as `--hf-repo` would."""
 
 
+def draft_model(draft_launch: Mapping[str, object], engine: str) -> str | None:
+    """The model the registry's synthesized draft launch names (`--model org/Model`, `-hf org/Model-GGUF:Q4_K_M`):
+    the registry writes it from the recipe's model instance, so it is that instance's repository."""
+    arguments = draft_launch.get("arguments")
+    if not draft_launch.get("synthesized") or not isinstance(arguments, list):
+        return None
+    tokens = [token for token in arguments if isinstance(token, str)]
+    values, _ = _pop_all(tokens, MODEL_FLAGS.get(engine, ()))
+    return values[0] if len(set(values)) == 1 else None
+
+
 def resolve_model(
-    engine: str, argv: Sequence[str], instance: str | None, source: str, field_name: str
+    engine: str,
+    argv: Sequence[str],
+    instance: str | None,
+    source: str,
+    field_name: str,
+    *,
+    hint: str | None = None,
 ) -> tuple[list[str], str | None]:
     """The argv with its model named the way any host can load it, and a note of what changed (None: nothing).
 
@@ -639,7 +660,7 @@ def resolve_model(
     if model is None:
         if engine != "llama.cpp" or instance is None:
             return args, None
-        replacement = _instance_model(engine, instance, source)
+        replacement = _instance_model(engine, instance, source, hint)
         if replacement is None:
             return args, f"the model is registry instance {instance!r}; the host maps it to its own file"
         return [*args, "--hf-repo", replacement], f"the model is registry instance {instance!r}: {replacement}"
@@ -657,7 +678,7 @@ def resolve_model(
     if instance is None:
         return args, None
     try:
-        replacement = instances.model_for(engine, instance)
+        replacement = instances.model_for(engine, instance, hint)
     except instances.CannotLoad:
         return args, None  # the path stays, for the policy to judge
     note = f"the submitter's local path {model!r} stands for registry instance {instance!r}"
@@ -666,9 +687,9 @@ def resolve_model(
     return _with_model(engine, args, launcher, flags, _model_tokens(engine, replacement)), f"{note}: {replacement}"
 
 
-def _instance_model(engine: str, instance: str, source: str) -> str | None:
+def _instance_model(engine: str, instance: str, source: str, hint: str | None) -> str | None:
     try:
-        return instances.model_for(engine, instance)
+        return instances.model_for(engine, instance, hint)
     except instances.CannotLoad as exc:
         raise RecipeError(str(exc), source=source, field="model_instance_id") from exc
 

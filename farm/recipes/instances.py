@@ -107,11 +107,23 @@ class CannotLoad(ValueError):
     """The engine cannot run this instance (the message says why)."""
 
 
-def model_for(engine: str, instance_id: str) -> str | None:
+def from_hint(instance_id: str, hint: str | None) -> Instance | None:
+    """An instance the snapshot lacks, from the repository the registry's own synthesized draft launch names for it
+    (`org/Model` or `org/Model-GGUF:Q4_K_M`); None when the hint is no repository id."""
+    if not hint:
+        return None
+    repository, _, quant = hint.partition(":")
+    if REPO_ID.match(repository) is None:
+        return None
+    return Instance(instance_id, repository, None, quant or None, quant or None, None)
+
+
+def model_for(engine: str, instance_id: str, hint: str | None = None) -> str | None:
     """The model `engine` is given for the registry instance `instance_id`: a repository (or `REPO:QUANT` for GGUF
     runtimes), or None when the host maps the instance id to its own file. CannotLoad when the engine needs a
-    repository the farm cannot name."""
-    instance = lookup(instance_id)
+    repository the farm cannot name. `hint`: the repository the recipe's synthesized draft launch names, used when
+    the snapshot lacks the instance."""
+    instance = lookup(instance_id) or from_hint(instance_id, hint)
     if instance is None:
         if engine in LOCAL_ARTIFACT_ENGINES:
             return None  # the host maps the id to its file, as for any other artifact of these runtimes

@@ -16,6 +16,7 @@ from farm.recipes.commands import (
     Command,
     before_prose_fence,
     check_environment,
+    draft_model,
     executable_name,
     is_placeholder,
     json_damage,
@@ -114,7 +115,8 @@ def parse_registry(text: str, source: str, *, content_sha256: str | None = None)
         )
     notes_on_command = list(command.notes)
     if argv_field != _SYNTHESIZED and not _in_container(argv_field, launch, draft_launch):
-        argv, model_note = resolve_model(engine.name, argv, instance, source, argv_field)
+        hint = draft_model(draft_launch, engine.name)
+        argv, model_note = resolve_model(engine.name, argv, instance, source, argv_field, hint=hint)
         if model_note:
             notes_on_command.append(model_note)
 
@@ -341,7 +343,7 @@ def _registry_command(
     instance = data.get("model_instance_id")
     if model is None and isinstance(instance, str):
         try:
-            model = instances.model_for(engine, instance)
+            model = instances.model_for(engine, instance, draft_model(draft_launch, engine))
         except instances.CannotLoad as exc:
             raise RecipeError(
                 f"no launch command{detail}; the recipe names its model only by its registry instance, and {exc}",

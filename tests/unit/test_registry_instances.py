@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from farm.engines.policy import check_recipe_for_submit
-from farm.errors import RecipeError
+from farm.engines.policy import canonical_command, check_recipe_for_submit
+from farm.errors import ArgumentPolicyError, RecipeError
 from farm.recipes import instances
 from farm.recipes.instances import Instance
 from farm.recipes.parse import parse_registry
@@ -174,3 +174,15 @@ def test_a_path_inside_a_container_is_left_to_the_policy() -> None:
     recipe = parse_registry(_recipe("vllm", FP8.id, launch=launch), "r.json")
     assert recipe.argv == ("vllm", "serve", "/models/x", "-tp", "1")
     assert recipe.provenance.command_notes == ()
+
+
+@pytest.mark.parametrize("value", ["../../etc/passwd", "/etc/passwd", "IQ1_M/../../../root/.ssh/id_rsa", "C:x"])
+def test_a_repository_file_never_climbs_out(value: str) -> None:
+    """`--hf-file` names a file inside the repository llama.cpp downloads; a value that climbs out of it (or is
+    absolute) could write or read anywhere the server's cache path leads: refused, naming the option."""
+    with pytest.raises(ArgumentPolicyError, match="a file inside the repository"):
+        canonical_command(["llama-server", "--hf-repo", "org/Model-GGUF", "--hf-file", value], "llama.cpp")
+    path = "/h/hub/models--org--Model-GGUF/snapshots/" + "d" * 40 + "/../../../../etc/passwd"
+    page = _localmaxxing("", tokenized={"arguments": ["llama-server", "--model", path]})
+    with pytest.raises(ArgumentPolicyError):
+        check_recipe_for_submit(parse_registry(_recipe("llama.cpp", GGUF.id, metadata=page), "r.json"))
