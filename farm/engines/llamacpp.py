@@ -190,6 +190,10 @@ BENCH_TO_SERVER: Mapping[str, str] = {
 """llama-bench options that configure the model and its placement, as llama-server spells them
 (tools/llama-bench/llama-bench.cpp and common/arg.cpp)."""
 
+BENCH_SLASH_LISTS = frozenset({"-ts", "--tensor-split", "-dev", "--device"})
+"""llama-bench options whose one value is a list written with `/` (a `,` separates configurations), where
+llama-server writes the list with `,`."""
+
 BENCH_SWITCHES: Mapping[str, tuple[str, str | None, str | None]] = {
     "-fa": ("--flash-attn", "--flash-attn", None),
     "--flash-attn": ("--flash-attn", "--flash-attn", None),
@@ -269,10 +273,12 @@ def llama_bench_to_server(argv: Sequence[str]) -> tuple[tuple[str, ...], tuple[s
                 dropped.append(token)
                 continue
             raise ArgumentPolicyError(f"{token!r}: needs a value", field="argv")
-        if "," in value and name not in ("-ts", "--tensor-split", "-ot", "--override-tensor", "-dev", "--device"):
+        if "," in value and name not in ("-ot", "--override-tensor"):
             raise ArgumentPolicyError(
                 f"{token} {value}: llama-bench runs each of several values; the server runs one", field="argv"
             )
+        if name in BENCH_SLASH_LISTS:
+            value = value.replace("/", ",")  # one configuration's list: llama-bench `1/1/1`, llama-server `1,1,1`
         if name in BENCH_SWITCHES:
             _, when_on, when_off = BENCH_SWITCHES[name]
             on = value.lower() in ("1", "on", "true", "yes")
@@ -351,7 +357,12 @@ def with_supplement(spec: ArgSpec) -> ArgSpec:
     options: list[OptionSpec] = []
     for option in spec.options:
         added = tuple(a for spelling in (option.name, *option.aliases) for a in aliases.get(spelling, ()))
-        options.append(replace(option, aliases=(*option.aliases, *added)) if added else option)
+        if added:
+            option = replace(option, aliases=(*option.aliases, *added))
+        newer = llamacpp_supplement.NEWER_CHOICES.get(option.name, ())
+        if newer and option.choices is not None:
+            option = replace(option, choices=(*option.choices, *(c for c in newer if c not in option.choices)))
+        options.append(option)
     for option in llamacpp_supplement.NEWER:
         if any(spec.lookup(spelling) is not None for spelling in (option.name, *option.aliases)):
             continue  # the dump has it: its own entry stands

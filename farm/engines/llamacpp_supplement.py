@@ -37,6 +37,12 @@ SOURCE_SHORT = "llama.cpp tools/server/README.md 00dc8057, common/arg.cpp 0017d6
 SWITCH_WORDS = ("0", "1", "disabled", "enabled", "false", "off", "on", "true")
 """What llama.cpp's is_truthy / is_falsey accept (common/arg.cpp)."""
 
+NEWER_CHOICES: Mapping[str, tuple[str, ...]] = {
+    "--split-mode": ("tensor",),
+}
+"""Values newer servers take for options the dump already has: `-sm tensor`, tensor parallelism across devices
+(ggml-org/llama.cpp#19378; docs/multi-gpu.md, #22729, lists none, layer, row and tensor)."""
+
 ALIASES: Mapping[str, tuple[str, ...]] = {
     "-ctkd": ("--spec-draft-type-k",),
     "-ctvd": ("--spec-draft-type-v",),

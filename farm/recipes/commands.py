@@ -246,6 +246,7 @@ def read_command(
     """Read a full command (`[VAR=v ...] executable [subcommand] args`) or, with `arguments_only`, the arguments a
     container entrypoint or draft launch gives (with or without a leading subcommand) into a Command."""
     original = tuple(tokens)
+    tokens, listed_environment = from_yaml_items(without_closing_fence(tokens))
     tokens = without_closing_fence(before_prose_fence(from_compose_list(tokens)))
     if len(tokens) > MAX_ARGV_TOKENS:
         raise RecipeError(
@@ -268,6 +269,7 @@ def read_command(
                 field=field_name,
             )
     environment, rest = split_environment(tokens, source, field_name)
+    environment = {**check_environment(listed_environment, source, field_name), **environment}
     if not rest:
         raise RecipeError("empty: the launch command has no tokens", source=source, field=field_name)
 
@@ -334,6 +336,34 @@ def from_compose_list(tokens: Sequence[str]) -> list[str]:
         if word.endswith(":") and not _COMPOSE_KEY.match(word):
             return list(tokens)
     return items
+
+
+def from_yaml_items(tokens: Sequence[str]) -> tuple[list[str], dict[str, str]]:
+    """The arguments of a container spec's `args:` list that a registry copy flattened with a `-` before every
+    item (`-`, `--model`, `-`, `/models/x`, `-`, `--tensor-parallel-size`, `-`, `4`), and the `env:` list that may
+    follow it (`env:`, `-`, `name:`, `X`, `value:`, `"1"`) as an environment.
+
+    Read as such only beyond doubt: the list starts with `-`, every other token is `-` for at least three items,
+    and what follows the items is nothing or one whole `env:` list of name/value pairs. Anything else is returned
+    whole, for read_command to judge."""
+    items: list[str] = []
+    index = 0
+    while index + 1 < len(tokens) and tokens[index] == "-" and not tokens[index + 1].endswith(":"):
+        items.append(tokens[index + 1])
+        index += 2
+    rest = list(tokens[index:])
+    if len(items) < 3 or not any(item.startswith("--") for item in items):
+        return list(tokens), {}
+    environment: dict[str, str] = {}
+    if rest:
+        if rest[0] != "env:" or (len(rest) - 1) % 5:
+            return list(tokens), {}
+        for start in range(1, len(rest), 5):
+            marker, name_key, name, value_key, value = rest[start : start + 5]
+            if (marker, name_key, value_key) != ("-", "name:", "value:"):
+                return list(tokens), {}
+            environment[name] = value.strip("'\"")
+    return items, environment
 
 
 _FENCE = "```"

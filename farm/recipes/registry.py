@@ -18,6 +18,7 @@ from farm.recipes.commands import (
     check_environment,
     draft_model,
     executable_name,
+    from_yaml_items,
     is_placeholder,
     json_damage,
     model_in_argv,
@@ -139,7 +140,16 @@ def parse_registry(text: str, source: str, *, content_sha256: str | None = None)
     if engine.name in DEVICE_COUNTING_ENGINES:
         sizes = parallel_sizes(argv, source=source, field=argv_field, engine=engine.name)
         devices = sizes["tensor"] * sizes["pipeline"] * sizes["data"]
-        if devices < hardware_count and argv_field not in (_SYNTHESIZED, "argv"):
+        inferred = isinstance(dig(data, "metadata.rig_resolution"), Mapping)
+        if devices != hardware_count and inferred and argv_field not in (_SYNTHESIZED, "argv"):
+            # The registry inferred the rig (metadata.rig_resolution: "the launch does not state hardware"): the
+            # command's own parallelism is what the recipe states about its devices.
+            notes_on_command.append(
+                f"hardware_count {hardware_count} was inferred by the registry (metadata.rig_resolution); "
+                f"{argv_field} runs on {devices} device(s) ({describe_parallel(sizes)}): the job asks for {devices}"
+            )
+            hardware_count = devices
+        elif devices < hardware_count and argv_field not in (_SYNTHESIZED, "argv"):
             # A recorded command is the most concrete thing a registry recipe says: it ran on fewer devices than
             # the rig has (recipe ids such as `...-tp1` with hardware_count 2 say the same), so the job asks for
             # what it runs on. The farm's own `argv` shape is written for the farm: there a mismatch is an error.
@@ -522,8 +532,12 @@ def _container(draft_launch: Mapping[str, Any], source: str, prefix: str) -> Con
     )
     fields = {key: draft_launch[key] for key in keys if draft_launch.get(key) is not None}
     if isinstance(fields.get("arguments"), list) and all(isinstance(item, str) for item in fields["arguments"]):
-        # The same closing chat fence the argv drops (farm.recipes.commands) is not an argument of the image.
-        fields["arguments"] = without_closing_fence(before_prose_fence(fields["arguments"]))
+        # The same closing chat fence and flattened `args:`/`env:` lists the argv reads (farm.recipes.commands)
+        # are read the same way for the image.
+        arguments, listed = from_yaml_items(without_closing_fence(fields["arguments"]))
+        fields["arguments"] = without_closing_fence(before_prose_fence(arguments))
+        if listed and isinstance(fields.get("environment", {}), dict):
+            fields["environment"] = {**listed, **fields.get("environment", {})}
     if isinstance(fields.get("mounts"), list):
         fields["mounts"] = [
             {k: m[k] for k in ("source", "target", "read_only") if k in m} if isinstance(m, dict) else m

@@ -23,7 +23,7 @@ def test_llamacpp_spec_comes_from_the_servers_help() -> None:
     spec = shipped_llamacpp_spec()
     assert spec.option("-c").name == "--ctx-size"
     assert spec.option("-ngl").name == "--n-gpu-layers" or "-ngl" in spec.option("-ngl").aliases
-    assert spec.option("--split-mode").choices == ("layer", "none", "row")
+    assert spec.option("--split-mode").choices == ("layer", "none", "row", "tensor")  # tensor: the supplement's
     assert spec.option("--metrics").kind == "flag"
     assert spec.option("--model").kind == "repo"  # a file name the host maps, or a path under its roots
 

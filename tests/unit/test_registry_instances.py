@@ -186,3 +186,72 @@ def test_a_repository_file_never_climbs_out(value: str) -> None:
     page = _localmaxxing("", tokenized={"arguments": ["llama-server", "--model", path]})
     with pytest.raises(ArgumentPolicyError):
         check_recipe_for_submit(parse_registry(_recipe("llama.cpp", GGUF.id, metadata=page), "r.json"))
+
+
+def test_a_flattened_args_list_with_its_env_list() -> None:
+    """A container spec's `args:` list copied with a `-` before every item, then its `env:` list: the items are the
+    arguments, the env pairs the environment (a device choice among them is the worker's, and dropped there)."""
+    tokens = ["-", "--model", "-", "/models/m", "-", "--tensor-parallel-size", "-", "1", "-", "--enforce-eager"]
+    env = ["env:", "-", "name:", "VLLM_USE_V1", "value:", '"1"', "```"]
+    launch = {"kind": "docker", "image": "vllm/vllm-openai@sha256:" + "f" * 64, "arguments": [*tokens, *env]}
+    recipe = parse_registry(_recipe("vllm", FP8.id, launch=launch), "r.json")
+    assert recipe.argv == ("vllm", "serve", "/models/m", "--tensor-parallel-size", "1", "--enforce-eager")
+    assert recipe.environment == {"VLLM_USE_V1": "1"}
+    assert recipe.container is not None
+    assert recipe.container.arguments[:2] == ("--model", "/models/m")
+
+
+def test_a_broken_args_list_is_left_to_the_checks() -> None:
+    """Anything but a whole `-`-marked list (here a stray word after it) is not reinterpreted: refused, as before."""
+    tokens = ["-", "--model", "-", "/models/m", "-", "--enforce-eager", "-", "--max-num-seqs", "then", "restart"]
+    launch = {"kind": "docker", "image": "vllm/vllm-openai@sha256:" + "f" * 64, "arguments": tokens}
+    with pytest.raises(ArgumentPolicyError, match="a stray value"):
+        check_recipe_for_submit(parse_registry(_recipe("vllm", FP8.id, launch=launch), "r.json"))
+
+
+def test_llama_bench_lists_and_newer_split_mode() -> None:
+    """llama-bench writes one configuration's device and split lists with `/` (a `,` would be several runs);
+    llama-server writes them with `,`. `-sm tensor` is llama.cpp's tensor parallelism (ggml-org/llama.cpp#19378)."""
+    page = _localmaxxing("llama-bench -m  -dev SYCL0/SYCL1 -sm tensor -ts 1/1 -fa 1", tokenized=None)
+    recipe = parse_registry(_recipe("llama.cpp", BASE_QUANT.id, count=2, metadata=page), "r.json")
+    command = check_recipe_for_submit(recipe)
+    assert command.render_options() == (
+        "--device", "SYCL0,SYCL1", "--split-mode", "tensor", "--tensor-split", "1,1", "--flash-attn",
+        "--gpu-layers", "99",
+    )  # fmt: skip
+    with pytest.raises(RecipeError, match="several values"):
+        parse_registry(_recipe("llama.cpp", GGUF.id, metadata=_localmaxxing("llama-bench -ts 1/1,2/1")), "r.json")
+
+
+def test_a_command_on_fewer_devices_than_the_rig() -> None:
+    """A recorded command that runs on one of the rig's two cards (`...-tp1` recipes with hardware_count 2): the
+    job asks for the one it runs on, and provenance says so. More devices than the recipe has stays refused."""
+    page = _localmaxxing("vllm serve org/Model-FP8 --tensor-parallel-size 1")
+    recipe = parse_registry(_recipe("vllm", FP8.id, count=2, metadata=page), "r.json")
+    assert recipe.hardware_count == 1
+    assert "hardware_count is 2" in recipe.provenance.command_notes[-1]
+    page = _localmaxxing("vllm serve org/Model-FP8 --tensor-parallel-size 4")
+    with pytest.raises(RecipeError, match="runs on 4 device") as caught:
+        parse_registry(_recipe("vllm", FP8.id, count=2, metadata=page), "r.json")
+    assert caught.value.field == "hardware_count"
+
+
+def test_an_inferred_rig_takes_the_commands_device_count() -> None:
+    """Where the registry inferred the rig (metadata.rig_resolution: the launch did not state its hardware), the
+    command's own parallelism is what the recipe says about its devices."""
+    page = _localmaxxing("vllm serve org/Model-FP8 -tp 4")
+    metadata = {**page, "rig_resolution": {"note": "the launch does not state hardware"}}
+    recipe = parse_registry(_recipe("vllm", FP8.id, count=1, metadata=metadata), "r.json")
+    assert recipe.hardware_count == 4
+    assert "inferred" in recipe.provenance.command_notes[-1]
+
+
+@pytest.mark.parametrize("executable", ["llama-server.exe", ".\\llama.cpp\\llama-server.exe", "/opt/bin/llama-server"])
+def test_windows_executables_and_paths(executable: str) -> None:
+    """A Windows command runs llama-server too; its model path (backslashes kept by the token list, lost by a
+    POSIX split of the command line) is the submitter's, and stands for the instance."""
+    observed = f"{executable} -m C:\\models\\m.gguf -c 4096"
+    page = _localmaxxing(observed, tokenized={"arguments": [executable, "-m", "C:\\models\\m.gguf", "-c", "4096"]})
+    recipe = parse_registry(_recipe("llama.cpp", GGUF.id, metadata=page), "r.json")
+    assert recipe.argv == ("llama-server", "--hf-repo", "org/Model-GGUF:Q4_K_M", "-c", "4096")
+    check_recipe_for_submit(recipe)
