@@ -182,6 +182,8 @@ def parse_registry(text: str, source: str, *, content_sha256: str | None = None)
             container = _container(launch, source, "launch")
     elif draft_launch.get("kind") == "docker":
         container = _container(draft_launch, source, "draft_launch")
+        if argv_field != "draft_launch.arguments":
+            container = _running(container, engine.name, argv, command.environment)
 
     provenance = mapping(data.get("provenance"), source, "provenance")
     run_id = launch.get("run_id") or localmaxxing.get("run_id")
@@ -515,6 +517,26 @@ def _command_file(launch: Mapping[str, Any]) -> str:
         if isinstance(section, Mapping) and isinstance(section.get("file"), str):
             return repr(section["file"])
     return "a file"
+
+
+def _running(
+    container: ContainerLaunch, engine: str, argv: list[str], environment: Mapping[str, str]
+) -> ContainerLaunch | None:
+    """The draft launch's container running the recipe's own command, when that command came from another field:
+    the registry synthesizes a draft from the recipe (a subset of its options), so its arguments are not what
+    the recipe ran. For vLLM the image's entrypoint is `vllm serve`, so the canonical argv's arguments are the
+    container's; other engines' images take a whole command the draft wrote its own way, so the container is left
+    out and the recipe runs as the process its command is."""
+    if engine != "vllm":
+        return None
+    launcher = ENGINE_LAUNCHERS[engine]
+    return container.model_copy(
+        update={
+            "arguments": tuple(argv[len(launcher) :]),
+            "entrypoint": None,
+            "environment": {**container.environment, **environment},
+        }
+    )
 
 
 def _container(draft_launch: Mapping[str, Any], source: str, prefix: str) -> ContainerLaunch:

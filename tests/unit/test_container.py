@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from farm.engines.container import ContainerEngine, docker_run_argv
-from farm.engines.policy import EnginePolicy
+from farm.engines.policy import EnginePolicy, canonical_command
 from farm.errors import ArgumentPolicyError
 from farm.recipes.model import ContainerLaunch, Mount
 from farm.recipes.parse import load_recipe
@@ -40,7 +40,8 @@ def launch(**fields: object) -> ContainerLaunch:
 
 
 def test_the_seed_launch(home: Path) -> None:
-    """The seed's draft_launch becomes one exact docker run: its options, the worker's port on loopback, the
+    """The seed's container runs the seed's own command (its observed command, not the shorter draft the registry
+    synthesized from it) as one exact docker run: the draft's image and options, the worker's port on loopback, the
     GPUs quoted for Docker's CSV parser, secrets by name only, and the engine listening inside on 0.0.0.0."""
     seed = load_recipe(SEED_REGISTRY)
     assert seed.container is not None
@@ -52,7 +53,7 @@ def test_the_seed_launch(home: Path) -> None:
         model_cache=None,
         extra_env={"HF_TOKEN": "hf_secret_value"},
     )
-    assert argv == (
+    head = (
         "docker",
         "run",
         "--rm",
@@ -71,17 +72,19 @@ def test_the_seed_launch(home: Path) -> None:
         "-e",
         "HF_TOKEN",
         seed.container.image,
+    )
+    assert argv[: len(head)] == head
+    judged = canonical_command(seed.argv, "vllm")
+    assert argv[len(head) :] == (
         "--model",
         "deepseek-ai/DeepSeek-V4-Flash-0731",
-        "--tensor-parallel-size",
-        "2",
-        "--max-model-len",
-        "262144",
+        *judged.render_options(),
         "--host",
         "0.0.0.0",
         "--port",
         "8000",
     )
+    assert '{"method":"dspark","num_speculative_tokens":5,"draft_sample_method":"probabilistic"}' in argv
     assert not any("hf_secret_value" in token for token in argv)
 
 

@@ -139,7 +139,8 @@ def test_registry_keeps_engine_version(registry_recipe: Recipe, page_recipe: Rec
 
 
 def test_container_from_draft_launch(registry_recipe: Recipe) -> None:
-    """The registry's docker draft_launch becomes the recipe's digest-pinned container launch."""
+    """The registry's docker draft_launch becomes the recipe's digest-pinned container launch, running the recipe's
+    own command: the draft's arguments are a shorter command the registry synthesized from it."""
     container = registry_recipe.container
     assert container is not None
     assert container.digest == SEED_DIGEST
@@ -152,7 +153,9 @@ def test_container_from_draft_launch(registry_recipe: Recipe) -> None:
     assert [(m.source, m.target, m.read_only) for m in container.mounts] == [
         ("~/.cache/huggingface", "/root/.cache/huggingface", False)
     ]
-    assert container.arguments[:4] == ("--model", SEED_MODEL, "--tensor-parallel-size", "2")
+    assert container.arguments == registry_recipe.argv[2:]
+    assert container.arguments[:3] == (SEED_MODEL, "--tensor-parallel-size", "2")
+    assert "--speculative-config" in container.arguments
 
 
 def test_page_has_no_container(page_recipe: Recipe) -> None:
