@@ -43,8 +43,10 @@ LMSTUDIO = ArgSpec(
     abbreviations=False,
     options=(
         _o("--port", K.LISTEN),
+        _o("--bind", K.LOOPBACK),
         _o("--cors", K.REFUSED, reason="opens the API to every web origin"),
         _o("--context-length", K.INT),
+        _o("--parallel", K.INT),
         _o("--gpu", K.WORD),
         _o("--identifier", K.WORD),
         _o("--ttl", K.INT),

@@ -205,6 +205,92 @@ def split_environment(tokens: Sequence[str], source: str, field_name: str) -> tu
     return environment, rest
 
 
+_DOCKER_VALUE_OPTIONS = frozenset(
+    {
+        "-e", "--env", "-v", "--volume", "-p", "--publish", "--name", "--gpus", "--ipc", "--network", "--net",
+        "--shm-size", "--runtime", "--device", "--ulimit", "-w", "--workdir", "-u", "--user", "--mount", "--cpus",
+        "-m", "--memory", "--restart", "-l", "--label", "--hostname", "-h", "--platform", "--pull", "--cap-add",
+        "--cap-drop", "--security-opt", "--group-add", "--add-host", "--dns", "--cpuset-cpus", "--memory-swap",
+        "--pid", "--uts", "--log-driver", "--log-opt", "--stop-timeout", "--health-cmd", "--env-file",
+        "--entrypoint",
+    }
+)  # fmt: skip
+"""`docker run` options that take a value (docker/cli, `docker run --help`); the others are switches."""
+_DOCKER_SWITCHES = frozenset(
+    {"-d", "--detach", "-i", "--interactive", "-t", "--tty", "-it", "-ti", "--rm", "--privileged", "--init", "-P"}
+)
+_DOCKER_REFUSED = {
+    "--entrypoint": "replaces the image's entrypoint: what it runs is not the engine's server",
+    "--env-file": "reads variables from a file the recipe does not carry",
+}
+_IMAGE_ENGINES = (
+    (re.compile(r"^(?:docker\.io/)?vllm/vllm-openai(?:[:@]|$)"), "vllm"),
+    (re.compile(r"^(?:ghcr\.io/)?ggml-org/llama\.cpp:(?:full|server|light)?"), "llama.cpp"),
+    (re.compile(r"^(?:docker\.io/)?lmsysorg/sglang(?:[:@]|$)"), "sglang"),
+)
+"""Engines' official images, and the engine each runs: vLLM's and llama.cpp's `server` images start the server
+(their arguments are its arguments); SGLang's takes the whole command."""
+
+
+def is_docker_run(tokens: Sequence[str]) -> bool:
+    rest = list(tokens)
+    while rest and _ENV_WORD.match(rest[0]):
+        rest.pop(0)
+    return len(rest) > 1 and executable_name(rest[0]) in ("docker", "podman") and rest[1] == "run"
+
+
+def from_docker_run(tokens: Sequence[str], engine: str, source: str, field_name: str) -> Command:
+    """A `docker run ... IMAGE ARGS` command (as LocalMaxxing records some runs) read as the engine command the
+    container ran: the arguments after an official engine image, with its `-e` variables as the environment.
+
+    The container itself (image tag, mounts of the submitter's directories, device flags) is the submitter's
+    machine: the worker runs the judged command its own way. A path the arguments name inside the container
+    (`--model /model`, mounted from the submitter's disk) then stands for the recipe's instance like any other
+    local path (resolve_model). An `--entrypoint` or an image that is not the engine's official one is refused:
+    what it runs cannot be judged."""
+    rest = list(tokens)
+    while rest and _ENV_WORD.match(rest[0]):
+        rest.pop(0)
+    rest = rest[2:]
+    environment: dict[str, str] = {}
+    index = 0
+    while index < len(rest) and rest[index].startswith("-"):
+        name, equals, inline = rest[index].partition("=")
+        if name in _DOCKER_REFUSED:
+            raise RecipeError(f"docker run {name}: {_DOCKER_REFUSED[name]}", source=source, field=field_name)
+        if name in _DOCKER_VALUE_OPTIONS:
+            value = inline if equals else (rest[index + 1] if index + 1 < len(rest) else "")
+            index += 1 if equals else 2
+            if name in ("-e", "--env"):
+                key, has_value, env_value = value.partition("=")
+                if has_value:
+                    environment[key] = env_value
+            continue
+        if name not in _DOCKER_SWITCHES:
+            raise RecipeError(f"docker run option {name!r} is not one the farm reads", source=source, field=field_name)
+        index += 1
+    if index >= len(rest):
+        raise RecipeError("a docker run without an image", source=source, field=field_name)
+    image, arguments = rest[index], rest[index + 1 :]
+    runs = next((name for pattern, name in _IMAGE_ENGINES if pattern.match(image)), None)
+    if runs is None:
+        raise RecipeError(
+            f"a docker run of {image!r}, which is not {engine}'s official image: what its entrypoint runs cannot "
+            "be judged",
+            source=source,
+            field=field_name,
+        )
+    command = read_command(arguments, source, field_name, declared_engine=engine, arguments_only=runs != "sglang")
+    return Command(
+        engine=command.engine,
+        argv=command.argv,
+        environment={**check_environment(environment, source, field_name), **command.environment},
+        source_field=field_name,
+        source_tokens=tuple(tokens),
+        notes=(f"read from a docker run of {image}: the engine's arguments and -e variables; the worker runs them",),
+    )
+
+
 def check_environment(environment: Mapping[str, object], source: str, field_name: str) -> dict[str, str]:
     """Variable names that a shell accepts and values that are plain strings."""
     checked: dict[str, str] = {}
@@ -297,6 +383,9 @@ def read_command(
         source_tokens=original,
     )
 
+
+_OPTIONAL_POSITIONAL_MODEL = frozenset({"lmstudio"})
+"""Engines whose command may name its model as the first argument (LM Studio's `lms load MODEL`), or none."""
 
 _OPTION_LIKE = re.compile(r"^-{1,2}[A-Za-z]")
 _COMPOSE_KEY = re.compile(
@@ -455,6 +544,8 @@ def _launcher_of(tokens: Sequence[str], source: str, field_name: str) -> tuple[s
         return "mlx", 2
     if base == "ollama" and second == "serve":
         return "ollama", 2
+    if base == "lms" and second == "load":
+        return "lmstudio", 2  # the load step names the model and how it is loaded; the server is the worker's
     if base == "lms" and second == "server":
         return "lmstudio", 3 if len(tokens) > 2 and tokens[2] == "start" else 2
     if base == "hipfire" and second == "serve":
@@ -523,7 +614,7 @@ def model_in_argv(engine: str, argv: Sequence[str]) -> str | None:
     """The model an argv names (positional for vLLM and hipfire, a model flag for the others), if any."""
     launcher = ENGINE_LAUNCHERS[engine]
     args = list(argv[len(launcher) :])
-    if engine in POSITIONAL_MODEL_ENGINES:
+    if engine in POSITIONAL_MODEL_ENGINES or engine in _OPTIONAL_POSITIONAL_MODEL:
         return args[0] if args and not args[0].startswith("-") else None
     values, _ = _pop_all(args, MODEL_FLAGS.get(engine, ()))
     return values[-1] if values else None

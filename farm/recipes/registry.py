@@ -18,7 +18,9 @@ from farm.recipes.commands import (
     check_environment,
     draft_model,
     executable_name,
+    from_docker_run,
     from_yaml_items,
+    is_docker_run,
     is_placeholder,
     json_damage,
     model_in_argv,
@@ -297,6 +299,8 @@ def _registry_command(
         # The run was measured with a benchmark tool (llama-bench), not a server: the registry's launch or
         # draft launch says how to serve the same model; without one, the tool's refusal stands.
         deferred = _not_a_server(chosen, source)
+    elif chosen is not None and is_docker_run(chosen[1]):
+        return _with_environment(from_docker_run(chosen[1], engine, source, chosen[0]), environment)
     elif chosen is not None:
         command = read_command(chosen[1], source, chosen[0], declared_engine=engine)
         return _with_environment(command, environment)
@@ -475,6 +479,9 @@ def _more_faithful(
     they differ only there; otherwise they must agree."""
     if listed == observed:
         return listed_field, listed
+    if "&&" in observed and listed in _steps(observed):
+        # `lms server start ... && lms load MODEL ...`: the token list keeps the one step that names the model.
+        return listed_field, listed
     if len(listed) == len(observed):
         differing = {index for index, (a, b) in enumerate(zip(listed, observed, strict=True)) if a != b}
         listed_damage, observed_damage = set(json_damage(listed)), set(json_damage(observed))
@@ -488,6 +495,17 @@ def _more_faithful(
             return listed_field, listed
     cross_check(listed, listed_field, observed, observed_field, source)
     return listed_field, listed
+
+
+def _steps(tokens: list[str]) -> list[list[str]]:
+    """A command line's `&&`-joined commands."""
+    steps: list[list[str]] = [[]]
+    for word in tokens:
+        if word == "&&":
+            steps.append([])
+        else:
+            steps[-1].append(word)
+    return steps
 
 
 def _with_environment(command: Command, environment: Mapping[str, str]) -> Command:

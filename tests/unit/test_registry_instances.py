@@ -255,3 +255,46 @@ def test_windows_executables_and_paths(executable: str) -> None:
     recipe = parse_registry(_recipe("llama.cpp", GGUF.id, metadata=page), "r.json")
     assert recipe.argv == ("llama-server", "--hf-repo", "org/Model-GGUF:Q4_K_M", "-c", "4096")
     check_recipe_for_submit(recipe)
+
+
+def test_a_docker_run_page_is_the_command_the_container_ran() -> None:
+    """LocalMaxxing records some runs as the `docker run` of an engine's official image: the engine's arguments
+    and -e variables are the command; the model mounted from the submitter's disk stands for the instance."""
+    observed = (
+        "docker run --gpus all --ipc=host -e CUTE_DSL_ARCH=sm_120a -v <MODEL_DIR>:/model:ro "
+        "vllm/vllm-openai:<nightly> --model /model --tensor-parallel-size 1 --max-model-len 4096"
+    )
+    recipe = parse_registry(_recipe("vllm", FP8.id, metadata=_localmaxxing(observed)), "r.json")
+    assert recipe.argv == ("vllm", "serve", "org/Model-FP8", "--tensor-parallel-size", "1", "--max-model-len", "4096")
+    assert recipe.environment == {"CUTE_DSL_ARCH": "sm_120a"}
+    assert "docker run of vllm/vllm-openai" in recipe.provenance.command_notes[0]
+    check_recipe_for_submit(recipe)
+
+
+@pytest.mark.parametrize(
+    ("observed", "phrase"),
+    [
+        ("docker run --entrypoint /bin/sh vllm/vllm-openai:v1 -c id", "replaces the image's entrypoint"),
+        ("docker run --env-file .env vllm/vllm-openai:v1 --model org/m", "a file the recipe does not carry"),
+        ("docker run evil/image:1 --model org/m", "not vllm's official image"),
+        ("docker run --gpus all", "without an image"),
+    ],
+)
+def test_a_docker_run_the_farm_cannot_judge_is_refused(observed: str, phrase: str) -> None:
+    """Nothing a docker run adds beyond the engine's own arguments is taken on trust."""
+    with pytest.raises(RecipeError, match=phrase) as caught:
+        parse_registry(_recipe("vllm", FP8.id, metadata=_localmaxxing(observed)), "r.json")
+    assert caught.value.field == "metadata.localmaxxing.observed_command"
+
+
+def test_lm_studio_start_and_load_steps() -> None:
+    """`lms server start ... && lms load MODEL ...`: the token list keeps the load step, which names the model and
+    how it is loaded; the server's own port and bind address are the worker's."""
+    observed = "lms server start --port 1234 --bind 127.0.0.1 && lms load org-model --context-length 8192 --yes"
+    page = _localmaxxing(
+        observed, tokenized={"arguments": ["lms", "load", "org-model", "--context-length", "8192", "--yes"]}
+    )
+    recipe = parse_registry(_recipe("lmstudio", GGUF.id, metadata=page), "r.json")
+    assert recipe.argv == ("lms", "server", "start", "org-model", "--context-length", "8192", "--yes")
+    assert recipe.provenance.command_source == "metadata.localmaxxing.tokenized.arguments"
+    check_recipe_for_submit(recipe)
