@@ -86,6 +86,35 @@ def _volume(source: str, target: str, read_only: bool) -> str:
     return f"{source}:{target}" + (":ro" if read_only else "")
 
 
+MOUNT_ROOTS = ("MODEL_ROOT", "CACHE_ROOT")
+"""The registry's placeholders for a host's own directories in a mount source (`${MODEL_ROOT}/qwen38-b70`,
+`${CACHE_ROOT}/vllm`): the host says what they are (profile `engine.policy.mount_roots`); a model root is
+mounted read-only."""
+_ROOTED = re.compile(r"^\$\{(?P<root>[A-Z_]+)\}(?P<rest>(?:/[^/]+)*)/?$")
+
+
+def _under_root(source: str, policy: EnginePolicy) -> tuple[str, str] | None:
+    """A `${ROOT}/sub/dir` mount source as the host directory it stands for, and the root's name; None when the
+    source names no root. Refused: a root the registry does not define, one this host does not name, or a path
+    that climbs out of it."""
+    found = _ROOTED.match(source)
+    if found is None:
+        if source.startswith("${"):
+            raise _refuse(repr(source), f"a mount placeholder the farm does not know (known: {', '.join(MOUNT_ROOTS)})")
+        return None
+    root, rest = found["root"], found["rest"]
+    if root not in MOUNT_ROOTS:
+        raise _refuse(repr(source), f"a mount placeholder the farm does not know (known: {', '.join(MOUNT_ROOTS)})")
+    if any(part in ("..", ".") for part in rest.split("/")):
+        raise _refuse(repr(source), "a mount under a root may not climb out of it")
+    base = policy.mount_roots.get(root)
+    if base is None:
+        raise _refuse(
+            repr(source), f"this host names no {root} (worker profile engine.policy.mount_roots) for the mount"
+        )
+    return os.path.expanduser(base).rstrip("/") + rest, root
+
+
 def _mounts(
     container: ContainerLaunch, model_cache: str | None, policy: EnginePolicy, cache_read_only: bool = True
 ) -> list[str]:
@@ -96,6 +125,11 @@ def _mounts(
     volumes: list[str] = []
     cache_mounted = False
     for mount in container.mounts:
+        rooted = _under_root(mount.source, policy)
+        if rooted is not None:
+            source, root = rooted
+            volumes.append(_volume(source, mount.target, mount.read_only or root == "MODEL_ROOT"))
+            continue
         source = os.path.expanduser(mount.source)
         if mount.target.rstrip("/").endswith("/.cache/huggingface"):
             if model_cache is not None:
@@ -136,7 +170,12 @@ def check_container_launch(
         name="farm-submit-check",
         model_cache="/models",
         extra_env={},
-        policy=replace(policy, allow_image_tags=True, allowed_mount_sources=_all_sources(container)),
+        policy=replace(
+            policy,
+            allow_image_tags=True,
+            allowed_mount_sources=_all_sources(container),
+            mount_roots={root: f"/{root.lower()}" for root in MOUNT_ROOTS},
+        ),
         engine=engine,
         device_count=device_count,
     )

@@ -61,6 +61,8 @@ class EnginePolicy:
     """Container images: whether an image pinned by tag, not digest, may run."""
     allowed_mount_sources: frozenset[str] = frozenset()
     """Container mounts: host paths a recipe may mount besides the model cache."""
+    mount_roots: Mapping[str, str] = field(default_factory=dict, compare=False)
+    """Container mounts: the host directories the registry's `${MODEL_ROOT}` and `${CACHE_ROOT}` stand for."""
     path_roots: tuple[str, ...] = DEFAULT_PATH_ROOTS
     """The host's model and cache roots: every path an engine is given must lie under one."""
     serve_args: ArgSpec | None = field(default=None, compare=False)

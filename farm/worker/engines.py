@@ -89,6 +89,7 @@ def engine_policy(profile: WorkerProfile) -> EnginePolicy:
         allowed_risky_flags=frozenset(section.allowed_risky_flags),
         allow_image_tags=section.allow_image_tags,
         allowed_mount_sources=frozenset(section.allowed_mount_sources),
+        mount_roots=dict(section.mount_roots),
         path_roots=section.path_roots if section.path_roots is not None else _host_roots(profile),
         serve_args=serve_args,
         specs=specs,

@@ -202,3 +202,33 @@ def test_policy_opens_tags_and_mounts(home: Path) -> None:
     argv = docker_run_argv(container, gpus=[0], host_port=1, name="n", model_cache=None, extra_env={}, policy=policy)
     assert "vllm/vllm-openai:v0.32.0" in argv
     assert f"{home}/data:/data:ro" in argv
+
+
+def test_registry_mount_roots_are_the_hosts_own(home: Path) -> None:
+    """`${CACHE_ROOT}/vllm` and `${MODEL_ROOT}/m` are the registry's placeholders for a host's own directories: the
+    host's profile says what they are, a model root is mounted read-only, and nothing climbs out of a root."""
+    mounts = (
+        Mount(source="${CACHE_ROOT}/vllm", target="/root/.cache/vllm"),
+        Mount(source="${MODEL_ROOT}/qwen38", target="/models"),
+    )
+    roots = EnginePolicy(mount_roots={"CACHE_ROOT": "/srv/cache", "MODEL_ROOT": "~/models"})
+    argv = docker_run_argv(
+        launch(mounts=mounts), gpus=[], host_port=1, name="n", model_cache="/srv/hf", extra_env={}, policy=roots
+    )
+    volumes = [argv[i + 1] for i, token in enumerate(argv) if token == "-v"]
+    assert volumes == [
+        "/srv/cache/vllm:/root/.cache/vllm",
+        f"{home}/models/qwen38:/models:ro",
+        "/srv/hf:/root/.cache/huggingface:ro",
+    ]
+    for source, phrase in (
+        ("${CACHE_ROOT}/../../etc", "climb out"),
+        ("${HOME}/x", "does not know"),
+        ("${MODEL_ROOT}/m", "names no MODEL_ROOT"),
+    ):
+        policy = EnginePolicy(mount_roots={"CACHE_ROOT": "/srv/cache"})
+        with pytest.raises(ArgumentPolicyError, match=phrase):
+            docker_run_argv(
+                launch(mounts=(Mount(source=source, target="/x"),)),
+                gpus=[], host_port=1, name="n", model_cache=None, extra_env={}, policy=policy,
+            )  # fmt: skip
