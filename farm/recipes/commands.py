@@ -536,6 +536,8 @@ def _launcher_of(tokens: Sequence[str], source: str, field_name: str) -> tuple[s
             source=source,
             field=field_name,
         )
+    if base == "sglang" and second == "serve":
+        return "sglang", 2  # SGLang's own CLI: `sglang serve --model-path ...` launches the same server
     if base == "llama-server":
         return "llama.cpp", 1
     if base == "mlx_lm.server":

@@ -414,9 +414,11 @@ def _count(value: object) -> int:
 
 
 def _in_container(argv_field: str, launch: Mapping[str, Any], draft_launch: Mapping[str, Any]) -> bool:
-    """Whether the command runs inside a container, where a path names the container's own mounts."""
+    """Whether the command runs in the recipe's container launch, where a path names that container's mounts (a
+    docker-compose launch's file is not carried: no container is built from it, and its command runs as a
+    process, where a path like any other is the submitter's)."""
     section = {"launch.arguments": launch, "draft_launch.arguments": draft_launch}.get(argv_field)
-    return section is not None and section.get("kind") in ("docker", "docker-compose")
+    return section is not None and section.get("kind") == "docker" and bool(section.get("image"))
 
 
 def _from_llama_bench(chosen: tuple[str, list[str]], source: str) -> Command:

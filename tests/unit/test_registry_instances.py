@@ -298,3 +298,18 @@ def test_lm_studio_start_and_load_steps() -> None:
     assert recipe.argv == ("lms", "server", "start", "org-model", "--context-length", "8192", "--yes")
     assert recipe.provenance.command_source == "metadata.localmaxxing.tokenized.arguments"
     check_recipe_for_submit(recipe)
+
+
+def test_sglang_serve_in_a_compose_launch() -> None:
+    """`sglang serve` is SGLang's own CLI for the same server. A docker-compose launch's file is not carried, so
+    no container is built from it: its command runs as a process, where the container path it names stands for
+    the recipe's instance."""
+    launch = {
+        "kind": "docker-compose",
+        "compose": {"file": "c.yaml"},
+        "arguments": ["sglang", "serve", "--model-path", "/model", "--tp-size", "1"],
+    }
+    recipe = parse_registry(_recipe("sglang", FP8.id, launch=launch), "r.json")
+    assert recipe.argv == ("python", "-m", "sglang.launch_server", "--model-path", "org/Model-FP8", "--tp-size", "1")
+    assert recipe.container is None
+    check_recipe_for_submit(recipe)
