@@ -112,7 +112,12 @@ def _under_root(source: str, policy: EnginePolicy) -> tuple[str, str] | None:
         raise _refuse(
             repr(source), f"this host names no {root} (worker profile engine.policy.mount_roots) for the mount"
         )
-    return os.path.expanduser(base).rstrip("/") + rest, root
+    base_path = os.path.realpath(os.path.expanduser(base))
+    resolved = os.path.realpath(base_path + rest)
+    if resolved != base_path and not resolved.startswith(base_path + os.sep):
+        # A link under a writable root (a cache an earlier container wrote) must not carry a mount elsewhere.
+        raise _refuse(repr(source), f"resolves to {resolved!r}, outside this host's {root}")
+    return resolved, root
 
 
 def _mounts(

@@ -232,3 +232,23 @@ def test_registry_mount_roots_are_the_hosts_own(home: Path) -> None:
                 launch(mounts=(Mount(source=source, target="/x"),)),
                 gpus=[], host_port=1, name="n", model_cache=None, extra_env={}, policy=policy,
             )  # fmt: skip
+
+
+def test_a_link_under_a_mount_root_does_not_carry_the_mount_out(tmp_path: Path) -> None:
+    """A writable cache root may hold a link an earlier container made (`evil -> /etc`): the mount is judged
+    where it really leads, so it cannot reach beyond the root."""
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    (cache / "evil").symlink_to("/etc")
+    (cache / "vllm").mkdir()
+    policy = EnginePolicy(mount_roots={"CACHE_ROOT": str(cache)})
+    with pytest.raises(ArgumentPolicyError, match="outside this host's CACHE_ROOT"):
+        docker_run_argv(
+            launch(mounts=(Mount(source="${CACHE_ROOT}/evil", target="/x"),)),
+            gpus=[], host_port=1, name="n", model_cache=None, extra_env={}, policy=policy,
+        )  # fmt: skip
+    argv = docker_run_argv(
+        launch(mounts=(Mount(source="${CACHE_ROOT}/vllm", target="/root/.cache/vllm"),)),
+        gpus=[], host_port=1, name="n", model_cache=None, extra_env={}, policy=policy,
+    )  # fmt: skip
+    assert f"{cache}/vllm:/root/.cache/vllm" in argv
