@@ -550,12 +550,9 @@ def _running(
     if engine != "vllm":
         return None
     launcher = ENGINE_LAUNCHERS[engine]
+    # The draft's entrypoint, environment, ports and mounts stay, and are judged as the draft wrote them.
     return container.model_copy(
-        update={
-            "arguments": tuple(argv[len(launcher) :]),
-            "entrypoint": None,
-            "environment": {**container.environment, **environment},
-        }
+        update={"arguments": tuple(argv[len(launcher) :]), "environment": {**container.environment, **environment}}
     )
 
 

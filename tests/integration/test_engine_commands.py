@@ -310,7 +310,15 @@ SEED = ROOT / "tests" / "fixtures" / "001_5d0dc33ac7ff8823.txt"
         ({"environment": {"PYTHONPATH": "/tmp/evil"}}, "PYTHONPATH"),
         ({"container_port": -5}, "not a port"),
         ({"entrypoint": "bash"}, "entrypoint"),
-        ({"arguments": ["--model", "deepseek-ai/DeepSeek-V4-Flash-0731", "--master-addr", "0.0.0.0"]}, "loopback"),
+        (
+            {
+                "arguments": [
+                    "--model", "deepseek-ai/DeepSeek-V4-Flash-0731", "--tensor-parallel-size", "2",
+                    "--master-addr", "0.0.0.0",
+                ]
+            },
+            "loopback",
+        ),  # fmt: skip
     ],
 )
 def test_submit_refuses_a_bad_container_launch(tmp_path: Path, change: dict[str, object], why: str) -> None:
@@ -318,6 +326,10 @@ def test_submit_refuses_a_bad_container_launch(tmp_path: Path, change: dict[str,
     stored) before any docker command could see the recipe's environment or port."""
     document = json.loads(SEED.read_text())
     document["data"]["draft_launch"].update(change)
+    if "arguments" in change:
+        # The draft's arguments are the command only where the recipe records none of its own.
+        document["data"]["metadata"]["localmaxxing"].pop("observed_command", None)
+        document["data"]["metadata"]["localmaxxing"].pop("tokenized", None)
     (tmp_path / "recipe.json").write_text(json.dumps(document))
     spec = tmp_path / "spec.toml"
     spec.write_text('name = "c"\nrecipe = "recipe.json"\n[plan]\n[plan.short_ttft]\nprompt_tokens = 64\n')
