@@ -313,12 +313,16 @@ SEED = ROOT / "tests" / "fixtures" / "001_5d0dc33ac7ff8823.txt"
         (
             {
                 "arguments": [
-                    "--model", "deepseek-ai/DeepSeek-V4-Flash-0731", "--tensor-parallel-size", "2",
-                    "--master-addr", "0.0.0.0",
+                    "--model",
+                    "deepseek-ai/DeepSeek-V4-Flash-0731",
+                    "--tensor-parallel-size",
+                    "2",
+                    "--master-addr",
+                    "0.0.0.0",
                 ]
             },
             "loopback",
-        ),  # fmt: skip
+        ),
     ],
 )
 def test_submit_refuses_a_bad_container_launch(tmp_path: Path, change: dict[str, object], why: str) -> None:
