@@ -190,6 +190,13 @@ def _all_sources(container: ContainerLaunch) -> frozenset[str]:
     return frozenset(os.path.expanduser(m.source) for m in container.mounts)
 
 
+def container_path_roots(container: ContainerLaunch, roots: Sequence[str]) -> tuple[str, ...]:
+    """Where the engine's arguments may name files inside the container: the host's roots, the container's model
+    cache, and the targets of its mounts (each mount's source is judged on the host: _mounts)."""
+    targets = [mount.target for mount in container.mounts if mount.target.startswith("/")]
+    return tuple(dict.fromkeys((*roots, CONTAINER_HF_CACHE, *targets)))
+
+
 def docker_run_argv(
     container: ContainerLaunch,
     *,
@@ -217,7 +224,8 @@ def docker_run_argv(
     if engine == "vllm" and arguments[:1] == ("serve",):  # the registry writes the `vllm` entrypoint's subcommand
         arguments = arguments[1:]
     launcher = ENGINE_LAUNCHERS.get(engine, ENGINE_LAUNCHERS["vllm"])  # the image's entrypoint runs this server
-    command = canonical_command((*launcher, *arguments), engine, policy, device_count=device_count)
+    inside = replace(policy, path_roots=container_path_roots(container, policy.path_roots))
+    command = canonical_command((*launcher, *arguments), engine, inside, device_count=device_count)
     container_port = container.container_port if container.container_port is not None else DEFAULT_CONTAINER_PORT
     if isinstance(container_port, bool) or not 1 <= container_port <= 65535:
         raise _refuse(f"container_port {container_port!r}", "not a port (1-65535)")

@@ -47,6 +47,10 @@ ALLOWED_PREFIXES = (
     "SAFETENSORS_",
     "B12X_",
     "CUTE_DSL_",
+    "CCL_",
+    "ONECCL_",
+    "SYCL_",
+    "ZE_",
 )
 """Name prefixes of tuning variables a recipe may set."""
 
@@ -90,11 +94,11 @@ DROPPED_NAMES = {
 """Variables a recipe may carry that are dropped, not refused: they name where the author's machine keeps files,
 which says nothing about what runs. Credentials (is_secret_name) are dropped the same way."""
 
-ALLOWED_NAMES = frozenset({"TOKENIZERS_PARALLELISM", "MALLOC_ARENA_MAX", "TZ"})
+ALLOWED_NAMES = frozenset({"TOKENIZERS_PARALLELISM", "MALLOC_ARENA_MAX", "TZ", "USE_PINNED_ONECCL"})
 
-BENIGN_NAMES = frozenset({"NCCL_CUMEM_HOST_ENABLE"})
-"""Tuning variables whose names trip a refusal pattern without meaning it (`_HOST_` here is host memory for
-NCCL's cuMem allocations, not an address)."""
+BENIGN_NAMES = frozenset({"NCCL_CUMEM_HOST_ENABLE", "VLLM_XPU_HOST_STAGED_COLLECTIVES"})
+"""Tuning variables whose names trip a refusal pattern without meaning it (`_HOST_` here is host memory: NCCL's
+cuMem allocations, collectives staged through host memory on Intel XPUs; not an address)."""
 
 _SECRET = re.compile(r"(TOKEN(?!S|IZ)|KEY|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH)", re.I)
 _REFUSED_PARTS: tuple[tuple[re.Pattern[str], str], ...] = (

@@ -233,7 +233,7 @@ BENCH_ONLY = frozenset(
     }
 )
 """llama-bench options that shape the benchmark, not the model: the farm's sweep plan replaces them."""
-BENCH_FLAGS = frozenset({"-v", "--verbose", "--progress", "-h", "--help"})
+BENCH_FLAGS = frozenset({"-v", "--verbose", "--progress", "-h", "--help", "--no-warmup"})
 
 
 BENCH_DEFAULTS: Mapping[str, str] = {"--n-gpu-layers": "99"}

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from farm.engines.argspec import ArgSpec, CanonicalCommand, parse_command
@@ -159,6 +159,11 @@ def check_recipe_for_submit(recipe: Recipe) -> CanonicalCommand:
     runs the engine is `check_runnable`'s question."""
     engine = engine_kind(recipe.engine.name)
     policy = submit_policy(recipe)
+    if recipe.container is not None:
+        # Some host may run the recipe in its container, where its paths name the container's mounts.
+        from farm.engines.container import container_path_roots
+
+        policy = replace(policy, path_roots=container_path_roots(recipe.container, policy.path_roots))
     command = recipe_command(recipe, policy)
     if recipe.container is not None:
         from farm.engines.container import check_container_launch

@@ -294,16 +294,24 @@ def _registry_command(
         chosen = (tokenized_field, listed)
     elif observed is not None:
         chosen = (observed_field, observed)
+    step_note: str | None = None
+    if chosen is not None:
+        chosen, step_note = _server_step(chosen, source)
     deferred: RecipeError | None = None
     if chosen is not None and _benchmark_tool(chosen[1]) is not None:
         # The run was measured with a benchmark tool (llama-bench), not a server: the registry's launch or
         # draft launch says how to serve the same model; without one, the tool's refusal stands.
         deferred = _not_a_server(chosen, source)
     elif chosen is not None and is_docker_run(chosen[1]):
-        return _with_environment(from_docker_run(chosen[1], engine, source, chosen[0]), environment)
+        command = from_docker_run(chosen[1], engine, source, chosen[0])
+        return _with_environment(_noted(command, step_note), environment)
+    elif chosen is not None and not starts_a_server(split_environment(chosen[1], source, chosen[0])[1]):
+        # Not a server command at all (a note, a benchmark script, prose): the launch or draft launch says how
+        # to serve the run's model; without one, the refusal of what was recorded stands.
+        deferred = _not_a_server(chosen, source)
     elif chosen is not None:
         command = read_command(chosen[1], source, chosen[0], declared_engine=engine)
-        return _with_environment(command, environment)
+        return _with_environment(_noted(command, step_note), environment)
 
     for field_name, section in (("launch", launch), ("draft_launch", draft_launch)):
         arguments = section.get("arguments")
@@ -328,12 +336,17 @@ def _registry_command(
         command = read_command(
             tokens, source, f"{field_name}.arguments", declared_engine=engine, arguments_only=not entrypoint
         )
+        if deferred is not None and chosen is not None:
+            recorded = " ".join(chosen[1])[:80]
+            command = _noted(
+                command, f"the recorded command ({recorded!r}) serves nothing the farm runs: {deferred.detail}"
+            )
         return _with_environment(command, environment)
 
     if deferred is not None:
         assert chosen is not None
         if _benchmark_tool(chosen[1]) == "llama-bench" and engine == "llama.cpp":
-            return _with_environment(_from_llama_bench(chosen, source), environment)
+            return _with_environment(_noted(_from_llama_bench(chosen, source), step_note), environment)
         raise deferred
     kind = launch.get("kind")
     if kind == "docker" and launch.get("image"):
@@ -419,6 +432,55 @@ def _in_container(argv_field: str, launch: Mapping[str, Any], draft_launch: Mapp
     process, where a path like any other is the submitter's)."""
     section = {"launch.arguments": launch, "draft_launch.arguments": draft_launch}.get(argv_field)
     return section is not None and section.get("kind") == "docker" and bool(section.get("image"))
+
+
+_SEPARATORS = frozenset({"&&", ";", "||", "&"})
+
+
+def _server_step(chosen: tuple[str, list[str]], source: str) -> tuple[tuple[str, list[str]], str | None]:
+    """A recorded command line of several commands (`server ...; bench.py ...`, `start && load`): the one step
+    that starts a server or a benchmark tool the farm translates, and a note of what was left out. Never more than
+    one server step; otherwise the tokens as they are (read_command refuses what it cannot read)."""
+    field_name, tokens = chosen
+    steps: list[list[str]] = [[]]
+    for word in tokens:
+        if word in _SEPARATORS:
+            steps.append([])
+        elif word.endswith(";") and len(word) > 1:
+            steps[-1].append(word[:-1])
+            steps.append([])
+        else:
+            steps[-1].append(word)
+    steps = [step for step in steps if step]
+    if len(steps) < 2:
+        return chosen, None
+    servers = [
+        step
+        for step in steps
+        if starts_a_server(split_environment(step, source, field_name)[1]) or _benchmark_tool(step) is not None
+    ]
+    if len(servers) != 1:
+        return chosen, None
+    others = [" ".join(step)[:80] for step in steps if step is not servers[0]]
+    return (
+        field_name,
+        servers[0],
+    ), f"the recorded line runs several commands; the server's alone is read (left out: {'; '.join(others)})"
+
+
+def _noted(command: Command, note: str | None) -> Command:
+    if note is None:
+        return command
+    return Command(
+        engine=command.engine,
+        argv=command.argv,
+        environment=command.environment,
+        source_field=command.source_field,
+        source_tokens=command.source_tokens,
+        model=command.model,
+        model_source=command.model_source,
+        notes=(*command.notes, note),
+    )
 
 
 def _from_llama_bench(chosen: tuple[str, list[str]], source: str) -> Command:

@@ -313,3 +313,43 @@ def test_sglang_serve_in_a_compose_launch() -> None:
     assert recipe.argv == ("python", "-m", "sglang.launch_server", "--model-path", "org/Model-FP8", "--tp-size", "1")
     assert recipe.container is None
     check_recipe_for_submit(recipe)
+
+
+def test_a_recorded_line_of_several_commands_reads_the_server() -> None:
+    """`llama-server ... -a name; bench.py --max-tokens 256`: the server step alone is the command (the rest is the
+    submitter's benchmark, which the farm's sweep replaces), and provenance says what was left out."""
+    observed = "llama-server -m m.gguf -ngl 99 -a served-name; bench.py --max-tokens 256 --ignore-eos"
+    recipe = parse_registry(_recipe("llama.cpp", GGUF.id, metadata=_localmaxxing(observed)), "r.json")
+    assert recipe.argv == ("llama-server", "-m", "m.gguf", "-ngl", "99", "-a", "served-name")
+    assert "left out: bench.py --max-tokens 256 --ignore-eos" in recipe.provenance.command_notes[0]
+    two_servers = "vllm serve org/a && vllm serve org/b"
+    with pytest.raises(RecipeError):
+        parse_registry(_recipe("vllm", FP8.id, metadata=_localmaxxing(two_servers)), "r.json")
+
+
+def test_a_recorded_note_falls_back_to_the_draft_launch() -> None:
+    """A recorded 'command' that serves nothing (a description of the benchmark) is not the run's command: the
+    registry's draft launch says how to serve the model, and provenance keeps what was recorded and why."""
+    draft = {"kind": "reference", "entrypoint": "/app/llama-server", "arguments": ["-hf", "org/Model-GGUF:Q4_K_M"]}
+    page = _localmaxxing("llama.cpp GGUF five-prompt benchmark")
+    recipe = parse_registry(_recipe("llama.cpp", GGUF.id, metadata=page, draft_launch=draft), "r.json")
+    assert recipe.argv == ("llama-server", "-hf", "org/Model-GGUF:Q4_K_M")
+    assert recipe.provenance.command_source == "draft_launch.arguments"
+    assert "serves nothing the farm runs" in recipe.provenance.command_notes[-1]
+    with pytest.raises(RecipeError, match="not a known engine's server") as caught:
+        parse_registry(_recipe("llama.cpp", GGUF.id, metadata=page), "r.json")
+    assert caught.value.field == "metadata.localmaxxing.observed_command"
+
+
+def test_paths_in_a_container_launch_name_its_mounts() -> None:
+    """In a container launch `/model` is the container's mount, judged as such (its source is the host's to
+    allow); the same path run as a process on the host is outside the host's roots."""
+    image = "vllm/vllm-openai@sha256:" + "f" * 64
+    mounts = [{"source": "/srv/models/m", "target": "/model", "read_only": True}]
+    launch = {"kind": "docker", "image": image, "arguments": ["--model", "/model", "-tp", "1"], "mounts": mounts}
+    recipe = parse_registry(_recipe("vllm", FP8.id, launch=launch), "r.json")
+    check_recipe_for_submit(recipe)
+    from farm.engines.policy import DEFAULT_POLICY, recipe_command
+
+    with pytest.raises(ArgumentPolicyError, match="outside this host's model and cache roots"):
+        recipe_command(recipe, DEFAULT_POLICY)
