@@ -88,8 +88,14 @@ def _volume(source: str, target: str, read_only: bool) -> str:
 
 MOUNT_ROOTS = ("MODEL_ROOT", "CACHE_ROOT")
 """The registry's placeholders for a host's own directories in a mount source (`${MODEL_ROOT}/qwen38-b70`,
-`${CACHE_ROOT}/vllm`): the host says what they are (profile `engine.policy.mount_roots`); a model root is
-mounted read-only."""
+`${CACHE_ROOT}/vllm`). The host says what MODEL_ROOT is (profile `engine.policy.mount_roots`), mounted read-only.
+A CACHE_ROOT mount is the author's cache of compiled kernels and the like: it is not mounted, and the container
+starts with an empty one of its own (a cache shared across jobs would let one job's compiled code run in the
+next)."""
+
+DATA_TARGETS = ("/model", "/models", "/workspace", "/data", "/mnt")
+"""Where a mount other than the model cache may appear inside the container: data directories, never over the
+image's own system or engine files (a file mounted over /etc/ld.so.preload or the server binary would be code)."""
 _ROOTED = re.compile(r"^\$\{(?P<root>[A-Z_]+)\}(?P<rest>(?:/[^/]+)*)/?$")
 
 
@@ -120,6 +126,12 @@ def _under_root(source: str, policy: EnginePolicy) -> tuple[str, str] | None:
     return resolved, root
 
 
+def _check_data_target(target: str) -> None:
+    parts = target.split("/")
+    if ".." in parts or not any(target == t or target.startswith(t + "/") for t in DATA_TARGETS):
+        raise _refuse(repr(target), f"a mount may appear only under {', '.join(DATA_TARGETS)} inside the container")
+
+
 def _mounts(
     container: ContainerLaunch, model_cache: str | None, policy: EnginePolicy, cache_read_only: bool = True
 ) -> list[str]:
@@ -130,13 +142,17 @@ def _mounts(
     volumes: list[str] = []
     cache_mounted = False
     for mount in container.mounts:
+        at_cache = mount.target.rstrip("/").endswith("/.cache/huggingface")
         rooted = _under_root(mount.source, policy)
         if rooted is not None:
             source, root = rooted
-            volumes.append(_volume(source, mount.target, mount.read_only or root == "MODEL_ROOT"))
+            if root == "CACHE_ROOT" or at_cache:
+                continue  # the author's cache: the container gets its own (the worker's model cache, below)
+            _check_data_target(mount.target)
+            volumes.append(_volume(source, mount.target, True))
             continue
         source = os.path.expanduser(mount.source)
-        if mount.target.rstrip("/").endswith("/.cache/huggingface"):
+        if at_cache:
             if model_cache is not None:
                 source = model_cache
             elif source != default_cache and source not in allowed:
@@ -146,6 +162,7 @@ def _mounts(
             continue
         elif source not in allowed:
             raise _refuse(repr(mount.source), "the only mount is the model cache; this host's profile allows no other")
+        _check_data_target(mount.target)
         volumes.append(_volume(source, mount.target, mount.read_only))
     if model_cache is not None and not cache_mounted:
         volumes.append(_volume(model_cache, CONTAINER_HF_CACHE, cache_read_only))
@@ -192,8 +209,13 @@ def _all_sources(container: ContainerLaunch) -> frozenset[str]:
 
 def container_path_roots(container: ContainerLaunch, roots: Sequence[str]) -> tuple[str, ...]:
     """Where the engine's arguments may name files inside the container: the host's roots, the container's model
-    cache, and the targets of its mounts (each mount's source is judged on the host: _mounts)."""
-    targets = [mount.target for mount in container.mounts if mount.target.startswith("/")]
+    cache, and the targets of its read-only mounts (each mount's source and target are judged on the host:
+    _mounts). A writable mount is no root: what one job writes there must not be what the engine loads."""
+    targets = [
+        mount.target
+        for mount in container.mounts
+        if (mount.read_only or mount.source.startswith("${MODEL_ROOT}")) and mount.target.startswith("/")
+    ]
     return tuple(dict.fromkeys((*roots, CONTAINER_HF_CACHE, *targets)))
 
 

@@ -47,10 +47,6 @@ ALLOWED_PREFIXES = (
     "SAFETENSORS_",
     "B12X_",
     "CUTE_DSL_",
-    "CCL_",
-    "ONECCL_",
-    "SYCL_",
-    "ZE_",
 )
 """Name prefixes of tuning variables a recipe may set."""
 

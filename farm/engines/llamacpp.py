@@ -249,7 +249,7 @@ def llama_bench_to_server(argv: Sequence[str]) -> tuple[tuple[str, ...], tuple[s
     A value list (`-ngl 28,99`: llama-bench runs each) is refused: the server runs one configuration. A `-m`
     without a value (pages that hid the path) is dropped: the model then comes from the recipe's instance."""
     tokens = list(argv)
-    if not tokens or not re.fullmatch(r"(?:.*/)?llama-bench", tokens[0]):
+    if not tokens or not re.fullmatch(r"(?:.*[/\\])?llama-bench(?:\.exe)?", tokens[0], flags=re.IGNORECASE):
         raise ArgumentPolicyError(f"not a llama-bench command: {' '.join(tokens[:2])!r}", field="argv")
     out: list[str] = ["llama-server"]
     dropped: list[str] = []

@@ -225,7 +225,7 @@ _DOCKER_REFUSED = {
 }
 _IMAGE_ENGINES = (
     (re.compile(r"^(?:docker\.io/)?vllm/vllm-openai(?:[:@]|$)"), "vllm"),
-    (re.compile(r"^(?:ghcr\.io/)?ggml-org/llama\.cpp:(?:full|server|light)?"), "llama.cpp"),
+    (re.compile(r"^(?:ghcr\.io/)?ggml-org/llama\.cpp:server"), "llama.cpp"),
     (re.compile(r"^(?:docker\.io/)?lmsysorg/sglang(?:[:@]|$)"), "sglang"),
 )
 """Engines' official images, and the engine each runs: vLLM's and llama.cpp's `server` images start the server
@@ -249,8 +249,9 @@ def from_docker_run(tokens: Sequence[str], engine: str, source: str, field_name:
     local path (resolve_model). An `--entrypoint` or an image that is not the engine's official one is refused:
     what it runs cannot be judged."""
     rest = list(tokens)
+    client_words = []
     while rest and _ENV_WORD.match(rest[0]):
-        rest.pop(0)
+        client_words.append(rest.pop(0).partition("=")[0])
     rest = rest[2:]
     environment: dict[str, str] = {}
     index = 0
@@ -273,6 +274,12 @@ def from_docker_run(tokens: Sequence[str], engine: str, source: str, field_name:
         raise RecipeError("a docker run without an image", source=source, field=field_name)
     image, arguments = rest[index], rest[index + 1 :]
     runs = next((name for pattern, name in _IMAGE_ENGINES if pattern.match(image)), None)
+    if runs is not None and runs != engine:
+        raise RecipeError(
+            f"a docker run of {image!r}, which runs {runs}, not the recipe's engine {engine}",
+            source=source,
+            field=field_name,
+        )
     if runs is None:
         raise RecipeError(
             f"a docker run of {image!r}, which is not {engine}'s official image: what its entrypoint runs cannot "
@@ -287,7 +294,14 @@ def from_docker_run(tokens: Sequence[str], engine: str, source: str, field_name:
         environment={**check_environment(environment, source, field_name), **command.environment},
         source_field=field_name,
         source_tokens=tuple(tokens),
-        notes=(f"read from a docker run of {image}: the engine's arguments and -e variables; the worker runs them",),
+        notes=(
+            f"read from a docker run of {image}: the engine's arguments and -e variables; the worker runs them"
+            + (
+                f" (the docker client's own variables {', '.join(client_words)} are not the engine's)"
+                if client_words
+                else ""
+            ),
+        ),
     )
 
 
@@ -496,8 +510,22 @@ def without_closing_fence(tokens: Sequence[str]) -> list[str]:
     return rest
 
 
+_ENGINE_WORDS = frozenset({"vllm", "llama-server", "sglang", "ollama", "lms", "mlx_lm.server", "mlx_lm", "hipfire"})
+
+
+def mentions_an_engine(tokens: Sequence[str]) -> bool:
+    """Whether a recorded line names an engine's server anywhere (behind a wrapper such as `nohup` or `uv run`, or
+    as a Python module), as opposed to a note or a script that serves nothing."""
+    return any(
+        executable_name(token) in _ENGINE_WORDS or token in _PYTHON_MODULES or token.startswith("sglang.")
+        for token in tokens
+    )
+
+
 def starts_a_server(tokens: Sequence[str]) -> bool:
     """Whether the tokens start with a known engine's server command."""
+    if not tokens:
+        return False
     try:
         _launcher_of(tokens, "", "")
     except RecipeError:
@@ -740,6 +768,9 @@ _SYNTH_MODEL_FLAG = {"llama.cpp": "--hf-repo"}
 """The model flag a built command uses where it differs from MODEL_FLAGS' first (instance models are
 repositories, `REPO:QUANT` for llama.cpp)."""
 
+_REVISION_OPTION = {"vllm": "--revision", "sglang": "--revision"}
+"""Engines that load a repository at a pinned commit, and the option that pins it."""
+
 _WINDOWS_PATH = re.compile(r"^[A-Za-z]:[\\/]")
 _HF_CACHE = re.compile(
     r"(?:^|/)models--(?P<owner>[^/]+?)--(?P<name>[^/]+)/snapshots/(?P<revision>[0-9a-f]{40})(?:/(?P<file>.+))?$"
@@ -792,12 +823,18 @@ def resolve_model(
     cached = _HF_CACHE.search(model)
     if cached is not None:
         repository = f"{cached['owner']}/{cached['name']}"
+        revision = cached["revision"]
+        note = f"the local path {model!r} is a Hugging Face cache of {repository} at {revision}"
         if engine == "llama.cpp" and cached["file"]:
+            # llama-server's -hf downloads the repository's current file: the snapshot's commit is in the note.
             new = ["--hf-repo", repository, "--hf-file", cached["file"]]
-        else:
-            new = _model_tokens(engine, repository)
-        note = f"the local path {model!r} is a Hugging Face cache of {repository} at {cached['revision']}"
-        return _with_model(engine, args, launcher, flags, new), note
+            return _with_model(engine, args, launcher, flags, new), note
+        if cached["file"] or engine not in _REVISION_OPTION:
+            return args, None  # one file of a repository, or no way to pin it: the path stays, for the policy
+        pinned = [*_with_model(engine, args, launcher, flags, _model_tokens(engine, repository))]
+        if _REVISION_OPTION[engine] not in pinned:
+            pinned += [_REVISION_OPTION[engine], revision]
+        return pinned, note
     if instance is None:
         return args, None
     try:

@@ -283,19 +283,38 @@ def without_credentials(fields: dict[str, Any]) -> dict[str, Any]:
     provenance = out.get("provenance")
     if isinstance(provenance, dict):
         provenance = dict(provenance)
-        tokens = provenance.get("source_command") or ()
-        provenance["source_command"] = tuple(_redact(token) for token in tokens)
+        tokens = list(provenance.get("source_command") or ())
+        provenance["source_command"] = tuple(_redact_command(tokens))
         if dropped:
             provenance["dropped_environment"] = tuple(sorted(set(dropped)))
         out["provenance"] = provenance
     return out
 
 
+_SECRET_VALUE = re.compile(r"(hf_[A-Za-z0-9]{20,}|sk-[A-Za-z0-9_-]{20,}|ghp_[A-Za-z0-9]{20,})")
+"""Credential-shaped values (the argument policy's test, farm.engines.policy), wherever they appear."""
+
+
 def _redact(token: str) -> str:
+    """`NAME=secret`, `--env=NAME=secret` and `-e=NAME=secret` with a credential's name, and any credential-shaped
+    value, redacted."""
+    option, has_option, rest = token.partition("=")
+    if has_option and option in ("-e", "--env"):
+        return f"{option}={_redact(rest)}"
     name, equals, _value = token.partition("=")
     if equals and not name.startswith("-") and name.isidentifier() and _SECRET_NAME.search(name):
         return f"{name}={REDACTED}"
-    return token
+    return _SECRET_VALUE.sub(REDACTED, token)
+
+
+def _redact_command(tokens: list[str]) -> list[str]:
+    """A command's tokens with every credential redacted, including the value of a flattened `env:` list entry
+    whose name is a credential's (`name:`, `HF_TOKEN`, `value:`, `hf_...`)."""
+    out = [_redact(token) for token in tokens]
+    for index in range(len(out) - 3):
+        if out[index] == "name:" and _SECRET_NAME.search(out[index + 1]) and out[index + 2] == "value:":
+            out[index + 3] = REDACTED
+    return out
 
 
 def build(source: str, **fields: Any) -> Recipe:

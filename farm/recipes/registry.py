@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import posixpath
 from collections.abc import Mapping
@@ -23,6 +24,7 @@ from farm.recipes.commands import (
     is_docker_run,
     is_placeholder,
     json_damage,
+    mentions_an_engine,
     model_in_argv,
     read_command,
     resolve_model,
@@ -143,7 +145,11 @@ def parse_registry(text: str, source: str, *, content_sha256: str | None = None)
         sizes = parallel_sizes(argv, source=source, field=argv_field, engine=engine.name)
         devices = sizes["tensor"] * sizes["pipeline"] * sizes["data"]
         inferred = isinstance(dig(data, "metadata.rig_resolution"), Mapping)
-        if devices != hardware_count and inferred and argv_field not in (_SYNTHESIZED, "argv"):
+        # A draft the registry synthesized states the devices only where it names a parallel size itself.
+        recorded = argv_field not in (_SYNTHESIZED, "argv") and not (
+            argv_field == "draft_launch.arguments" and draft_launch.get("synthesized") and not _names_parallel(argv)
+        )
+        if devices != hardware_count and inferred and recorded and devices <= _MAX_HOST_DEVICES:
             # The registry inferred the rig (metadata.rig_resolution: "the launch does not state hardware"): the
             # command's own parallelism is what the recipe states about its devices.
             notes_on_command.append(
@@ -151,7 +157,7 @@ def parse_registry(text: str, source: str, *, content_sha256: str | None = None)
                 f"{argv_field} runs on {devices} device(s) ({describe_parallel(sizes)}): the job asks for {devices}"
             )
             hardware_count = devices
-        elif devices < hardware_count and argv_field not in (_SYNTHESIZED, "argv"):
+        elif devices < hardware_count and recorded:
             # A recorded command is the most concrete thing a registry recipe says: it ran on fewer devices than
             # the rig has (recipe ids such as `...-tp1` with hardware_count 2 say the same), so the job asks for
             # what it runs on. The farm's own `argv` shape is written for the farm: there a mismatch is an error.
@@ -182,6 +188,8 @@ def parse_registry(text: str, source: str, *, content_sha256: str | None = None)
     if argv_field == "launch.arguments" or (launch.get("kind") == "docker" and draft_launch.get("kind") != "docker"):
         if launch.get("kind") == "docker" and launch.get("image"):
             container = _container(launch, source, "launch")
+            if argv_field != "launch.arguments":
+                container = _running(container, engine.name, argv, command.environment)
     elif draft_launch.get("kind") == "docker":
         container = _container(draft_launch, source, "draft_launch")
         if argv_field != "draft_launch.arguments":
@@ -305,9 +313,15 @@ def _registry_command(
     elif chosen is not None and is_docker_run(chosen[1]):
         command = from_docker_run(chosen[1], engine, source, chosen[0])
         return _with_environment(_noted(command, step_note), environment)
-    elif chosen is not None and not starts_a_server(split_environment(chosen[1], source, chosen[0])[1]):
+    elif (
+        chosen is not None
+        and not starts_a_server(split_environment(chosen[1], source, chosen[0])[1])
+        and not mentions_an_engine(chosen[1])
+    ):
         # Not a server command at all (a note, a benchmark script, prose): the launch or draft launch says how
-        # to serve the run's model; without one, the refusal of what was recorded stands.
+        # to serve the run's model; without one, the refusal of what was recorded stands. A line that names an
+        # engine anywhere (`nohup vllm serve ...`, `uv run vllm serve ...`) is a command the farm cannot read,
+        # refused as such: falling back would run another command than the recorded one.
         deferred = _not_a_server(chosen, source)
     elif chosen is not None:
         command = read_command(chosen[1], source, chosen[0], declared_engine=engine)
@@ -436,6 +450,17 @@ def _in_container(argv_field: str, launch: Mapping[str, Any], draft_launch: Mapp
 
 _SEPARATORS = frozenset({"&&", ";", "||", "&"})
 
+_MAX_HOST_DEVICES = 8
+"""The most accelerators one worker host has (an 8-GPU node): an inferred rig is never taken past it."""
+
+
+_PARALLEL_SPELLINGS = ("--tensor-parallel-size", "-tp", "--tp-size", "--tp", "--pipeline-parallel-size", "-pp")
+
+
+def _names_parallel(argv: list[str]) -> bool:
+    """Whether a command names a parallel size itself (in any spelling, `--opt=value` included)."""
+    return any(token.partition("=")[0].replace("_", "-") in _PARALLEL_SPELLINGS for token in argv)
+
 
 def _server_step(chosen: tuple[str, list[str]], source: str) -> tuple[tuple[str, list[str]], str | None]:
     """A recorded command line of several commands (`server ...; bench.py ...`, `start && load`): the one step
@@ -469,18 +494,7 @@ def _server_step(chosen: tuple[str, list[str]], source: str) -> tuple[tuple[str,
 
 
 def _noted(command: Command, note: str | None) -> Command:
-    if note is None:
-        return command
-    return Command(
-        engine=command.engine,
-        argv=command.argv,
-        environment=command.environment,
-        source_field=command.source_field,
-        source_tokens=command.source_tokens,
-        model=command.model,
-        model_source=command.model_source,
-        notes=(*command.notes, note),
-    )
+    return command if note is None else dataclasses.replace(command, notes=(*command.notes, note))
 
 
 def _from_llama_bench(chosen: tuple[str, list[str]], source: str) -> Command:
@@ -575,14 +589,7 @@ def _steps(tokens: list[str]) -> list[list[str]]:
 def _with_environment(command: Command, environment: Mapping[str, str]) -> Command:
     if not environment:
         return command
-    merged = {**environment, **command.environment}
-    return Command(
-        engine=command.engine,
-        argv=command.argv,
-        environment=merged,
-        source_field=command.source_field,
-        source_tokens=command.source_tokens,
-    )
+    return dataclasses.replace(command, environment={**environment, **command.environment})
 
 
 def _entrypoint(value: object, source: str, field_name: str) -> list[str]:

@@ -119,8 +119,8 @@ class PolicySection(_Section):
     allowed_mount_sources: tuple[str, ...] = ()
     mount_roots: dict[str, str] = Field(
         default_factory=dict,
-        description="what the registry's mount placeholders stand for on this host: MODEL_ROOT (mounted read-only) "
-        "and CACHE_ROOT, e.g. {MODEL_ROOT = '/srv/models', CACHE_ROOT = '/srv/cache'}",
+        description="what the registry's mount placeholders stand for on this host: MODEL_ROOT (mounted read-only), "
+        "e.g. {MODEL_ROOT = '/srv/models'}; CACHE_ROOT mounts are never mounted",
     )
     serve_args_file: str | None = Field(None, description="a vLLM argument list generated on this host")
     llamacpp_args_file: str | None = Field(

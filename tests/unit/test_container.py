@@ -205,8 +205,9 @@ def test_policy_opens_tags_and_mounts(home: Path) -> None:
 
 
 def test_registry_mount_roots_are_the_hosts_own(home: Path) -> None:
-    """`${CACHE_ROOT}/vllm` and `${MODEL_ROOT}/m` are the registry's placeholders for a host's own directories: the
-    host's profile says what they are, a model root is mounted read-only, and nothing climbs out of a root."""
+    """`${MODEL_ROOT}/m` is the registry's placeholder for a host's model directory: the host's profile says what
+    it is, and it is mounted read-only under a data directory. `${CACHE_ROOT}/vllm` is the author's cache: not
+    mounted (a cache shared across jobs would let one job's compiled code run in the next)."""
     mounts = (
         Mount(source="${CACHE_ROOT}/vllm", target="/root/.cache/vllm"),
         Mount(source="${MODEL_ROOT}/qwen38", target="/models"),
@@ -216,39 +217,51 @@ def test_registry_mount_roots_are_the_hosts_own(home: Path) -> None:
         launch(mounts=mounts), gpus=[], host_port=1, name="n", model_cache="/srv/hf", extra_env={}, policy=roots
     )
     volumes = [argv[i + 1] for i, token in enumerate(argv) if token == "-v"]
-    assert volumes == [
-        "/srv/cache/vllm:/root/.cache/vllm",
-        f"{home}/models/qwen38:/models:ro",
-        "/srv/hf:/root/.cache/huggingface:ro",
-    ]
-    for source, phrase in (
-        ("${CACHE_ROOT}/../../etc", "climb out"),
-        ("${HOME}/x", "does not know"),
-        ("${MODEL_ROOT}/m", "names no MODEL_ROOT"),
+    assert volumes == [f"{home}/models/qwen38:/models:ro", "/srv/hf:/root/.cache/huggingface:ro"]
+    for source, target, phrase in (
+        ("${MODEL_ROOT}/../../etc", "/models", "climb out"),
+        ("${HOME}/x", "/models", "does not know"),
+        ("${MODEL_ROOT}/m", "/etc/ld.so.preload", "only under /model"),
+        ("${MODEL_ROOT}/m", "/app/llama-server", "only under /model"),
+        ("${MODEL_ROOT}/m", "/models/../etc", "only under /model"),
     ):
-        policy = EnginePolicy(mount_roots={"CACHE_ROOT": "/srv/cache"})
+        policy = EnginePolicy(mount_roots={"MODEL_ROOT": "/srv/models"})
         with pytest.raises(ArgumentPolicyError, match=phrase):
             docker_run_argv(
-                launch(mounts=(Mount(source=source, target="/x"),)),
+                launch(mounts=(Mount(source=source, target=target),)),
                 gpus=[], host_port=1, name="n", model_cache=None, extra_env={}, policy=policy,
             )  # fmt: skip
+    with pytest.raises(ArgumentPolicyError, match="names no MODEL_ROOT"):
+        docker_run_argv(
+            launch(mounts=(Mount(source="${MODEL_ROOT}/m", target="/models"),)),
+            gpus=[], host_port=1, name="n", model_cache=None, extra_env={}, policy=EnginePolicy(),
+        )  # fmt: skip
 
 
 def test_a_link_under_a_mount_root_does_not_carry_the_mount_out(tmp_path: Path) -> None:
-    """A writable cache root may hold a link an earlier container made (`evil -> /etc`): the mount is judged
-    where it really leads, so it cannot reach beyond the root."""
-    cache = tmp_path / "cache"
-    cache.mkdir()
-    (cache / "evil").symlink_to("/etc")
-    (cache / "vllm").mkdir()
-    policy = EnginePolicy(mount_roots={"CACHE_ROOT": str(cache)})
-    with pytest.raises(ArgumentPolicyError, match="outside this host's CACHE_ROOT"):
+    """A model root may hold a link (`evil -> /etc`): the mount is judged where it really leads."""
+    models = tmp_path / "models"
+    models.mkdir()
+    (models / "evil").symlink_to("/etc")
+    (models / "m").mkdir()
+    policy = EnginePolicy(mount_roots={"MODEL_ROOT": str(models)})
+    with pytest.raises(ArgumentPolicyError, match="outside this host's MODEL_ROOT"):
         docker_run_argv(
-            launch(mounts=(Mount(source="${CACHE_ROOT}/evil", target="/x"),)),
+            launch(mounts=(Mount(source="${MODEL_ROOT}/evil", target="/models"),)),
             gpus=[], host_port=1, name="n", model_cache=None, extra_env={}, policy=policy,
         )  # fmt: skip
     argv = docker_run_argv(
-        launch(mounts=(Mount(source="${CACHE_ROOT}/vllm", target="/root/.cache/vllm"),)),
+        launch(mounts=(Mount(source="${MODEL_ROOT}/m", target="/models"),)),
         gpus=[], host_port=1, name="n", model_cache=None, extra_env={}, policy=policy,
     )  # fmt: skip
-    assert f"{cache}/vllm:/root/.cache/vllm" in argv
+    assert f"{models}/m:/models:ro" in argv
+
+
+def test_an_allowed_mount_still_lands_in_a_data_directory() -> None:
+    """Even a source the host allows is never mounted over the image's own files."""
+    policy = EnginePolicy(allowed_mount_sources=frozenset({"/srv/assets"}))
+    with pytest.raises(ArgumentPolicyError, match="only under /model"):
+        docker_run_argv(
+            launch(mounts=(Mount(source="/srv/assets", target="/usr/lib/x"),)),
+            gpus=[], host_port=1, name="n", model_cache=None, extra_env={}, policy=policy,
+        )  # fmt: skip

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from farm.engines.policy import canonical_command, check_recipe_for_submit
-from farm.errors import ArgumentPolicyError, RecipeError
+from farm.errors import ArgumentPolicyError, InputError, RecipeError
 from farm.recipes import instances
 from farm.recipes.instances import Instance
 from farm.recipes.parse import parse_registry
@@ -152,7 +152,10 @@ def test_a_huggingface_cache_path_names_its_repository() -> None:
 
     page = _localmaxxing(f"vllm serve /root/.cache/huggingface/hub/models--org--Model-FP8/snapshots/{'e' * 40} -tp 2")
     recipe = parse_registry(_recipe("vllm", FP8.id, count=2, metadata=page), "r.json")
-    assert recipe.argv == ("vllm", "serve", "org/Model-FP8", "-tp", "2")
+    assert recipe.argv == ("vllm", "serve", "org/Model-FP8", "-tp", "2", "--revision", "e" * 40)
+    gguf_file = f"/root/.cache/huggingface/hub/models--org--Model-GGUF/snapshots/{'e' * 40}/m-Q4_K_M.gguf"
+    recipe = parse_registry(_recipe("vllm", FP8.id, metadata=_localmaxxing(f"vllm serve {gguf_file}")), "r.json")
+    assert recipe.argv == ("vllm", "serve", gguf_file)  # one file of a repository: left for the policy to judge
 
 
 def test_a_local_path_stands_for_the_instance() -> None:
@@ -353,3 +356,104 @@ def test_paths_in_a_container_launch_name_its_mounts() -> None:
 
     with pytest.raises(ArgumentPolicyError, match="outside this host's model and cache roots"):
         recipe_command(recipe, DEFAULT_POLICY)
+
+
+def test_a_wrapped_server_command_is_not_swapped_for_the_draft() -> None:
+    """`nohup vllm serve ...` names an engine: it is a command the farm cannot read, refused as such, never
+    replaced by the registry's shorter draft."""
+    draft = {"kind": "reference", "entrypoint": "vllm", "arguments": ["serve", "--model", "org/Model-FP8"]}
+    page = _localmaxxing("nohup vllm serve org/Model-FP8 --max-model-len 131072 > log 2>&1")
+    with pytest.raises(RecipeError, match="not a known engine's server"):
+        parse_registry(_recipe("vllm", FP8.id, metadata=page, draft_launch=draft), "r.json")
+
+
+@pytest.mark.parametrize("observed", ["GGML_X=1", "env", "FOO=1; llama-server -m /models/x.gguf", "A=1 && B=2"])
+def test_environment_only_steps_are_input_errors(observed: str) -> None:
+    """A recorded line (or a step of it) that is only environment words is read or refused with a reason, never a
+    crash (IndexError before this was fixed)."""
+    outcome = _outcome(_recipe("llama.cpp", GGUF.id, metadata=_localmaxxing(observed)))
+    assert outcome == "ok" or outcome.startswith("refused: ")
+
+
+def _outcome(document: str) -> str:
+    try:
+        check_recipe_for_submit(parse_registry(document, "r.json"))
+    except InputError as exc:
+        return f"refused: {exc.detail}"
+    return "ok"
+
+
+def test_notes_survive_the_recorded_environment() -> None:
+    """A llama-bench page with environment words keeps its translation note (and the words go to the environment)."""
+    page = {
+        "localmaxxing": {
+            "observed_command": "",
+            "tokenized": {"arguments": BENCH.split(), "environment": {"GGML_CUDA_NO_PINNED": "1"}},
+        }
+    }
+    recipe = parse_registry(_recipe("llama.cpp", GGUF.id, metadata=page), "r.json")
+    assert recipe.environment == {"GGML_CUDA_NO_PINNED": "1"}
+    assert any("translated from llama-bench" in note for note in recipe.provenance.command_notes)
+
+
+@pytest.mark.parametrize(
+    "secret_tokens",
+    [
+        ["docker", "run", "--env=HF_TOKEN=hf_abcdefghijklmnopqrstuvwxyz", "vllm/vllm-openai:v1", "--model", "org/m"],
+        ["docker", "run", "-e", "X=hf_abcdefghijklmnopqrstuvwxyz", "vllm/vllm-openai:v1", "--model", "org/m"],
+    ],
+)
+def test_no_credential_reaches_provenance(secret_tokens: list[str]) -> None:
+    """Credentials are redacted from the recorded command provenance keeps, in every spelling."""
+    page = _localmaxxing(" ".join(secret_tokens), tokenized={"arguments": secret_tokens})
+    recipe = parse_registry(_recipe("vllm", FP8.id, metadata=page), "r.json")
+    assert not any("hf_abcdefghijklmnopqrstuvwxyz" in token for token in recipe.provenance.source_command)
+    tokens = ["-", "--model", "-", "org/m", "-", "--enforce-eager", "env:", "-", "name:", "HF_TOKEN", "value:", "abc"]
+    launch = {"kind": "docker", "image": "vllm/vllm-openai@sha256:" + "f" * 64, "arguments": tokens}
+    recipe = parse_registry(_recipe("vllm", FP8.id, launch=launch), "r.json")
+    assert "abc" not in recipe.provenance.source_command
+    assert "HF_TOKEN" not in recipe.environment
+
+
+def test_a_docker_launch_runs_the_recorded_command() -> None:
+    """Where the command comes from the recorded line and the image from a docker launch with other arguments,
+    the container runs the recorded (judged) command."""
+    image = "vllm/vllm-openai@sha256:" + "f" * 64
+    launch = {"kind": "docker", "image": image, "arguments": ["--model", "org/OTHER", "--enforce-eager"]}
+    page = _localmaxxing("vllm serve org/Model-FP8 --max-model-len 4096")
+    recipe = parse_registry(_recipe("vllm", FP8.id, metadata=page, launch=launch), "r.json")
+    assert recipe.container is not None
+    assert recipe.container.arguments == ("org/Model-FP8", "--max-model-len", "4096")
+
+
+def test_a_synthesized_draft_says_nothing_of_the_devices() -> None:
+    """The registry's synthesized draft without a tensor-parallel option on two devices is no statement that the
+    run used one; and an inferred rig is never taken past one host's eight devices."""
+    draft = {
+        "kind": "reference",
+        "entrypoint": "vllm",
+        "arguments": ["serve", "--model", "org/Model-FP8"],
+        "synthesized": {"t": 1},
+    }
+    with pytest.raises(RecipeError, match="runs on 1 device"):
+        parse_registry(_recipe("vllm", FP8.id, count=2, draft_launch=draft), "r.json")
+    metadata = {**_localmaxxing("vllm serve org/Model-FP8 -tp 16"), "rig_resolution": {"note": "inferred"}}
+    with pytest.raises(RecipeError, match="runs on 16 device"):
+        parse_registry(_recipe("vllm", FP8.id, count=1, metadata=metadata), "r.json")
+
+
+def test_a_docker_run_of_another_engines_image_is_refused() -> None:
+    """A docker run is read only as the official server image of the recipe's own engine."""
+    observed = "docker run vllm/vllm-openai:v1 --model org/m"
+    with pytest.raises(RecipeError, match=r"runs vllm, not the recipe's engine llama\.cpp"):
+        parse_registry(_recipe("llama.cpp", GGUF.id, metadata=_localmaxxing(observed)), "r.json")
+    observed = "docker run ghcr.io/ggml-org/llama.cpp:light -m /models/m.gguf"
+    with pytest.raises(RecipeError, match=r"not llama\.cpp's official image"):
+        parse_registry(_recipe("llama.cpp", GGUF.id, metadata=_localmaxxing(observed)), "r.json")
+
+
+def test_a_loader_variable_is_refused() -> None:
+    """Level Zero's ZE_ENABLE_ALT_DRIVERS loads any shared library: not a tuning variable."""
+    observed = "ZE_ENABLE_ALT_DRIVERS=/models/evil.so llama-server -m /models/m.gguf"
+    with pytest.raises(ArgumentPolicyError, match="ZE_ENABLE_ALT_DRIVERS"):
+        check_recipe_for_submit(parse_registry(_recipe("llama.cpp", GGUF.id, metadata=_localmaxxing(observed)), "r"))
