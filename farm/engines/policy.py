@@ -26,6 +26,7 @@ from farm.engines.judge import DEFAULT_PATH_ROOTS, Judgement, judge
 from farm.engines.registry import engine_kind, launchable_engines
 from farm.engines.vllm_args import CODE_LOADING
 from farm.errors import ArgumentPolicyError
+from farm.recipes.fields import CREDENTIAL_VALUE
 
 if TYPE_CHECKING:
     from farm.recipes.model import Recipe
@@ -42,7 +43,7 @@ _SHELL_PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"&&"), "'&&' (command chaining)"),
     (re.compile(r"^\s*\|"), "a leading '|' (a pipe)"),
 )
-_SECRET_VALUE = re.compile(r"\b(hf_[A-Za-z0-9]{20,}|sk-[A-Za-z0-9_-]{20,}|ghp_[A-Za-z0-9]{20,})\b")
+_SECRET_VALUE = re.compile(rf"\b{CREDENTIAL_VALUE}\b")
 
 
 @dataclass(frozen=True)

@@ -291,8 +291,11 @@ def without_credentials(fields: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-_SECRET_VALUE = re.compile(r"(hf_[A-Za-z0-9]{20,}|sk-[A-Za-z0-9_-]{20,}|ghp_[A-Za-z0-9]{20,})")
-"""Credential-shaped values (the argument policy's test, farm.engines.policy), wherever they appear."""
+CREDENTIAL_VALUE = r"(hf_[A-Za-z0-9]{20,}|sk-[A-Za-z0-9_-]{20,}|ghp_[A-Za-z0-9]{20,})"
+"""A credential-shaped value: Hugging Face, OpenAI-style and GitHub tokens (farm.engines.policy refuses a token
+that holds one as a word)."""
+_SECRET_VALUE = re.compile(CREDENTIAL_VALUE)
+"""Redacted wherever it appears."""
 
 
 def _redact(token: str) -> str:

@@ -105,7 +105,9 @@ def parse_registry(text: str, source: str, *, content_sha256: str | None = None)
         raise RecipeError(f"expected a non-empty string, got {instance!r}", source=source, field="model_instance_id")
 
     resolved = instances.lookup(instance) if isinstance(instance, str) else None
-    command = _registry_command(data, engine.name, localmaxxing, tokenized, launch, draft_launch, source)
+    command = _registry_command(
+        data, engine.name, localmaxxing, tokenized, launch, draft_launch, source, hardware_count
+    )
     argv_field = command.source_field
     argv = list(command.argv)
     check_launch(argv, engine.name, source, argv_field)
@@ -265,6 +267,7 @@ def _registry_command(
     launch: Mapping[str, Any],
     draft_launch: Mapping[str, Any],
     source: str,
+    hardware_count: int,
 ) -> Command:
     """The launch command, from the most faithful source the document has (see parse_registry)."""
     if "argv" in data:
@@ -405,9 +408,7 @@ def _registry_command(
     flags_field = f"{_REGISTRY_LM}.engine_flags"
     flags = mapping(localmaxxing.get("engine_flags"), source, flags_field)
     serving = mapping(data.get("serving"), source, "serving")
-    argv = synthesize(
-        engine, model, flags, source, flags_field, serving=serving, hardware_count=_count(data.get("hardware_count"))
-    )
+    argv = synthesize(engine, model, flags, source, flags_field, serving=serving, hardware_count=hardware_count)
     notes: tuple[str, ...] = ()
     if model is None:
         notes = (f"the model is registry instance {instance!r}; the host maps it to its own file",)
@@ -434,10 +435,6 @@ def _benchmark_tool(tokens: list[str]) -> str | None:
         name = executable_name(token)
         return name if name in NOT_SERVERS else None
     return None
-
-
-def _count(value: object) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 1
 
 
 def _in_container(argv_field: str, launch: Mapping[str, Any], draft_launch: Mapping[str, Any]) -> bool:
@@ -467,16 +464,7 @@ def _server_step(chosen: tuple[str, list[str]], source: str) -> tuple[tuple[str,
     that starts a server or a benchmark tool the farm translates, and a note of what was left out. Never more than
     one server step; otherwise the tokens as they are (read_command refuses what it cannot read)."""
     field_name, tokens = chosen
-    steps: list[list[str]] = [[]]
-    for word in tokens:
-        if word in _SEPARATORS:
-            steps.append([])
-        elif word.endswith(";") and len(word) > 1:
-            steps[-1].append(word[:-1])
-            steps.append([])
-        else:
-            steps[-1].append(word)
-    steps = [step for step in steps if step]
+    steps = _steps(tokens)
     if len(steps) < 2:
         return chosen, None
     servers = [
@@ -576,14 +564,18 @@ def _more_faithful(
 
 
 def _steps(tokens: list[str]) -> list[list[str]]:
-    """A command line's `&&`-joined commands."""
+    """A command line's commands, split where a shell would split them (`&&`, `||`, `&`, `;`, and a word ending in
+    `;`), without the empty ones."""
     steps: list[list[str]] = [[]]
     for word in tokens:
-        if word == "&&":
+        if word in _SEPARATORS:
+            steps.append([])
+        elif word.endswith(";") and len(word) > 1:
+            steps[-1].append(word[:-1])
             steps.append([])
         else:
             steps[-1].append(word)
-    return steps
+    return [step for step in steps if step]
 
 
 def _with_environment(command: Command, environment: Mapping[str, str]) -> Command:
