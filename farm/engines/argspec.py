@@ -108,6 +108,9 @@ class ArgSpec:
     """Short options glued to their value (`-O3` is `--optimization-level 3` in vLLM): regex prefix -> option."""
     device_options: tuple[str, ...] = ()
     """Options whose product is the number of devices the engine uses (tensor x pipeline x data parallel)."""
+    devices_shared_when: Mapping[str, str] = field(default_factory=dict)
+    """Device option -> switch: with the switch on, that option's size adds no devices (SGLang's data-parallel
+    attention runs its `--dp-size` ranks inside the tensor-parallel devices)."""
     switch_values: Mapping[str, bool | None] = field(default_factory=dict)
     """Values a newer engine takes after an option this version reads as a bare switch (llama.cpp's `-fa on`):
     True sets the switch, False leaves it off, None leaves the engine's default (the option is dropped)."""
@@ -172,6 +175,11 @@ class CanonicalCommand:
     def value(self, name: str) -> str | None:
         option = self.get(name)
         return option.values[0] if option is not None and option.values else None
+
+    def enabled(self, name: str) -> bool:
+        """Whether a switch is given and on."""
+        option = self.get(name)
+        return option is not None and option.enabled
 
     def without(self, *names: str) -> CanonicalCommand:
         kept = tuple(o for o in self.options if o.name not in names)

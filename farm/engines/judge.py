@@ -266,6 +266,10 @@ def _check_devices(command: CanonicalCommand, judgement: Judgement) -> None:
             continue
         if not INT.match(value) or int(value) < 1:
             raise refuse(f"{name} {value}", "expected a positive integer")
+        switch = command.spec.devices_shared_when.get(name)
+        if switch is not None and command.enabled(switch):
+            spelled.append(f"{name} {value} (within the others: {switch})")
+            continue
         product *= int(value)
         spelled.append(f"{name} {value}")
     if product != judgement.device_count:

@@ -6,7 +6,8 @@ Written from SGLang's own CLI source (`SOURCE`): the `ServerArgs` dataclass fiel
 `Optional[bool]` with `BooleanOptionalAction` takes `--no-`, a `List[...]` field takes one or more values, a
 `Literal` or `choices=` list is a closed choice), and the options `ServerArgs.add_cli_args` registers by hand
 (the parsers, `--config`, the deprecated spellings). Each spelling is the one SGLang declares: its aliases
-(`--tensor-parallel-size`, `--ep`) are kept, an argparse abbreviation (`--tp`) is refused. A deprecated
+(`--tensor-parallel-size`, `--ep`) are kept, and so are `--tp` and `--dp`, the abbreviations SGLang's own
+documentation writes; any other argparse abbreviation (`--speculative-algo`) is refused. A deprecated
 spelling (`--cuda-graph-max-bs`) stays its own option, rendered as written, so an older SGLang still reads it.
 
 Backend selectors whose lists SGLang lets plugins extend (`add_attention_backend_choices` and the like:
@@ -154,9 +155,11 @@ _MEMORY_AND_SCHEDULING = (
 )
 
 _PARALLELISM = (
-    _o("--tp-size", K.INT, "--tensor-parallel-size"),
+    # `--tp` and `--dp` are argparse abbreviations SGLang's own documentation writes as the spellings (`--tp 2`,
+    # `--dp 2 --tp 2`), and most real SGLang commands use: aliases here, rendered as `--tp-size`/`--dp-size`.
+    _o("--tp-size", K.INT, "--tensor-parallel-size", "--tp"),
     _o("--pp-size", K.INT, "--pipeline-parallel-size"),
-    _o("--dp-size", K.INT, "--data-parallel-size"),
+    _o("--dp-size", K.INT, "--data-parallel-size", "--dp"),
     _o("--ep-size", K.INT, "--expert-parallel-size", "--ep"),
     _o("--dcp-size", K.INT, "--decode-context-parallel-size"),
     _o("--attn-cp-size", K.INT, "--attention-context-parallel-size"),
@@ -553,7 +556,9 @@ SGLANG = ArgSpec(
     prefixes=(("python", "-m", "sglang.launch_server"), ("sglang", "serve")),
     model_option="--model-path",
     underscores=False,
-    device_options=("--tp-size", "--pp-size"),
+    # Without data-parallel attention each `--dp-size` replica runs on its own tp x pp devices.
+    device_options=("--tp-size", "--pp-size", "--dp-size"),
+    devices_shared_when={"--dp-size": "--enable-dp-attention"},
     options=(
         *_MODEL,
         *_MEMORY_AND_SCHEDULING,

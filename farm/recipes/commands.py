@@ -232,6 +232,11 @@ _IMAGE_ENGINES = (
 (their arguments are its arguments); SGLang's takes the whole command."""
 
 
+def image_engine(image: str) -> str | None:
+    """The engine an official engine image runs, or None for any other image."""
+    return next((name for pattern, name in _IMAGE_ENGINES if pattern.match(image)), None)
+
+
 def is_docker_run(tokens: Sequence[str]) -> bool:
     rest = list(tokens)
     while rest and _ENV_WORD.match(rest[0]):
@@ -273,7 +278,7 @@ def from_docker_run(tokens: Sequence[str], engine: str, source: str, field_name:
     if index >= len(rest):
         raise RecipeError("a docker run without an image", source=source, field=field_name)
     image, arguments = rest[index], rest[index + 1 :]
-    runs = next((name for pattern, name in _IMAGE_ENGINES if pattern.match(image)), None)
+    runs = image_engine(image)
     if runs is not None and runs != engine:
         raise RecipeError(
             f"a docker run of {image!r}, which runs {runs}, not the recipe's engine {engine}",

@@ -120,6 +120,8 @@ def parallel_sizes(
             sizes[kind] = int(value)
         else:
             raise RecipeError(f"{names[0]} expects a positive integer, got {value!r}", source=source, field=field)
+    if engine == "sglang" and "--enable-dp-attention" in argv:
+        sizes["data"] = 1  # data-parallel attention runs its ranks inside the tensor-parallel devices
     return sizes
 
 

@@ -21,6 +21,7 @@ from farm.recipes.commands import (
     executable_name,
     from_docker_run,
     from_yaml_items,
+    image_engine,
     is_docker_run,
     is_placeholder,
     json_damage,
@@ -365,21 +366,7 @@ def _registry_command(
         if _benchmark_tool(chosen[1]) == "llama-bench" and engine == "llama.cpp":
             return _with_environment(_noted(_from_llama_bench(chosen, source), step_note), environment)
         raise deferred
-    kind = launch.get("kind")
-    if kind == "docker" and launch.get("image"):
-        raise RecipeError(
-            "a docker launch without arguments: what runs is the image's own default command, which the recipe "
-            "does not show",
-            source=source,
-            field="launch.arguments",
-        )
-    if isinstance(kind, str) and kind in _NO_COMMAND_KINDS:
-        where = _command_file(launch)
-        raise RecipeError(
-            f"a {kind} launch without arguments: its command lives in {where}, which the recipe does not carry",
-            source=source,
-            field="launch.arguments",
-        )
+    uncarried = _uncarried_command(launch, engine, source)
     if raw_observed is not None and observed is None and isinstance(raw_observed, str) and raw_observed.strip():
         detail = f" (observed_command is a note, {raw_observed.strip()[:60]!r})"
     else:
@@ -391,6 +378,13 @@ def _registry_command(
         try:
             model = instances.model_for(engine, instance, draft_model(draft_launch, engine))
         except instances.CannotLoad as exc:
+            if uncarried is not None:
+                raise RecipeError(
+                    f"{uncarried.detail}; nor can the farm build one: the recipe names its model only by its "
+                    f"registry instance, and {exc}",
+                    source=source,
+                    field=uncarried.field,
+                ) from exc
             raise RecipeError(
                 f"no launch command{detail}; the recipe names its model only by its registry instance, and {exc}",
                 source=source,
@@ -410,8 +404,13 @@ def _registry_command(
     serving = mapping(data.get("serving"), source, "serving")
     argv = synthesize(engine, model, flags, source, flags_field, serving=serving, hardware_count=hardware_count)
     notes: tuple[str, ...] = ()
+    if uncarried is not None:
+        notes = (
+            f"{uncarried.detail}: the farm launches {engine}'s server in that image with the recipe's model and "
+            "its serving block (parallel size, context length), and engine defaults otherwise",
+        )
     if model is None:
-        notes = (f"the model is registry instance {instance!r}; the host maps it to its own file",)
+        notes = (*notes, f"the model is registry instance {instance!r}; the host maps it to its own file")
     return Command(
         engine=engine,
         argv=argv,
@@ -425,6 +424,38 @@ def _registry_command(
 
 
 _SYNTHESIZED = "engine+model+engine_flags"
+
+
+def _uncarried_command(launch: Mapping[str, Any], engine: str, source: str) -> RecipeError | None:
+    """Why a launch without arguments shows no command. An official engine image's default command names no model:
+    the recipe then gives nothing else, and the command is built from the engine, the model and the serving block,
+    as for a reference launch (this reason is kept for a refusal when that cannot be done either). A container whose
+    image is not the engine's official one, or that replaces its entrypoint, runs what the farm cannot judge; a
+    compose file or script holds the command and its settings (their environment templates, custom images), which
+    the recipe does not carry and an engine-and-model command would not reproduce: refused."""
+    kind = launch.get("kind")
+    if kind == "docker" and launch.get("image"):
+        image = launch["image"]
+        if not isinstance(image, str) or image_engine(image) != engine or launch.get("entrypoint"):
+            raise RecipeError(
+                f"a docker launch without arguments of {str(image)[:100]!r}, not {engine}'s official image (or "
+                "with its own entrypoint): what it runs is the image's own command, which the recipe does not show",
+                source=source,
+                field="launch.arguments",
+            )
+        return RecipeError(
+            f"a docker launch of {image} without arguments: it runs the image's default command, which names no model",
+            source=source,
+            field="launch.arguments",
+        )
+    if isinstance(kind, str) and kind in _NO_COMMAND_KINDS:
+        raise RecipeError(
+            f"a {kind} launch without arguments: its command lives in {_command_file(launch)}, which the recipe "
+            "does not carry",
+            source=source,
+            field="launch.arguments",
+        )
+    return None
 
 
 def _benchmark_tool(tokens: list[str]) -> str | None:

@@ -77,7 +77,8 @@ def test_each_engine_parses_to_its_canonical_form(engine: str, argv: str, render
         ("llama.cpp", "llama-server -mu http://evil/model.gguf", "downloads a model from any URL"),
         ("llama.cpp", "llama-server -m /models/a.gguf --ctx", "not an option"),
         ("llama.cpp", "llama-server -m /models/a.gguf --slot-save-path /tmp", "outside this host's"),
-        ("sglang", "python -m sglang.launch_server --model-path m/x --tp 2", "abbreviations are refused"),
+        ("sglang", "python -m sglang.launch_server --model-path m/x --speculative-algo EAGLE", "abbreviations are"),
+        ("sglang", "python -m sglang.launch_server --model-path m/x --tp 2", "the job has 1"),
         ("sglang", "python -m sglang.launch_server --model-path m/x --tp-size 4", "the job has 1"),
         ("sglang", "python -m sglang.launch_server --model-path m/x --dist-init-addr 0.0.0.0:5000", "not loopback"),
         ("sglang", "python -m sglang.launch_server --model-path m/x --nnodes 2", "not one of"),
@@ -314,3 +315,28 @@ def test_a_switch_value_that_is_not_one_is_refused() -> None:
     """`--flash-attn=maybe` is neither on nor off."""
     with pytest.raises(ArgumentPolicyError, match="a switch here"):
         canonical_command(["llama-server", "-m", GGUF, "--flash-attn=maybe"], "llama.cpp")
+
+
+def test_sglang_reads_its_documented_tp_and_dp_spellings_and_launches_the_declared_ones() -> None:
+    """`--tp`/`--dp` are what SGLang's documentation writes; the launched argv spells the declared options, and the
+    device check reads them like any other spelling."""
+    argv = ["python", "-m", "sglang.launch_server", "--model-path", "m/x", "--tp", "2", "--dp=2"]
+    command = canonical_command(argv, "sglang", device_count=4)
+    rendered = command.render_options()
+    assert rendered[rendered.index("--tp-size") + 1] == "2"
+    assert rendered[rendered.index("--dp-size") + 1] == "2"
+    assert "--tp" not in rendered
+    assert "--dp=2" not in rendered
+    with pytest.raises(ArgumentPolicyError, match="the job has 2"):
+        canonical_command(argv, "sglang", device_count=2)
+
+
+def test_sglang_counts_data_parallel_replicas_unless_they_run_inside_tensor_parallel() -> None:
+    """SGLang's `--dp-size` replicas each take tp devices; with --enable-dp-attention they share them."""
+    base = ["python", "-m", "sglang.launch_server", "--model-path", "m/x", "--tp-size", "2", "--dp-size", "2"]
+    canonical_command(base, "sglang", device_count=4)
+    with pytest.raises(ArgumentPolicyError, match="the job has 2"):
+        canonical_command(base, "sglang", device_count=2)
+    canonical_command([*base, "--enable-dp-attention"], "sglang", device_count=2)
+    with pytest.raises(ArgumentPolicyError, match="the job has 4"):
+        canonical_command([*base, "--enable-dp-attention"], "sglang", device_count=4)

@@ -4,6 +4,7 @@ each becomes the command that loads the real model, and says in provenance what 
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import pytest
@@ -457,3 +458,69 @@ def test_a_loader_variable_is_refused() -> None:
     observed = "ZE_ENABLE_ALT_DRIVERS=/models/evil.so llama-server -m /models/m.gguf"
     with pytest.raises(ArgumentPolicyError, match="ZE_ENABLE_ALT_DRIVERS"):
         check_recipe_for_submit(parse_registry(_recipe("llama.cpp", GGUF.id, metadata=_localmaxxing(observed)), "r"))
+
+
+def test_an_official_image_without_arguments_runs_the_instance() -> None:
+    """A docker launch of the engine's official image with no arguments shows no command (the image's default names
+    no model): nothing else is given, so the command is engine + instance + serving, noted; the image runs it."""
+    launch = {"kind": "docker", "image": "vllm/vllm-openai:v0.25.1"}
+    serving = {"tensor_parallel": 2, "max_context_tokens": 65536}
+    recipe = parse_registry(_recipe("vllm", FP8.id, count=2, launch=launch, serving=serving), "r.json")
+    assert recipe.argv == (
+        "vllm", "serve", "org/Model-FP8", "--max-model-len", "65536", "--tensor-parallel-size", "2",
+    )  # fmt: skip
+    assert recipe.provenance.command_source == "engine+model+engine_flags"
+    assert any(
+        "docker launch of vllm/vllm-openai:v0.25.1 without arguments" in n for n in recipe.provenance.command_notes
+    )
+    assert recipe.container is not None
+    assert recipe.container.arguments == recipe.argv[2:]
+    check_recipe_for_submit(recipe)
+
+
+@pytest.mark.parametrize(
+    ("launch", "phrase"),
+    [
+        ({"kind": "docker", "image": "ghcr.io/someone/custom:1"}, "not vllm's official image"),
+        ({"kind": "docker", "image": "vllm/vllm-openai:v1", "entrypoint": "/run.sh"}, "with its own entrypoint"),
+        ({"kind": "docker", "image": "lmsysorg/sglang:v0.5"}, "not vllm's official image"),
+    ],
+)
+def test_a_container_without_arguments_that_runs_its_own_command_is_refused(
+    launch: dict[str, str], phrase: str
+) -> None:
+    with pytest.raises(RecipeError, match=re.escape(phrase)) as caught:
+        parse_registry(_recipe("vllm", FP8.id, launch=launch), "r.json")
+    assert caught.value.field == "launch.arguments"
+
+
+def test_a_script_or_compose_launch_without_arguments_is_refused() -> None:
+    """The command of a script or compose launch lives in a file the recipe does not carry, with settings (its
+    environment template, its image) an engine-and-model command would not reproduce: refused, naming the file."""
+    for launch in (
+        {"kind": "script", "script": {"file": "start.sh"}},
+        {"kind": "docker-compose", "compose": {"file": "c.yml"}},
+    ):
+        with pytest.raises(
+            RecipeError, match=r"launch without arguments: its command lives in '(start\.sh|c\.yml)'"
+        ) as caught:
+            parse_registry(_recipe("vllm", FP8.id, launch=launch), "r.json")
+        assert caught.value.field == "launch.arguments"
+
+
+def test_an_official_image_the_farm_cannot_fill_keeps_its_reason() -> None:
+    """No arguments and an instance the snapshot lacks: the refusal says both."""
+    launch = {"kind": "docker", "image": "vllm/vllm-openai:v1"}
+    with pytest.raises(RecipeError, match=r"default command, which names no model; nor can the farm") as caught:
+        parse_registry(_recipe("vllm", "org-unknown--fp8", launch=launch), "r.json")
+    assert caught.value.field == "launch.arguments"
+
+
+def test_sglang_data_parallel_attention_shares_the_tensor_parallel_devices() -> None:
+    """With --enable-dp-attention SGLang's --dp ranks run inside the --tp devices: two devices, not four."""
+    observed = "python -m sglang.launch_server --model-path org/Model-FP8 --tp 2 --dp 2 --enable-dp-attention"
+    recipe = parse_registry(_recipe("sglang", FP8.id, count=2, metadata=_localmaxxing(observed)), "r.json")
+    assert recipe.hardware_count == 2
+    check_recipe_for_submit(recipe)
+    with pytest.raises(RecipeError, match="runs on 4 device"):
+        parse_registry(_recipe("sglang", FP8.id, count=2, metadata=_localmaxxing(observed.rsplit(" ", 1)[0])), "r")
