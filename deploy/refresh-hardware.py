@@ -14,9 +14,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
 import sys
 from pathlib import Path
+
+from registry_checkout import checkout_commit
 
 OUTPUT = Path(__file__).resolve().parents[1] / "farm" / "hardware" / "registry.json"
 KEPT_MEMORY = ("vram_gb", "vram_type", "cpu_memory_gb", "bandwidth_gb_per_s")
@@ -48,12 +49,7 @@ def build(checkout: Path) -> dict[str, object]:
     if not paths:
         raise SystemExit(f"no hardware documents under {folder}")
     rows = [entry(json.loads(path.read_text(encoding="utf-8")), path) for path in paths]
-    try:
-        commit = subprocess.run(
-            ["git", "-C", str(checkout), "rev-parse", "HEAD"], capture_output=True, text=True, check=True
-        ).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        commit = None
+    commit = checkout_commit(checkout)
     return {
         "schema": "farm-hardware-catalogue/v1",
         "source": {"repository": "0xSero/local-ai-registry", "path": "data/registry/hardware/", "commits": [commit]},

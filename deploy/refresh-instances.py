@@ -14,9 +14,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
 import sys
 from pathlib import Path
+
+from registry_checkout import checkout_commit
 
 OUTPUT = Path(__file__).resolve().parents[1] / "farm" / "recipes" / "registry_instances.json"
 KEPT = ("repository", "revision", "served_name")
@@ -42,12 +43,7 @@ def build(checkout: Path) -> dict[str, object]:
     if not paths:
         raise SystemExit(f"no model-instance documents under {folder}")
     rows = dict(entry(json.loads(path.read_text(encoding="utf-8")), path) for path in paths)
-    try:
-        commit = subprocess.run(
-            ["git", "-C", str(checkout), "rev-parse", "HEAD"], capture_output=True, text=True, check=True
-        ).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        commit = None
+    commit = checkout_commit(checkout)
     return {
         "schema": "farm-registry-instances/v1",
         "source": {

@@ -40,6 +40,10 @@ class ValueKind(StrEnum):
     JSON = "json"
     """A JSON object or list, judged key by key."""
     JSON_OR_WORD = "json_or_word"
+    CONFIG = "config"
+    """An engine's whole config document in place of its config file (TabbyAPI's `--config`): a JSON object of the
+    sections and keys of the engine's config schema (ArgSpec.config_keys), each value judged by its key's kind. A
+    path is refused: the file would carry options past every check."""
     REPO = "repo"
     """A model repository the engine loads (trust list) or a local path under the host's roots."""
     PATH = "path"
@@ -111,6 +115,9 @@ class ArgSpec:
     devices_shared_when: Mapping[str, str] = field(default_factory=dict)
     """Device option -> switch: with the switch on, that option's size adds no devices (SGLang's data-parallel
     attention runs its `--dp-size` ranks inside the tensor-parallel devices)."""
+    config_keys: Mapping[str, Mapping[str, OptionSpec]] = field(default_factory=dict)
+    """For a CONFIG option: the engine's config schema, section -> key -> how its value is judged (a FLAG is a
+    boolean, `nargs="+"` a list, JSON a nested mapping judged key by key)."""
     switch_values: Mapping[str, bool | None] = field(default_factory=dict)
     """Values a newer engine takes after an option this version reads as a bare switch (llama.cpp's `-fa on`):
     True sets the switch, False leaves it off, None leaves the engine's default (the option is dropped)."""
@@ -393,7 +400,9 @@ def parse_command(
         else:
             token_list = (token,)
         json_value = None
-        if option.kind == ValueKind.JSON or (
+        if option.kind == ValueKind.CONFIG:
+            json_value = _config_of(option, values, token)
+        elif option.kind == ValueKind.JSON or (
             option.kind == ValueKind.JSON_OR_WORD and values and values[0].lstrip().startswith(("{", "["))
         ):
             json_value = _json_of(option, values, token)
@@ -418,6 +427,19 @@ def _json_of(option: OptionSpec, values: Sequence[str], token: str) -> Any:
         raise refuse(f"{option.name} {values[0]}", f"not valid JSON ({exc.msg} at {exc.pos})") from exc
     if not isinstance(value, dict | list):
         raise refuse(f"{option.name} {values[0]}", "expected a JSON object or list")
+    return value
+
+
+def _config_of(option: OptionSpec, values: Sequence[str], token: str) -> Any:
+    if len(values) == 1 and not values[0].lstrip().startswith("{"):
+        raise refuse(
+            f"{option.name} {values[0]}",
+            "reads more arguments from a file on the worker, past every check (the farm reads only a registry config "
+            "asset it ships, into the command itself)",
+        )
+    value = _json_of(option, values, token)
+    if not isinstance(value, dict):
+        raise refuse(f"{option.name} {values[0]}", "expected a JSON object (the config's sections)")
     return value
 
 

@@ -51,10 +51,16 @@ IMAGE_ENTRYPOINTS = (None, "vllm")
 ENGINE_IMAGE_ENTRYPOINTS: dict[str, tuple[str | None, ...]] = {
     "vllm": IMAGE_ENTRYPOINTS,
     "llama.cpp": (None, "/app/llama-server", "llama-server"),
+    "tabbyapi": (None, "python3", "/opt/venv/bin/python3"),
 }
 """Per engine, the entrypoints a recipe may name: the engine's official image's own (ghcr.io/ggml-org/llama.cpp
 `:server` images start `/app/llama-server`). The farm never passes `--entrypoint`: the image runs its own, and the
-recipe's arguments are judged as that server's."""
+recipe's arguments are judged as that server's. TabbyAPI's images (theroyallab/tabbyAPI docker/Dockerfile) run
+`python3` from their venv, and their arguments start with `main.py` (IMAGE_RUNS)."""
+
+IMAGE_RUNS: dict[str, tuple[str, ...]] = {"tabbyapi": ("python",)}
+"""The part of an engine's launcher its image's entrypoint is, where that is not the whole launcher: the rest of
+the launcher (TabbyAPI's `main.py`) leads the container's arguments."""
 
 ALLOWED_IPC = frozenset({"host", "private", "shareable"})
 """IPC modes a recipe may ask for (vLLM's tensor-parallel workers want `host`); never another container's."""
@@ -246,8 +252,9 @@ def docker_run_argv(
     if engine == "vllm" and arguments[:1] == ("serve",):  # the registry writes the `vllm` entrypoint's subcommand
         arguments = arguments[1:]
     launcher = ENGINE_LAUNCHERS.get(engine, ENGINE_LAUNCHERS["vllm"])  # the image's entrypoint runs this server
+    runs = IMAGE_RUNS.get(engine, launcher)
     inside = replace(policy, path_roots=container_path_roots(container, policy.path_roots))
-    command = canonical_command((*launcher, *arguments), engine, inside, device_count=device_count)
+    command = canonical_command((*runs, *arguments), engine, inside, device_count=device_count)
     container_port = container.container_port if container.container_port is not None else DEFAULT_CONTAINER_PORT
     if isinstance(container_port, bool) or not 1 <= container_port <= 65535:
         raise _refuse(f"container_port {container_port!r}", "not a port (1-65535)")
@@ -269,6 +276,7 @@ def docker_run_argv(
     for env_value in container_env(container, extra_env, engine):
         argv += ["-e", env_value]
     argv.append(container.image)
+    argv += launcher[len(runs) :]
     kept = command.without("--host", "--port")
     if kept.model is not None:
         argv += [kept.spec.model_option or "--model", kept.model]

@@ -14,12 +14,12 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
-from farm.engines.argspec import CanonicalCommand, ParsedOption, ValueKind, refuse
+from farm.engines.argspec import CanonicalCommand, OptionSpec, ParsedOption, ValueKind, refuse
 
 DEFAULT_PATH_ROOTS = ("~/.cache/huggingface", "~/.cache/bench-farm", "/models")
 """Where a recipe may name files when the host's profile names no roots: the usual model caches."""
@@ -70,6 +70,9 @@ def judge(command: CanonicalCommand, judgement: Judgement) -> None:
         _check_repo_or_path("model", command.model, judgement)
         repositories.append(("model", command.model))
     for option in command.options:
+        if option.spec.kind == ValueKind.CONFIG:
+            _judge_config(option, command.spec.config_keys, judgement, repositories)
+            continue
         trusted |= _judge_option(option, judgement, repositories)
     if trusted:
         for where, repo in repositories:
@@ -108,6 +111,60 @@ def _judge_option(option: ParsedOption, judgement: Judgement, repositories: list
     for value in values:
         _judge_value(spec.name, kind, value, spec.choices, judgement, repositories, what)
     return False
+
+
+def _judge_config(
+    option: ParsedOption,
+    schema: Mapping[str, Mapping[str, OptionSpec]],
+    judgement: Judgement,
+    repositories: list[tuple[str, str]],
+) -> None:
+    """An engine's config document, section by section and key by key: a section or key outside the engine's
+    schema is refused, and each value is judged by its key's kind (a path under the roots, a plain name, a number,
+    a boolean; a nested mapping walked like any JSON value). A key the farm refuses passes only unset or false."""
+    document = option.json_value
+    if not isinstance(document, dict):
+        raise refuse(option.spec.name, "expected the config's sections")
+    for section, body in document.items():
+        where = f"{option.spec.name} {section}"
+        keys = schema.get(str(section))
+        if keys is None:
+            raise refuse(where, f"not a section of the engine's config ({', '.join(schema)})")
+        if body is None:
+            continue
+        if not isinstance(body, dict):
+            raise refuse(where, "expected a mapping of the section's keys")
+        for key, value in body.items():
+            _judge_config_value(f"{where}.{key}", keys.get(str(key)), value, judgement, repositories)
+
+
+def _judge_config_value(
+    where: str, spec: OptionSpec | None, value: Any, judgement: Judgement, repositories: list[tuple[str, str]]
+) -> None:
+    what = f"{where}={json.dumps(value, ensure_ascii=False)}"[:200]
+    if spec is None:
+        raise refuse(what, "not a key the farm knows in this section of the engine's config")
+    if value is None:
+        return
+    if spec.kind == ValueKind.REFUSED:
+        if value is False:
+            return
+        raise refuse(what, spec.reason or "the farm never allows this key")
+    if spec.kind == ValueKind.JSON:
+        if not isinstance(value, dict | list):
+            raise refuse(what, "expected a mapping or a list")
+        _judge_json(where, value, judgement, repositories)
+        return
+    if spec.kind in (ValueKind.FLAG, ValueKind.BOOL):
+        if not isinstance(value, bool):
+            raise refuse(what, "expected true or false")
+        return
+    items = value if isinstance(value, list) and spec.nargs == "+" else [value]
+    for item in items:
+        if isinstance(item, bool) or not isinstance(item, str | int | float):
+            raise refuse(what, "expected a plain value" + (" or a list of them" if spec.nargs == "+" else ""))
+        text = item if isinstance(item, str) else json.dumps(item)
+        _judge_value(where, spec.kind, text, spec.choices, judgement, repositories, what)
 
 
 def _judge_value(

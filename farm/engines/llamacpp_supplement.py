@@ -143,7 +143,9 @@ _NGRAM_KNOBS = (
 """The `--spec-ngram-*` sizes and hit counts (the last three are older spellings the source lists as removed)."""
 
 _SPECULATIVE = (
-    _o("--spec-type", K.WORD),  # comma-separated: none, draft-simple, draft-eagle3, draft-mtp, draft-dflash, ...
+    # A comma-separated list (none, draft-simple, draft-eagle3, draft-mtp, draft-dflash, ngram-mod, ...); llama.cpp
+    # appends each use to the list of types, so `--spec-type draft-mtp --spec-type ngram-mod` asks for both.
+    _o("--spec-type", K.WORD, repeatable=True),
     _o("--spec-draft-n-max", K.NUMBER),
     _o("--spec-draft-n-min", K.NUMBER),
     _o("--draft-p-split", K.NUMBER, "--spec-draft-p-split"),

@@ -11,7 +11,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from farm.errors import RecipeError
-from farm.recipes import instances
+from farm.recipes import assets, instances
 from farm.recipes.commands import (
     NOT_SERVERS,
     Command,
@@ -111,6 +111,9 @@ def parse_registry(text: str, source: str, *, content_sha256: str | None = None)
     )
     argv_field = command.source_field
     argv = list(command.argv)
+    config_asset = None
+    if engine.name == "tabbyapi":
+        argv, config_asset = _config_asset(argv, argv_field, launch, draft_launch, source)
     check_launch(argv, engine.name, source, argv_field)
     damaged = json_damage(argv)
     if damaged:
@@ -122,6 +125,11 @@ def parse_registry(text: str, source: str, *, content_sha256: str | None = None)
             field=argv_field,
         )
     notes_on_command = list(command.notes)
+    if config_asset is not None:
+        notes_on_command.append(
+            f"TabbyAPI's --config is registry asset {config_asset.name} (sha256 {config_asset.sha256[:12]}), read "
+            "into the command: the config document is judged key by key and is what the worker hands TabbyAPI"
+        )
     if argv_field != _SYNTHESIZED and not _in_container(argv_field, launch, draft_launch):
         hint = draft_model(draft_launch, engine.name)
         argv, model_note = resolve_model(engine.name, argv, instance, source, argv_field, hint=hint)
@@ -197,6 +205,15 @@ def parse_registry(text: str, source: str, *, content_sha256: str | None = None)
         container = _container(draft_launch, source, "draft_launch")
         if argv_field != "draft_launch.arguments":
             container = _running(container, engine.name, argv, command.environment)
+
+    if container is not None and config_asset is not None:
+        # The config is in the command now: the container runs that command, without the asset's mount.
+        container = container.model_copy(
+            update={
+                "arguments": tuple(argv[1:]),
+                "mounts": tuple(m for m in container.mounts if m.source != assets.PREFIX + config_asset.name),
+            }
+        )
 
     provenance = mapping(data.get("provenance"), source, "provenance")
     run_id = launch.get("run_id") or localmaxxing.get("run_id")
@@ -424,6 +441,48 @@ def _registry_command(
 
 
 _SYNTHESIZED = "engine+model+engine_flags"
+
+
+def _config_asset(
+    argv: list[str],
+    argv_field: str,
+    launch: Mapping[str, Any],
+    draft_launch: Mapping[str, Any],
+    source: str,
+) -> tuple[list[str], assets.Asset | None]:
+    """A TabbyAPI command's `--config PATH` where the recipe's container mounts a registry asset at PATH: the
+    asset's config document in place of the path (the farm's snapshot has the asset), or a refusal naming it. Any
+    other `--config` is left as written, for the policy to refuse."""
+    names = [i for i, word in enumerate(argv) if word == "--config" or word.startswith("--config=")]
+    if len(names) != 1:
+        return argv, None
+    index = names[0]
+    inline = argv[index].startswith("--config=")
+    path = argv[index].partition("=")[2] if inline else (argv[index + 1] if index + 1 < len(argv) else "")
+    for field_name, section in (("launch", launch), ("draft_launch", draft_launch)):
+        mounts = section.get("mounts")
+        if not isinstance(mounts, list):
+            continue
+        for number, mount in enumerate(mounts):
+            if not isinstance(mount, Mapping) or mount.get("target") != path:
+                continue
+            mount_source = mount.get("source")
+            if not isinstance(mount_source, str) or not assets.is_asset(mount_source):
+                return argv, None
+            asset = assets.lookup(mount_source)
+            if asset is None:
+                raise RecipeError(
+                    f"TabbyAPI's --config {path} is registry asset {mount_source!r}, which the farm's snapshot of the "
+                    f"registry's config assets ({assets.snapshot_size()}; deploy/refresh-assets.py updates it) lacks: "
+                    "the config holds the whole command",
+                    source=source,
+                    field=f"{field_name}.mounts[{number}].source",
+                )
+            document = json.dumps(asset.document, separators=(",", ":"), ensure_ascii=False)
+            if inline:
+                return [*argv[:index], f"--config={document}", *argv[index + 1 :]], asset
+            return [*argv[: index + 1], document, *argv[index + 2 :]], asset
+    return argv, None
 
 
 def _uncarried_command(launch: Mapping[str, Any], engine: str, source: str) -> RecipeError | None:

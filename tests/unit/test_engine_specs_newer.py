@@ -155,6 +155,7 @@ def test_sglang_code_switch_takes_no_value_when_a_host_allows_it() -> None:
     ("options", "rendered"),
     [
         ("--spec-type draft-mtp,ngram-mod --spec-draft-n-max 4", None),
+        ("--spec-type draft-mtp --spec-type ngram-mod", None),
         ("--reasoning off --reasoning-budget 0 --reasoning-format deepseek", None),
         ("-rea auto", "--reasoning auto"),
         (
@@ -175,6 +176,7 @@ def test_sglang_code_switch_takes_no_value_when_a_host_allows_it() -> None:
     ],
     ids=[
         "speculative",
+        "speculative-repeated",
         "reasoning",
         "reasoning-alias",
         "template-kwargs",

@@ -3,6 +3,7 @@ allowlists; their canonical argv on a worker; engine names and aliases; the reci
 
 from __future__ import annotations
 
+import json
 import re
 import shlex
 
@@ -340,3 +341,66 @@ def test_sglang_counts_data_parallel_replicas_unless_they_run_inside_tensor_para
     canonical_command([*base, "--enable-dp-attention"], "sglang", device_count=2)
     with pytest.raises(ArgumentPolicyError, match="the job has 4"):
         canonical_command([*base, "--enable-dp-attention"], "sglang", device_count=4)
+
+
+def _tabby(config: dict[str, object]) -> list[str]:
+    return ["python", "main.py", "--config", json.dumps(config)]
+
+
+def test_tabbyapi_config_document_passes_key_by_key() -> None:
+    """A TabbyAPI config document of known sections and keys, each value of its kind, passes; false for a refused
+    key is the same as leaving it out."""
+    config = {
+        "network": {"host": "0.0.0.0", "port": 5000, "api_servers": ["OAI", "kobold"], "disable_auth": True},
+        "model": {"model_dir": "/models/tabby", "model_name": "M-EXL3", "cache_mode": "8,8", "gpu_split": [20, 4.5]},
+        "draft_model": {"draft_mode": "ngram", "ngram_match_min": 2},
+        "developer": {"seqlog": False},
+    }
+    command = canonical_command(_tabby(config), "tabbyapi")
+    option = command.get("--config")
+    assert option is not None
+    assert option.json_value == config
+    assert command.render_options() == ("--config", json.dumps(config, separators=(",", ":")))
+
+
+@pytest.mark.parametrize(
+    ("config", "why"),
+    [
+        ({"model": {"model_dir": "/etc"}}, "outside this host's model and cache roots"),
+        ({"model": {"model_dir": "models"}}, "a relative path"),
+        ({"model": {"model_name": "../../etc"}}, "without '..'"),
+        ({"lora": {"lora_dir": "/root/.ssh"}}, "outside this host's model and cache roots"),
+        ({"developer": {"seqlog": True}}, "no outbound telemetry"),
+        ({"developer": {"seqlog_server_url": "http://evil:5341"}}, "no outbound telemetry"),
+        ({"config": {"config": "/etc/other.yml"}}, "reads another config file"),
+        ({"model": {"template_vars_default": {"loader": "os.system"}}}, "qualified Python name"),
+        ({"model": {"template_vars_default": {"x": "http://evil.example/"}}}, "not loopback"),
+        ({"model": {"tool_format": "pkg.module.Parser"}}, "qualified Python name"),
+        ({"model": {"reasoning": "yes"}}, "expected true or false"),
+        ({"model": {"max_seq_len": "lots"}}, "expected an integer"),
+        ({"network": {"api_servers": ["OAI", "grpc"]}}, "not one of"),
+        ({"model": {"backend": "exllamav9"}}, "not one of"),
+        ({"model": {"evil_hook": 1}}, "not a key the farm knows"),
+        ({"plugins": {"x": 1}}, "not a section of the engine's config"),
+        ({"model": "everything"}, "expected a mapping"),
+        ({"model": {"model_dir": ["/models"]}}, "expected a plain value"),
+    ],
+)
+def test_tabbyapi_config_document_refusals(config: dict[str, object], why: str) -> None:
+    with pytest.raises(ArgumentPolicyError, match=re.escape(why)):
+        canonical_command(_tabby(config), "tabbyapi")
+
+
+@pytest.mark.parametrize(
+    ("value", "why"),
+    [
+        ("/app/config.yml", "past every check"),
+        ("config.yml", "past every check"),
+        ("[1, 2]", "past every check"),
+        ("{not json", "not valid JSON"),
+    ],
+)
+def test_tabbyapi_config_is_a_document_never_a_file(value: str, why: str) -> None:
+    """A path (or anything but a JSON object of sections) would let TabbyAPI read options past every check."""
+    with pytest.raises(ArgumentPolicyError, match=re.escape(why)):
+        canonical_command(["python", "main.py", "--config", value], "tabbyapi")

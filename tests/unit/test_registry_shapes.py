@@ -11,7 +11,9 @@ import pytest
 from typer.testing import CliRunner
 
 from farm.cli.app import app
+from farm.engines.policy import check_recipe_for_submit
 from farm.errors import RecipeError
+from farm.recipes import assets
 from farm.recipes.parse import load_recipe, parse_registry
 
 REGISTRY = Path(__file__).resolve().parents[1] / "fixtures" / "registry"
@@ -267,27 +269,66 @@ def test_markdown_fences() -> None:
     assert caught.value.field == "argv"
 
 
-def test_tabbyapi_draft_launch() -> None:
-    """The registry's TabbyAPI drafts (its generator writes entrypoint /opt/venv/bin/python3 and arguments
-    `main.py --config /app/config.yml`) are TabbyAPI's server; the model is in the mounted config, so the
-    recipe's model is its registry instance id, and provenance says so."""
-    draft = {
+def _tabbyapi_draft(asset: str) -> dict[str, Any]:
+    """The registry's TabbyAPI drafts: its generator writes entrypoint /opt/venv/bin/python3 (the image's own
+    python3) and arguments `main.py --config /app/config.yml`, with a registry asset mounted there."""
+    return {
         "kind": "docker",
         "image": "ghcr.io/theroyallab/tabbyapi:cu13@sha256:" + "1" * 64,
         "entrypoint": "/opt/venv/bin/python3",
         "arguments": ["main.py", "--config", "/app/config.yml"],
         "environment": {"NVIDIA_VISIBLE_DEVICES": "all"},
-        "mounts": [{"read_only": True, "source": "asset/m-tabbyapi-config.yml", "target": "/app/config.yml"}],
+        "mounts": [
+            {"read_only": True, "source": "${MODEL_ROOT}/m-exl3", "target": "/workspace/models"},
+            {"read_only": True, "source": f"asset/{asset}", "target": "/app/config.yml"},
+        ],
     }
+
+
+TABBY_CONFIG = {
+    "network": {"host": "0.0.0.0", "port": 5000, "disable_auth": True, "api_servers": ["OAI"]},
+    "model": {
+        "model_dir": "/workspace/models",
+        "model_name": "M-EXL3-4bpw",
+        "max_seq_len": 131072,
+        "cache_mode": "Q4",
+        "template_vars_default": {"enable_thinking": True},
+    },
+    "draft_model": {"draft_mode": "mtp"},
+    "sampling": {"override_preset": None},
+}
+
+
+def test_tabbyapi_config_asset_is_read_into_the_command(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The mounted config is the whole TabbyAPI command: the registry asset's document (from the farm's snapshot)
+    takes the path's place in --config, is judged key by key, and the container runs it without the asset mount;
+    provenance names the asset and its sha256. The model is the recipe's registry instance id."""
+    asset = assets.Asset("m-tabbyapi-config.yml", "ab" * 32, TABBY_CONFIG)
+    monkeypatch.setattr(assets, "_shipped", lambda: {asset.name: asset})
     recipe = parse_registry(
-        _recipe(engine={"name": "tabbyapi"}, launch={"kind": "reference"}, draft_launch=draft), "r.json"
+        _recipe(engine={"name": "tabbyapi"}, launch={"kind": "reference"}, draft_launch=_tabbyapi_draft(asset.name)),
+        "r.json",
     )
-    assert recipe.engine.name == "tabbyapi"
-    assert recipe.argv == ("python", "main.py", "--config", "/app/config.yml")
+    assert recipe.argv[:3] == ("python", "main.py", "--config")
+    assert json.loads(recipe.argv[3]) == TABBY_CONFIG
     assert recipe.model_id == "org-model--fp8"
     assert recipe.provenance.model_source == "model_instance_id"
+    assert any("m-tabbyapi-config.yml (sha256 abababababab)" in note for note in recipe.provenance.command_notes)
     assert recipe.container is not None
-    assert recipe.container.mounts[0].read_only
+    assert [m.target for m in recipe.container.mounts] == ["/workspace/models"]
+    assert recipe.container.arguments == recipe.argv[1:]
+    command = check_recipe_for_submit(recipe)
+    option = command.get("--config")
+    assert option is not None
+    assert option.json_value == TABBY_CONFIG
+
+
+def test_tabbyapi_config_asset_the_snapshot_lacks_is_refused() -> None:
+    """Without the asset, nothing says what TabbyAPI would run: refused, naming the mount."""
+    document = _recipe(engine={"name": "tabbyapi"}, launch={"kind": "reference"}, draft_launch=_tabbyapi_draft("x.yml"))
+    with pytest.raises(RecipeError, match=r"registry asset 'asset/x\.yml', which the farm's snapshot") as caught:
+        parse_registry(document, "r.json")
+    assert caught.value.field == "draft_launch.mounts[1].source"
 
 
 def test_container_arguments_lose_the_closing_fence_too() -> None:
