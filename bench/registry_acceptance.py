@@ -101,7 +101,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--argv", action="store_true", help="print each accepted recipe's canonical argv")
     parser.add_argument("--json", action="store_true", help="print every outcome as JSON instead of tables")
     args = parser.parse_args(argv)
-    files = sorted(p for p in args.directory.glob("*.json") if p.name != "expected.json")
+    files = sorted(p for p in args.directory.glob("*.json") if p.name not in ("expected.json", "canonical.json"))
     if not files:
         print(f"no recipe files (*.json) under {args.directory}", file=sys.stderr)
         return 2
