@@ -191,7 +191,8 @@ def _judge_value(
     elif kind == ValueKind.CODE and not WORD.match(value):  # allowed by the host: a name of code, by design
         raise refuse(what, "expected a plain name (letters, digits and ._-+:/@,=)")
     elif kind == ValueKind.REPO:
-        _check_repo_or_path(name, value, judgement)
+        if not _repo_or_name(value):
+            _check_path(what, value, judgement)
         repositories.append((name, value))
     elif kind == ValueKind.REPO_FILE:
         parts = re.split(r"[\\/]", value)
@@ -234,12 +235,17 @@ def _check_word(what: str, value: str) -> None:
         raise refuse(what, f"{value!r} is a qualified Python name: the engine would import it as code")
 
 
-def _check_repo_or_path(what: str, value: str, judgement: Judgement) -> None:
+def _repo_or_name(value: str) -> bool:
+    """A repository id (`org/name`), or a bare name (an Ollama tag, a repository without an owner, a file name the
+    host maps): no path at all."""
     if REPO_ID.match(value) and ".." not in value.split("/"):
-        return
-    if "/" not in value and WORD.match(value) and not value.startswith(".") and not value.startswith("~"):
-        return  # a bare name (an Ollama tag, a repository without an owner)
-    _check_path(f"{what} {value}", value, judgement)
+        return True
+    return "/" not in value and bool(WORD.match(value)) and not value.startswith((".", "~"))
+
+
+def _check_repo_or_path(what: str, value: str, judgement: Judgement) -> None:
+    if not _repo_or_name(value):
+        _check_path(f"{what} {value}", value, judgement)
 
 
 def _check_path(what: str, value: str, judgement: Judgement) -> None:

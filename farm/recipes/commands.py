@@ -852,6 +852,37 @@ def resolve_model(
     return _with_model(engine, args, launcher, flags, _model_tokens(engine, replacement)), f"{note}: {replacement}"
 
 
+LLAMACPP_DRAFT_SPELLINGS = ("--model-draft", "-md", "--spec-draft-model")
+"""llama-server's spellings of the draft model file (its --help, and newer builds' --spec-draft-model)."""
+
+
+def resolve_draft(engine: str, argv: Sequence[str]) -> tuple[list[str], str | None]:
+    """llama.cpp's draft model given as a file on the submitter's machine (`-md /home/me/models/d.gguf`,
+    `-md models/d.gguf`): the file's name, which a worker maps to its own file (profile model_paths) as it maps the
+    main model, and a note. A file inside a Hugging Face cache or a bare name is left as it is."""
+    args = list(argv)
+    if engine != "llama.cpp":
+        return args, None
+    notes: list[str] = []
+    for index, token in enumerate(args):
+        name, equals, inline = token.partition("=")
+        if name not in LLAMACPP_DRAFT_SPELLINGS or (not equals and index + 1 >= len(args)):
+            continue
+        value = inline if equals else args[index + 1]
+        base = re.split(r"[\\/]", value)[-1]
+        if base == value or not base or base in (".", "..") or _HF_CACHE.search(value):
+            continue
+        if equals:
+            args[index] = f"{name}={base}"
+        else:
+            args[index + 1] = base
+        notes.append(
+            f"the draft model {value!r} is a file on the submitter's machine: the host maps its name {base!r} to its "
+            "own file (profile model_paths)"
+        )
+    return args, "; ".join(notes) or None
+
+
 def _instance_model(engine: str, instance: str, source: str, hint: str | None) -> str | None:
     try:
         return instances.model_for(engine, instance, hint)

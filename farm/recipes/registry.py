@@ -28,6 +28,7 @@ from farm.recipes.commands import (
     mentions_an_engine,
     model_in_argv,
     read_command,
+    resolve_draft,
     resolve_model,
     split_command,
     split_environment,
@@ -135,6 +136,9 @@ def parse_registry(text: str, source: str, *, content_sha256: str | None = None)
         argv, model_note = resolve_model(engine.name, argv, instance, source, argv_field, hint=hint)
         if model_note:
             notes_on_command.append(model_note)
+        argv, draft_note = resolve_draft(engine.name, argv)
+        if draft_note:
+            notes_on_command.append(draft_note)
 
     model_id = data.get("model_id")
     model_source = "model_id"

@@ -152,8 +152,21 @@ def default_engine_factory(
         model_path = section.model_paths.get(recipe.model_id)
         env = vllm_env(os.environ, section.env_allowlist, gpus, section.extra_env)
         env = {**recipe_environment(recipe, engine.kind), **env}  # the host's settings win
-        make = llamacpp_engine if engine.kind == "llama.cpp" else sglang_engine
-        return make(
+        if engine.kind == "llama.cpp":
+            return llamacpp_engine(
+                command,
+                executable=_expand(section.executable),
+                host=engine.host,
+                port=port,
+                served_model=recipe.model_id,
+                model_path=os.path.expanduser(model_path) if model_path else None,
+                log_path=log_path,
+                env=env,
+                extra_args=section.extra_args,
+                stop_grace_s=engine.stop_grace_s,
+                model_paths=section.model_paths,  # a draft model named by its file name is the host's file
+            )
+        return sglang_engine(
             command,
             executable=_expand(section.executable),
             host=engine.host,

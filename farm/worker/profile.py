@@ -94,7 +94,10 @@ class ProcessEngineSection(_Section):
     )
     extra_env: dict[str, str] = Field(default_factory=dict, description="set for every engine on this host")
     model_paths: dict[str, str] = Field(
-        default_factory=dict, description="model id -> local file or directory; served under the id"
+        default_factory=dict,
+        description=(
+            "model id -> local file or directory, served under the id; for llama.cpp also a draft model's file name"
+        ),
     )
 
 

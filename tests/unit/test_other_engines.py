@@ -6,9 +6,11 @@ from __future__ import annotations
 import json
 import re
 import shlex
+from collections.abc import Mapping
 
 import pytest
 
+from farm.engines.argspec import CanonicalCommand
 from farm.engines.environment import check_recipe_environment, refused_reason
 from farm.engines.llamacpp import llama_bench_to_server, llamacpp_process_argv, shipped_llamacpp_spec
 from farm.engines.policy import EnginePolicy, canonical_command
@@ -116,6 +118,32 @@ def test_llamacpp_on_a_worker_loads_the_hosts_file_under_the_recipe_name() -> No
         "--port",
         "9",
     )
+
+
+def _on_host(command: CanonicalCommand, model_paths: Mapping[str, str] = {}) -> tuple[str, ...]:
+    return llamacpp_process_argv(
+        command,
+        executable=("/bin/llama-server",),
+        host="127.0.0.1",
+        port=9,
+        served_model="org/m",
+        model_path=GGUF,
+        model_paths=model_paths,
+    )
+
+
+def test_llamacpp_draft_named_by_its_file_is_the_hosts_file() -> None:
+    """A draft model named by its file name alone is the host's file of that name (profile model_paths); a host
+    without it has no command for the job. An absolute draft path under the roots is used as it is."""
+    argv = ["llama-server", "-hf", "org/m-GGUF", "-md", "d.gguf", "--spec-type", "draft-mtp"]
+    command = canonical_command(argv, "llama.cpp")
+    launched = _on_host(command, {"d.gguf": "/models/d-Q8.gguf"})
+    assert launched[launched.index("--model-draft") + 1] == "/models/d-Q8.gguf"
+    assert "d.gguf" not in launched
+    with pytest.raises(ArgumentPolicyError, match=re.escape("no file for the draft model 'd.gguf'")):
+        _on_host(command)
+    launched = _on_host(canonical_command([*argv[:4], "/models/d.gguf"], "llama.cpp"))
+    assert launched[launched.index("--model-draft") + 1] == "/models/d.gguf"
 
 
 def test_a_bare_gguf_name_passes_submit_but_needs_the_hosts_file() -> None:

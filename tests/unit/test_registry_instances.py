@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
 from typing import Any
 
 import pytest
@@ -524,3 +525,18 @@ def test_sglang_data_parallel_attention_shares_the_tensor_parallel_devices() -> 
     check_recipe_for_submit(recipe)
     with pytest.raises(RecipeError, match="runs on 4 device"):
         parse_registry(_recipe("sglang", FP8.id, count=2, metadata=_localmaxxing(observed.rsplit(" ", 1)[0])), "r")
+
+
+@pytest.mark.parametrize(
+    "draft",
+    ["/home/me/models/d-Q4_K_M.gguf", "drafts/d-Q4_K_M.gguf", "C:\\models\\d-Q4_K_M.gguf", "d-Q4_K_M.gguf"],
+)
+def test_a_draft_file_on_the_submitters_machine_is_named_by_its_file(draft: str) -> None:
+    """llama.cpp's draft model, a file on the submitter's disk, is named by its file name (which the host maps,
+    as it maps the main model), noted; a bare file name stays as written."""
+    observed = f"llama-server -m /home/me/m.gguf -md {shlex.quote(draft)} --spec-type draft-dflash"
+    recipe = parse_registry(_recipe("llama.cpp", GGUF.id, metadata=_localmaxxing(observed)), "r.json")
+    assert recipe.argv[recipe.argv.index("-md") + 1] == "d-Q4_K_M.gguf"
+    notes = " ".join(recipe.provenance.command_notes)
+    assert ("the host maps its name 'd-Q4_K_M.gguf'" in notes) is (draft != "d-Q4_K_M.gguf")
+    check_recipe_for_submit(recipe)
