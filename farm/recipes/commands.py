@@ -686,8 +686,16 @@ and every layer runs on the (unified-memory) GPU."""
 
 
 SERVING_OPTIONS: dict[str, dict[str, str]] = {
-    "vllm": {"tensor_parallel": "--tensor-parallel-size", "max_context_tokens": "--max-model-len"},
-    "sglang": {"tensor_parallel": "--tp-size", "max_context_tokens": "--context-length"},
+    "vllm": {
+        "tensor_parallel": "--tensor-parallel-size",
+        "max_context_tokens": "--max-model-len",
+        "gpu_memory_utilization": "--gpu-memory-utilization",
+    },
+    "sglang": {
+        "tensor_parallel": "--tp-size",
+        "max_context_tokens": "--context-length",
+        "gpu_memory_utilization": "--mem-fraction-static",
+    },
     "llama.cpp": {"max_context_tokens": "--ctx-size"},
     "mlx": {},
 }
@@ -724,8 +732,11 @@ def synthesize(
             flags[flag] = value
             continue
         name = SERVING_OPTIONS.get(engine, {}).get(key)
-        if name is not None and key == "max_context_tokens":
-            args += [name, str(value)]
+        if name is None or key == "tensor_parallel":
+            continue
+        if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+            raise RecipeError(f"expected a positive number, got {value!r}", source=source, field=f"serving.{key}")
+        args += [name, str(value)]
     for key, value in flags.items():
         if value is None or value is False:
             continue

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import posixpath
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -132,7 +133,7 @@ def parse_registry(text: str, source: str, *, content_sha256: str | None = None)
             "into the command: the config document is judged key by key and is what the worker hands TabbyAPI"
         )
     if argv_field != _SYNTHESIZED and not _in_container(argv_field, launch, draft_launch):
-        hint = draft_model(draft_launch, engine.name)
+        hint = _model_hint(data, draft_launch, engine.name)
         argv, model_note = resolve_model(engine.name, argv, instance, source, argv_field, hint=hint)
         if model_note:
             notes_on_command.append(model_note)
@@ -397,7 +398,7 @@ def _registry_command(
     instance = data.get("model_instance_id")
     if model is None and isinstance(instance, str):
         try:
-            model = instances.model_for(engine, instance, draft_model(draft_launch, engine))
+            model = instances.model_for(engine, instance, _model_hint(data, draft_launch, engine))
         except instances.CannotLoad as exc:
             if uncarried is not None:
                 raise RecipeError(
@@ -445,6 +446,23 @@ def _registry_command(
 
 
 _SYNTHESIZED = "engine+model+engine_flags"
+
+_PROD_CHECKED = re.compile(
+    r"^https://huggingface\.co/api/models/(?P<repository>[A-Za-z0-9][\w.-]*/[\w.-]+)/revision/[0-9a-f]{40}(?:[?#].*)?$"
+)
+"""The Hugging Face API address the registry's production check (`metadata.prod_checks.source`) read the model's
+weights from: it names the repository it pinned."""
+
+
+def _model_hint(data: Mapping[str, Any], draft_launch: Mapping[str, Any], engine: str) -> str | None:
+    """The repository the registry itself names for the recipe's model, for an instance the farm's snapshot lacks:
+    its synthesized draft launch's model, else the repository its production check pinned."""
+    hinted = draft_model(draft_launch, engine)
+    if hinted is not None:
+        return hinted
+    source = dig(data, "metadata.prod_checks.source")
+    found = _PROD_CHECKED.match(source) if isinstance(source, str) else None
+    return found["repository"] if found is not None else None
 
 
 def _config_asset(

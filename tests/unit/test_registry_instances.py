@@ -540,3 +540,22 @@ def test_a_draft_file_on_the_submitters_machine_is_named_by_its_file(draft: str)
     notes = " ".join(recipe.provenance.command_notes)
     assert ("the host maps its name 'd-Q4_K_M.gguf'" in notes) is (draft != "d-Q4_K_M.gguf")
     check_recipe_for_submit(recipe)
+
+
+def test_the_registrys_production_check_names_a_missing_instances_repository() -> None:
+    """For an instance the snapshot lacks, the repository the registry's production check pinned
+    (metadata.prod_checks.source) is the model; the serving block's memory fraction is carried too."""
+    checked = "https://huggingface.co/api/models/openai/gpt-oss-120b/revision/" + "b" * 40 + "?blobs=true"
+    metadata = {"prod_checks": {"source": checked, "revision": "b" * 40}}
+    serving = {"tensor_parallel": 1, "gpu_memory_utilization": 0.8}
+    recipe = parse_registry(_recipe("vllm", "openai-gpt-oss-120b--mxfp4", metadata=metadata, serving=serving), "r.json")
+    assert recipe.argv == ("vllm", "serve", "openai/gpt-oss-120b", "--gpu-memory-utilization", "0.8")
+    sglang = parse_registry(_recipe("sglang", FP8.id, serving={"gpu_memory_utilization": 0.85}), "r.json")
+    assert sglang.argv[-2:] == ("--mem-fraction-static", "0.85")
+    for source in ("https://evil.example/api/models/a/b/revision/" + "b" * 40, "openai/gpt-oss-120b"):
+        with pytest.raises(RecipeError, match="lacks") as caught:
+            parse_registry(_recipe("vllm", "x--y", metadata={"prod_checks": {"source": source}}), "r.json")
+        assert caught.value.field == "model_instance_id"
+    with pytest.raises(RecipeError, match="expected a positive number") as caught:
+        parse_registry(_recipe("vllm", FP8.id, serving={"gpu_memory_utilization": "most"}), "r.json")
+    assert caught.value.field == "serving.gpu_memory_utilization"
