@@ -2,15 +2,15 @@
 """Refresh the farm's snapshot of the registry's TabbyAPI config assets (farm/recipes/registry_assets.json).
 
     git clone https://github.com/0xSero/local-ai-registry /tmp/registry
-    uv run --with pyyaml python deploy/refresh-assets.py /tmp/registry           # writes the snapshot
-    uv run --with pyyaml python deploy/refresh-assets.py /tmp/registry --check   # exit 1 if it is out of date
+    uv run python deploy/refresh-assets.py /tmp/registry           # writes the snapshot
+    uv run python deploy/refresh-assets.py /tmp/registry --check   # exit 1 if it is out of date
 
 A registry TabbyAPI recipe runs `python main.py --config /app/config.yml` with the registry asset
-`asset/NAME-tabbyapi-config.yml` mounted there: the config holds the whole command (model, context, cache,
-batch, speculative mode). The farm reads each such asset (`data/registry/asset/*.yml`) as the document TabbyAPI
-parses, and keeps it with the sha256 of the file's bytes; where the registry's metadata document for the asset
-(`data/registry/asset/*.json`, its `file` and `sha256`) names the file, the two digests must agree.
-farm.recipes.assets reads the snapshot; no YAML parser is needed at run time.
+`asset/NAME-tabbyapi-config.yml` mounted there: the config holds the whole command (model, context, cache, batch,
+speculative mode). The farm reads each such asset (`data/registry/asset/*.yml`) as the document TabbyAPI parses
+(YAML 1.2, with ruamel.yaml as TabbyAPI does), and keeps it with the sha256 of the file's bytes; where the
+registry's metadata document for the asset (`data/registry/asset/*.json`, its `file` and `sha256`) names the file,
+the two digests must agree. farm.recipes.assets reads the snapshot; no YAML parser is needed at run time.
 """
 
 from __future__ import annotations
@@ -26,13 +26,23 @@ from registry_checkout import checkout_commit
 OUTPUT = Path(__file__).resolve().parents[1] / "farm" / "recipes" / "registry_assets.json"
 
 
-def _yaml() -> object:
+def _load_yaml(text: str, path: Path) -> object:
+    """The document as TabbyAPI reads it: YAML 1.2 (ruamel.yaml, TabbyAPI's own parser), plain values only."""
     try:
-        import yaml  # type: ignore[import-untyped]
+        from ruamel.yaml import YAML
+        from ruamel.yaml.error import YAMLError
     except ImportError as exc:
-        needed = "PyYAML is needed to read the assets: uv run --with pyyaml python deploy/refresh-assets.py"
+        needed = "ruamel.yaml is needed to read the assets (a dev dependency): uv run python deploy/refresh-assets.py"
         raise SystemExit(needed) from exc
-    return yaml
+    try:
+        document = YAML(typ="safe", pure=True).load(text)
+    except YAMLError as exc:
+        raise SystemExit(f"{path}: not valid YAML ({exc})") from exc
+    try:
+        json.dumps(document, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise SystemExit(f"{path}: a value JSON cannot hold ({exc}): quote it in the asset") from exc
+    return document
 
 
 def build(checkout: Path) -> dict[str, object]:
@@ -40,7 +50,6 @@ def build(checkout: Path) -> dict[str, object]:
     paths = sorted([*folder.glob("*.yml"), *folder.glob("*.yaml")])
     if not paths:
         raise SystemExit(f"no YAML assets under {folder}")
-    yaml = _yaml()
     declared: dict[str, str] = {}
     for meta in sorted(folder.glob("*.json")):
         document = json.loads(meta.read_text(encoding="utf-8"))
@@ -52,7 +61,7 @@ def build(checkout: Path) -> dict[str, object]:
         digest = hashlib.sha256(raw).hexdigest()
         if path.name in declared and declared[path.name] != digest:
             raise SystemExit(f"{path}: sha256 {digest} differs from its metadata's {declared[path.name]}")
-        document = yaml.safe_load(raw.decode("utf-8"))  # type: ignore[attr-defined]
+        document = _load_yaml(raw.decode("utf-8"), path)
         if not isinstance(document, dict):
             raise SystemExit(f"{path}: not a YAML mapping")
         assets[path.name] = {"sha256": digest, "document": document}

@@ -425,6 +425,8 @@ def _json_of(option: OptionSpec, values: Sequence[str], token: str) -> Any:
         value = json.loads(values[0])
     except json.JSONDecodeError as exc:
         raise refuse(f"{option.name} {values[0]}", f"not valid JSON ({exc.msg} at {exc.pos})") from exc
+    except (RecursionError, ValueError) as exc:  # nested past the parser's depth, or an integer too long to read
+        raise refuse(f"{option.name} {values[0][:80]}", f"not JSON the farm reads ({type(exc).__name__})") from exc
     if not isinstance(value, dict | list):
         raise refuse(f"{option.name} {values[0]}", "expected a JSON object or list")
     return value

@@ -60,7 +60,9 @@ recipe's arguments are judged as that server's. TabbyAPI's images (theroyallab/t
 
 IMAGE_RUNS: dict[str, tuple[str, ...]] = {"tabbyapi": ("python",)}
 """The part of an engine's launcher its image's entrypoint is, where that is not the whole launcher: the rest of
-the launcher (TabbyAPI's `main.py`) leads the container's arguments."""
+the launcher (TabbyAPI's `main.py`) leads the container's arguments. A TabbyAPI container is judged at submit
+only: no worker runs TabbyAPI, and a launcher for it must write the judged config document to a file it mounts,
+with its own listen address in it (TabbyAPI ignores its command line once it has a config)."""
 
 ALLOWED_IPC = frozenset({"host", "private", "shareable"})
 """IPC modes a recipe may ask for (vLLM's tensor-parallel workers want `host`); never another container's."""

@@ -71,7 +71,7 @@ def judge(command: CanonicalCommand, judgement: Judgement) -> None:
         repositories.append(("model", command.model))
     for option in command.options:
         if option.spec.kind == ValueKind.CONFIG:
-            _judge_config(option, command.spec.config_keys, judgement, repositories)
+            _judge_config(command, option, judgement, repositories)
             continue
         trusted |= _judge_option(option, judgement, repositories)
     if trusted:
@@ -114,32 +114,67 @@ def _judge_option(option: ParsedOption, judgement: Judgement, repositories: list
 
 
 def _judge_config(
-    option: ParsedOption,
+    command: CanonicalCommand, option: ParsedOption, judgement: Judgement, repositories: list[tuple[str, str]]
+) -> None:
+    """An engine's config document (TabbyAPI's `--config`). It must be a registry config asset the farm ships
+    (farm.recipes.assets), less the listen address the worker sets; the engine reads nothing but the config once it
+    has one, so no other option may stand beside it. Then section by section and key by key: a section or key
+    outside the engine's schema is refused, and each value is judged by its key's kind (a path under the roots, a
+    file name inside the engine's folders, a number, a boolean; a nested mapping walked like any JSON value). A key
+    the farm refuses passes only unset or false."""
+    from farm.recipes.assets import shipped_documents
+
+    document = option.json_value
+    where = option.spec.name
+    if not isinstance(document, dict):
+        raise refuse(where, "expected the config's sections")
+    beside = [
+        other.written_as[0] if other.written_as else other.name for other in command.options if other is not option
+    ]
+    if beside:
+        raise refuse(
+            beside[0], f"{command.spec.engine} reads only its config when --config is given: it would ignore this"
+        )
+    schema = command.spec.config_keys
+    for section, body in document.items():
+        keys = schema.get(str(section))
+        if keys is None:
+            raise refuse(f"{where} {section}", f"not a section of the engine's config ({', '.join(schema)})")
+        _judge_config_section(f"{where} {section}", keys, body, schema, judgement, repositories)
+    if document not in shipped_documents():
+        raise refuse(
+            where,
+            "an inline config: only a registry config asset the farm ships (deploy/refresh-assets.py) is read "
+            "into --config",
+        )
+
+
+def _judge_config_section(
+    where: str,
+    keys: Mapping[str, OptionSpec],
+    body: Any,
     schema: Mapping[str, Mapping[str, OptionSpec]],
     judgement: Judgement,
     repositories: list[tuple[str, str]],
 ) -> None:
-    """An engine's config document, section by section and key by key: a section or key outside the engine's
-    schema is refused, and each value is judged by its key's kind (a path under the roots, a plain name, a number,
-    a boolean; a nested mapping walked like any JSON value). A key the farm refuses passes only unset or false."""
-    document = option.json_value
-    if not isinstance(document, dict):
-        raise refuse(option.spec.name, "expected the config's sections")
-    for section, body in document.items():
-        where = f"{option.spec.name} {section}"
-        keys = schema.get(str(section))
-        if keys is None:
-            raise refuse(where, f"not a section of the engine's config ({', '.join(schema)})")
-        if body is None:
-            continue
-        if not isinstance(body, dict):
-            raise refuse(where, "expected a mapping of the section's keys")
-        for key, value in body.items():
-            _judge_config_value(f"{where}.{key}", keys.get(str(key)), value, judgement, repositories)
+    if body is None:
+        return
+    if not isinstance(body, dict):
+        raise refuse(where, "expected a mapping of the section's keys")
+    for key, value in body.items():
+        _judge_config_value(f"{where}.{key}", keys.get(str(key)), value, schema, judgement, repositories)
+
+
+_CONFIG_NUMBERS = {ValueKind.INT: (int,), ValueKind.FLOAT: (int, float), ValueKind.NUMBER: (int, float)}
 
 
 def _judge_config_value(
-    where: str, spec: OptionSpec | None, value: Any, judgement: Judgement, repositories: list[tuple[str, str]]
+    where: str,
+    spec: OptionSpec | None,
+    value: Any,
+    schema: Mapping[str, Mapping[str, OptionSpec]],
+    judgement: Judgement,
+    repositories: list[tuple[str, str]],
 ) -> None:
     what = f"{where}={json.dumps(value, ensure_ascii=False)}"[:200]
     if spec is None:
@@ -150,6 +185,9 @@ def _judge_config_value(
         if value is False:
             return
         raise refuse(what, spec.reason or "the farm never allows this key")
+    if spec.kind == ValueKind.CONFIG:
+        _judge_config_section(where, schema.get(spec.name, {}), value, schema, judgement, repositories)
+        return
     if spec.kind == ValueKind.JSON:
         if not isinstance(value, dict | list):
             raise refuse(what, "expected a mapping or a list")
@@ -159,12 +197,17 @@ def _judge_config_value(
         if not isinstance(value, bool):
             raise refuse(what, "expected true or false")
         return
-    items = value if isinstance(value, list) and spec.nargs == "+" else [value]
-    for item in items:
-        if isinstance(item, bool) or not isinstance(item, str | int | float):
+    if spec.nargs == "+" and not isinstance(value, list):
+        raise refuse(what, "expected a list")
+    for item in value if spec.nargs == "+" else [value]:
+        numbers = _CONFIG_NUMBERS.get(spec.kind)
+        if numbers is not None:
+            if isinstance(item, bool) or not isinstance(item, numbers):
+                raise refuse(what, "expected an integer" if spec.kind == ValueKind.INT else "expected a number")
+            continue
+        if not isinstance(item, str):
             raise refuse(what, "expected a plain value" + (" or a list of them" if spec.nargs == "+" else ""))
-        text = item if isinstance(item, str) else json.dumps(item)
-        _judge_value(where, spec.kind, text, spec.choices, judgement, repositories, what)
+        _judge_value(where, spec.kind, item, spec.choices, judgement, repositories, what)
 
 
 def _judge_value(

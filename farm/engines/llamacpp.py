@@ -388,11 +388,11 @@ def llamacpp_process_argv(
     served_model: str,
     model_path: str | None,
     extra_args: Sequence[str] = (),
-    model_paths: Mapping[str, str] = {},
+    draft_paths: Mapping[str, str] = {},
 ) -> tuple[str, ...]:
     """The judged command on this host: the host's executable, its model file (when it maps the model), the
     recipe's options re-rendered, the host's extra arguments, `--alias` and the worker's listen address. A draft
-    model named by its file name alone is the host's file of that name (`model_paths`), or no command at all."""
+    model named by its file name alone is the host's file for that name (profile `draft_paths`), or no command."""
     if not executable:
         raise ArgumentPolicyError("the worker's executable is empty")
     spec = command.spec
@@ -408,10 +408,10 @@ def llamacpp_process_argv(
         )
     draft = kept.value("--model-draft")
     if draft is not None and not os.path.isabs(os.path.expanduser(draft)):
-        draft_path = model_paths.get(draft)
+        draft_path = draft_paths.get(draft)
         if draft_path is None:
             raise ArgumentPolicyError(
-                f"this host keeps no file for the draft model {draft!r} (profile model_paths)", field="argv"
+                f"this host keeps no file for the draft model {draft!r} (profile draft_paths)", field="argv"
             )
         kept = kept.with_options(option_value(spec.option("--model-draft"), os.path.expanduser(draft_path)))
     return (
@@ -473,7 +473,7 @@ def llamacpp_engine(
     env: Mapping[str, str],
     extra_args: Sequence[str] = (),
     stop_grace_s: float = 15.0,
-    model_paths: Mapping[str, str] = {},
+    draft_paths: Mapping[str, str] = {},
 ) -> LlamaServerProcess:
     argv = llamacpp_process_argv(
         command,
@@ -483,7 +483,7 @@ def llamacpp_engine(
         served_model=served_model,
         model_path=model_path,
         extra_args=extra_args,
-        model_paths=model_paths,
+        draft_paths=draft_paths,
     )
     return LlamaServerProcess(
         argv,

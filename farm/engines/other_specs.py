@@ -60,16 +60,21 @@ _B = K.FLAG
 """A boolean config key (true or false)."""
 
 
-def _k(kind: ValueKind, **more: object) -> OptionSpec:
-    return OptionSpec(name="", kind=kind, **more)  # type: ignore[arg-type]
+def _k(kind: ValueKind, name: str = "", **more: object) -> OptionSpec:
+    """A config key's spec; for a nested CONFIG mapping, `name` is the section whose schema judges it."""
+    return OptionSpec(name=name, kind=kind, **more)  # type: ignore[arg-type]
 
 
+_WORKER_LISTENS = (
+    "where TabbyAPI listens is the worker's to set, in the config it hands TabbyAPI (which ignores its command line "
+    "once it has a config)"
+)
 _NO_TELEMETRY = "ships the server's logs to an outside Seq server: the farm allows no outbound telemetry"
 
 TABBYAPI_CONFIG: dict[str, dict[str, OptionSpec]] = {
     "network": {
-        "host": _k(K.LISTEN),
-        "port": _k(K.LISTEN),
+        "host": _k(K.REFUSED, reason=_WORKER_LISTENS),
+        "port": _k(K.REFUSED, reason=_WORKER_LISTENS),
         "disable_auth": _k(_B),
         "disable_fetch_requests": _k(_B),
         "send_tracebacks": _k(_B),
@@ -100,7 +105,7 @@ TABBYAPI_CONFIG: dict[str, dict[str, OptionSpec]] = {
         "chunk_size": _k(K.INT),
         "output_chunking": _k(_B),
         "max_batch_size": _k(K.INT),
-        "prompt_template": _k(K.WORD),
+        "prompt_template": _k(K.REPO_FILE),  # templates/NAME.jinja in TabbyAPI's folder
         "vision": _k(_B),
         "force_enable_thinking": _k(_B),
         "reasoning": _k(_B),
@@ -114,7 +119,7 @@ TABBYAPI_CONFIG: dict[str, dict[str, OptionSpec]] = {
         "vision_offload": _k(_B),
         "ngram_ram": _k(_B),
         "cpu_moe_split_experts": _k(K.INT),
-        "draft_model": _k(K.JSON),
+        "draft_model": _k(K.CONFIG, name="draft_model"),  # the draft_model section, nested here by newer builds
     },
     "draft_model": {
         "draft_mode": _k(K.CHOICE, choices=("model", "disabled", "mtp", "ngram")),
@@ -127,13 +132,18 @@ TABBYAPI_CONFIG: dict[str, dict[str, OptionSpec]] = {
         "draft_num_tokens": _k(K.INT),
         "ngram_match_min": _k(K.INT),
     },
-    "lora": {"lora_dir": _k(K.PATH), "loras": _k(K.JSON)},
+    "lora": {
+        "lora_dir": _k(K.PATH),
+        "loras": _k(
+            K.REFUSED, reason="loads LoRA adapters (exllamav2 reads .bin adapters with torch.load, which runs code)"
+        ),
+    },
     "embeddings": {
         "embedding_model_dir": _k(K.PATH),
         "embeddings_device": _k(K.CHOICE, choices=("cpu", "auto", "cuda")),
         "embedding_model_name": _k(K.REPO_FILE),
     },
-    "sampling": {"override_preset": _k(K.WORD)},
+    "sampling": {"override_preset": _k(K.REPO_FILE)},  # sampler_overrides/NAME.yml in TabbyAPI's folder
     "memory": {"sysmem_recurrent_cache": _k(K.INT), "cuda_malloc_async": _k(_B), "sysmem_kv_cache": _k(K.INT)},
     "developer": {
         "unsafe_launch": _k(_B),
@@ -147,7 +157,9 @@ TABBYAPI_CONFIG: dict[str, dict[str, OptionSpec]] = {
 }
 """TabbyAPI's config schema (`TabbyConfigModel` in theroyallab/tabbyAPI common/config_models.py at 004e8374): each
 section's keys and how a value is judged. Paths (model, draft, LoRA and embedding folders) lie under the host's
-roots or the container's read-only mounts; model names are folders inside them."""
+roots or the container's read-only mounts; model, template and preset names are files inside TabbyAPI's folders,
+never absolute and never climbing out. Where TabbyAPI listens is the worker's (the farm strips `network.host` and
+`network.port` from a registry asset), and LoRA adapters are refused."""
 
 TABBYAPI = ArgSpec(
     engine="tabbyapi",

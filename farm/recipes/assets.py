@@ -53,3 +53,22 @@ def lookup(source: str) -> Asset | None:
 
 def snapshot_size() -> int:
     return len(_shipped())
+
+
+LISTEN_KEYS = ("host", "port")
+"""The `network` keys that say where TabbyAPI listens: the worker's to set, left out of a recipe's config."""
+
+
+def without_listen(document: Mapping[str, Any]) -> dict[str, Any]:
+    """The config document less `network.host` and `network.port`."""
+    copy = json.loads(json.dumps(document))
+    network = copy.get("network")
+    if isinstance(network, dict):
+        for key in LISTEN_KEYS:
+            network.pop(key, None)
+    return copy  # type: ignore[no-any-return]
+
+
+def shipped_documents() -> tuple[dict[str, Any], ...]:
+    """Every shipped asset's document as a recipe's --config carries it (without the listen address)."""
+    return tuple(without_listen(asset.document) for asset in _shipped().values())

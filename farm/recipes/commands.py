@@ -869,8 +869,9 @@ LLAMACPP_DRAFT_SPELLINGS = ("--model-draft", "-md", "--spec-draft-model")
 
 def resolve_draft(engine: str, argv: Sequence[str]) -> tuple[list[str], str | None]:
     """llama.cpp's draft model given as a file on the submitter's machine (`-md /home/me/models/d.gguf`,
-    `-md models/d.gguf`): the file's name, which a worker maps to its own file (profile model_paths) as it maps the
-    main model, and a note. A file inside a Hugging Face cache or a bare name is left as it is."""
+    `-md models/d.gguf`): the file's name, which a worker maps to its own file (profile draft_paths) as it maps the
+    main model, and a note. A file inside a Hugging Face cache or a bare name is left as it is. The file's name is
+    all the recipe says of the draft: two drafts of one name are one draft to a host."""
     args = list(argv)
     if engine != "llama.cpp":
         return args, None
@@ -889,7 +890,7 @@ def resolve_draft(engine: str, argv: Sequence[str]) -> tuple[list[str], str | No
             args[index + 1] = base
         notes.append(
             f"the draft model {value!r} is a file on the submitter's machine: the host maps its name {base!r} to its "
-            "own file (profile model_paths)"
+            "own file (profile draft_paths)"
         )
     return args, "; ".join(notes) or None
 

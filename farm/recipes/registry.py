@@ -130,7 +130,9 @@ def parse_registry(text: str, source: str, *, content_sha256: str | None = None)
     if config_asset is not None:
         notes_on_command.append(
             f"TabbyAPI's --config is registry asset {config_asset.name} (sha256 {config_asset.sha256[:12]}), read "
-            "into the command: the config document is judged key by key and is what the worker hands TabbyAPI"
+            "into the command less network.host and network.port (the worker's): the document is judged key by key, "
+            "and a TabbyAPI launcher hands TabbyAPI exactly it, with its own listen address (no worker runs TabbyAPI "
+            "yet)"
         )
     if argv_field != _SYNTHESIZED and not _in_container(argv_field, launch, draft_launch):
         hint = _model_hint(data, draft_launch, engine.name)
@@ -201,7 +203,13 @@ def parse_registry(text: str, source: str, *, content_sha256: str | None = None)
         serving = serving.model_copy(update={"max_context_tokens": context})
 
     container = None
-    if argv_field == "launch.arguments" or (launch.get("kind") == "docker" and draft_launch.get("kind") != "docker"):
+    # An official image launched without arguments runs the command built for it: that launch's image, never a draft's.
+    bare_image = argv_field == _SYNTHESIZED and launch.get("kind") == "docker" and not launch.get("arguments")
+    if (
+        argv_field == "launch.arguments"
+        or bare_image
+        or (launch.get("kind") == "docker" and draft_launch.get("kind") != "docker")
+    ):
         if launch.get("kind") == "docker" and launch.get("image"):
             container = _container(launch, source, "launch")
             if argv_field != "launch.arguments":
@@ -500,7 +508,8 @@ def _config_asset(
                     source=source,
                     field=f"{field_name}.mounts[{number}].source",
                 )
-            document = json.dumps(asset.document, separators=(",", ":"), ensure_ascii=False)
+            # Where TabbyAPI listens is the worker's: the recipe's config carries no listen address.
+            document = json.dumps(assets.without_listen(asset.document), separators=(",", ":"), ensure_ascii=False)
             if inline:
                 return [*argv[:index], f"--config={document}", *argv[index + 1 :]], asset
             return [*argv[: index + 1], document, *argv[index + 2 :]], asset
@@ -508,12 +517,13 @@ def _config_asset(
 
 
 def _uncarried_command(launch: Mapping[str, Any], engine: str, source: str) -> RecipeError | None:
-    """Why a launch without arguments shows no command. An official engine image's default command names no model:
-    the recipe then gives nothing else, and the command is built from the engine, the model and the serving block,
-    as for a reference launch (this reason is kept for a refusal when that cannot be done either). A container whose
-    image is not the engine's official one, or that replaces its entrypoint, runs what the farm cannot judge; a
-    compose file or script holds the command and its settings (their environment templates, custom images), which
-    the recipe does not carry and an engine-and-model command would not reproduce: refused."""
+    """Why a launch without arguments shows no command. An official engine image's default command names none of
+    the recipe's model (`vllm serve` alone serves vLLM's own default model): the recipe then gives nothing else, and
+    the command is built from the engine, the model and the serving block, as for a reference launch (this reason
+    is kept for a refusal when that cannot be done either). A container whose image is not the engine's official
+    one, or that replaces its entrypoint, runs what the farm cannot judge; a compose file or script holds the
+    command and its settings (their environment templates, custom images), which the recipe does not carry and an
+    engine-and-model command would not reproduce: refused."""
     kind = launch.get("kind")
     if kind == "docker" and launch.get("image"):
         image = launch["image"]
@@ -525,7 +535,8 @@ def _uncarried_command(launch: Mapping[str, Any], engine: str, source: str) -> R
                 field="launch.arguments",
             )
         return RecipeError(
-            f"a docker launch of {image} without arguments: it runs the image's default command, which names no model",
+            f"a docker launch of {image} without arguments: it runs the image's default command, which names no "
+            "model of the recipe's",
             source=source,
             field="launch.arguments",
         )

@@ -164,7 +164,7 @@ def default_engine_factory(
                 env=env,
                 extra_args=section.extra_args,
                 stop_grace_s=engine.stop_grace_s,
-                model_paths=section.model_paths,  # a draft model named by its file name is the host's file
+                draft_paths=profile.engine.llamacpp.draft_paths,  # a draft named by its file name: the host's file
             )
         return sglang_engine(
             command,

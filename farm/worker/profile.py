@@ -95,14 +95,16 @@ class ProcessEngineSection(_Section):
     extra_env: dict[str, str] = Field(default_factory=dict, description="set for every engine on this host")
     model_paths: dict[str, str] = Field(
         default_factory=dict,
-        description=(
-            "model id -> local file or directory, served under the id; for llama.cpp also a draft model's file name"
-        ),
+        description="model id -> local file or directory; served under the id",
     )
 
 
 class LlamaCppSection(ProcessEngineSection):
     executable: tuple[str, ...] = Field(("llama-server",), min_length=1, description="`~` is expanded")
+    draft_paths: dict[str, str] = Field(
+        default_factory=dict,
+        description="a draft model's file name, as a recipe names it (`-md NAME.gguf`) -> this host's file",
+    )
 
 
 class SglangSection(ProcessEngineSection):

@@ -17,6 +17,7 @@ from farm.engines.policy import EnginePolicy, canonical_command
 from farm.engines.registry import canonical_engine_name, engine_kind, launchable_engines
 from farm.engines.sglang import sglang_process_argv
 from farm.errors import ArgumentPolicyError
+from farm.recipes import assets
 
 GGUF = "/models/smollm2.gguf"
 
@@ -120,7 +121,7 @@ def test_llamacpp_on_a_worker_loads_the_hosts_file_under_the_recipe_name() -> No
     )
 
 
-def _on_host(command: CanonicalCommand, model_paths: Mapping[str, str] = {}) -> tuple[str, ...]:
+def _on_host(command: CanonicalCommand, draft_paths: Mapping[str, str] = {}) -> tuple[str, ...]:
     return llamacpp_process_argv(
         command,
         executable=("/bin/llama-server",),
@@ -128,12 +129,12 @@ def _on_host(command: CanonicalCommand, model_paths: Mapping[str, str] = {}) -> 
         port=9,
         served_model="org/m",
         model_path=GGUF,
-        model_paths=model_paths,
+        draft_paths=draft_paths,
     )
 
 
 def test_llamacpp_draft_named_by_its_file_is_the_hosts_file() -> None:
-    """A draft model named by its file name alone is the host's file of that name (profile model_paths); a host
+    """A draft model named by its file name alone is the host's file for that name (profile draft_paths); a host
     without it has no command for the job. An absolute draft path under the roots is used as it is."""
     argv = ["llama-server", "-hf", "org/m-GGUF", "-md", "d.gguf", "--spec-type", "draft-mtp"]
     command = canonical_command(argv, "llama.cpp")
@@ -375,20 +376,46 @@ def _tabby(config: dict[str, object]) -> list[str]:
     return ["python", "main.py", "--config", json.dumps(config)]
 
 
-def test_tabbyapi_config_document_passes_key_by_key() -> None:
-    """A TabbyAPI config document of known sections and keys, each value of its kind, passes; false for a refused
-    key is the same as leaving it out."""
-    config = {
-        "network": {"host": "0.0.0.0", "port": 5000, "api_servers": ["OAI", "kobold"], "disable_auth": True},
-        "model": {"model_dir": "/models/tabby", "model_name": "M-EXL3", "cache_mode": "8,8", "gpu_split": [20, 4.5]},
-        "draft_model": {"draft_mode": "ngram", "ngram_match_min": 2},
-        "developer": {"seqlog": False},
-    }
-    command = canonical_command(_tabby(config), "tabbyapi")
+def _shipping(monkeypatch: pytest.MonkeyPatch, *configs: dict[str, object]) -> None:
+    """The farm's snapshot of registry config assets, holding these documents."""
+    shipped = {f"a{i}.yml": assets.Asset(f"a{i}.yml", "0" * 64, config) for i, config in enumerate(configs)}
+    monkeypatch.setattr(assets, "_shipped", lambda: shipped)
+
+
+GOOD_TABBY = {
+    "network": {"api_servers": ["OAI", "kobold"], "disable_auth": True},
+    "model": {
+        "model_dir": "/models/tabby",
+        "model_name": "M-EXL3",
+        "cache_mode": "8,8",
+        "gpu_split": [20, 4.5],
+        "max_seq_len": 131072,
+        "draft_model": {"draft_mode": "mtp"},
+    },
+    "draft_model": {"draft_mode": "ngram", "ngram_match_min": 2},
+    "developer": {"seqlog": False},
+}
+
+
+def test_tabbyapi_config_document_passes_key_by_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A shipped config of known sections and keys, each value of its kind, passes; false for a refused key is the
+    same as leaving it out."""
+    _shipping(monkeypatch, GOOD_TABBY)
+    command = canonical_command(_tabby(GOOD_TABBY), "tabbyapi")
     option = command.get("--config")
     assert option is not None
-    assert option.json_value == config
-    assert command.render_options() == ("--config", json.dumps(config, separators=(",", ":")))
+    assert option.json_value == GOOD_TABBY
+    assert command.render_options() == ("--config", json.dumps(GOOD_TABBY, separators=(",", ":")))
+
+
+def test_tabbyapi_config_must_be_a_shipped_asset_and_stand_alone(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An inline config the farm does not ship is refused; so is any option beside --config, which TabbyAPI would
+    ignore (a --model-name beside it would not be the model it serves)."""
+    _shipping(monkeypatch, GOOD_TABBY)
+    with pytest.raises(ArgumentPolicyError, match="an inline config"):
+        canonical_command(_tabby({**GOOD_TABBY, "sampling": {"override_preset": "x"}}), "tabbyapi")
+    with pytest.raises(ArgumentPolicyError, match="reads only its config when --config is given"):
+        canonical_command(["python", "main.py", "--model-name", "other", *_tabby(GOOD_TABBY)[2:]], "tabbyapi")
 
 
 @pytest.mark.parametrize(
@@ -397,7 +424,14 @@ def test_tabbyapi_config_document_passes_key_by_key() -> None:
         ({"model": {"model_dir": "/etc"}}, "outside this host's model and cache roots"),
         ({"model": {"model_dir": "models"}}, "a relative path"),
         ({"model": {"model_name": "../../etc"}}, "without '..'"),
+        ({"model": {"prompt_template": "/etc/anything"}}, "without '..'"),
+        ({"sampling": {"override_preset": "../../../../etc/x"}}, "without '..'"),
+        ({"model": {"draft_model": {"draft_model_name": "x/../../../tmp/d"}}}, "without '..'"),
+        ({"model": {"draft_model": {"evil": 1}}}, "not a key the farm knows"),
         ({"lora": {"lora_dir": "/root/.ssh"}}, "outside this host's model and cache roots"),
+        ({"lora": {"loras": [{"name": "x/../../home/other/evil"}]}}, "torch.load"),
+        ({"network": {"host": "0.0.0.0"}}, "worker's to set"),
+        ({"network": {"port": "x"}}, "worker's to set"),
         ({"developer": {"seqlog": True}}, "no outbound telemetry"),
         ({"developer": {"seqlog_server_url": "http://evil:5341"}}, "no outbound telemetry"),
         ({"config": {"config": "/etc/other.yml"}}, "reads another config file"),
@@ -405,7 +439,10 @@ def test_tabbyapi_config_document_passes_key_by_key() -> None:
         ({"model": {"template_vars_default": {"x": "http://evil.example/"}}}, "not loopback"),
         ({"model": {"tool_format": "pkg.module.Parser"}}, "qualified Python name"),
         ({"model": {"reasoning": "yes"}}, "expected true or false"),
-        ({"model": {"max_seq_len": "lots"}}, "expected an integer"),
+        ({"model": {"max_seq_len": "128k"}}, "expected an integer"),
+        ({"model": {"max_seq_len": 1.5}}, "expected an integer"),
+        ({"model": {"rope_scale": True}}, "expected a number"),
+        ({"network": {"api_servers": "OAI"}}, "expected a list"),
         ({"network": {"api_servers": ["OAI", "grpc"]}}, "not one of"),
         ({"model": {"backend": "exllamav9"}}, "not one of"),
         ({"model": {"evil_hook": 1}}, "not a key the farm knows"),
@@ -414,7 +451,11 @@ def test_tabbyapi_config_document_passes_key_by_key() -> None:
         ({"model": {"model_dir": ["/models"]}}, "expected a plain value"),
     ],
 )
-def test_tabbyapi_config_document_refusals(config: dict[str, object], why: str) -> None:
+def test_tabbyapi_config_document_refusals(
+    monkeypatch: pytest.MonkeyPatch, config: dict[str, object], why: str
+) -> None:
+    """Even a shipped asset is judged key by key: the snapshot is registry data, not the farm's word."""
+    _shipping(monkeypatch, config)
     with pytest.raises(ArgumentPolicyError, match=re.escape(why)):
         canonical_command(_tabby(config), "tabbyapi")
 

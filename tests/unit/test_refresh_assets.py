@@ -19,6 +19,7 @@ model:
   model_name: M-EXL3
   max_seq_len: 131072
   reasoning_start_token: " thinking"
+  vision: yes   # YAML 1.1 read this as true; TabbyAPI's YAML 1.2 reads a string, and so does the farm
   template_vars_default:
     enable_thinking: true
 
@@ -53,6 +54,7 @@ def test_assets_are_parsed_with_their_digest(tmp_path: Path) -> None:
         "model_name": "M-EXL3",
         "max_seq_len": 131072,
         "reasoning_start_token": " thinking",
+        "vision": "yes",
         "template_vars_default": {"enable_thinking": True},
     }
     assert asset["document"]["sampling"] == {"override_preset": None}

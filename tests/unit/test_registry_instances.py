@@ -512,7 +512,7 @@ def test_a_script_or_compose_launch_without_arguments_is_refused() -> None:
 def test_an_official_image_the_farm_cannot_fill_keeps_its_reason() -> None:
     """No arguments and an instance the snapshot lacks: the refusal says both."""
     launch = {"kind": "docker", "image": "vllm/vllm-openai:v1"}
-    with pytest.raises(RecipeError, match=r"default command, which names no model; nor can the farm") as caught:
+    with pytest.raises(RecipeError, match=r"names no model of the recipe's; nor can the farm") as caught:
         parse_registry(_recipe("vllm", "org-unknown--fp8", launch=launch), "r.json")
     assert caught.value.field == "launch.arguments"
 
@@ -559,3 +559,12 @@ def test_the_registrys_production_check_names_a_missing_instances_repository() -
     with pytest.raises(RecipeError, match="expected a positive number") as caught:
         parse_registry(_recipe("vllm", FP8.id, serving={"gpu_memory_utilization": "most"}), "r.json")
     assert caught.value.field == "serving.gpu_memory_utilization"
+
+
+def test_an_official_image_without_arguments_runs_in_that_image_not_a_drafts() -> None:
+    """The built command runs in the launch's own (official) image, even where a docker draft names another."""
+    launch = {"kind": "docker", "image": "vllm/vllm-openai:v0.25.1"}
+    draft = {"kind": "docker", "image": "ghcr.io/someone/custom@sha256:" + "c" * 64}
+    recipe = parse_registry(_recipe("vllm", FP8.id, launch=launch, draft_launch=draft), "r.json")
+    assert recipe.container is not None
+    assert recipe.container.image == "vllm/vllm-openai:v0.25.1"

@@ -300,9 +300,9 @@ TABBY_CONFIG = {
 
 
 def test_tabbyapi_config_asset_is_read_into_the_command(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The mounted config is the whole TabbyAPI command: the registry asset's document (from the farm's snapshot)
-    takes the path's place in --config, is judged key by key, and the container runs it without the asset mount;
-    provenance names the asset and its sha256. The model is the recipe's registry instance id."""
+    """The mounted config is the whole TabbyAPI command: the registry asset's document (from the farm's snapshot),
+    less its listen address, takes the path's place in --config, is judged key by key, and the container runs it
+    without the asset mount; provenance names the asset and its sha256. The model is the registry instance id."""
     asset = assets.Asset("m-tabbyapi-config.yml", "ab" * 32, TABBY_CONFIG)
     monkeypatch.setattr(assets, "_shipped", lambda: {asset.name: asset})
     recipe = parse_registry(
@@ -310,7 +310,11 @@ def test_tabbyapi_config_asset_is_read_into_the_command(monkeypatch: pytest.Monk
         "r.json",
     )
     assert recipe.argv[:3] == ("python", "main.py", "--config")
-    assert json.loads(recipe.argv[3]) == TABBY_CONFIG
+    carried = json.loads(recipe.argv[3])
+    assert carried["network"] == {"disable_auth": True, "api_servers": ["OAI"]}  # host and port are the worker's
+    assert {key: value for key, value in carried.items() if key != "network"} == {
+        key: value for key, value in TABBY_CONFIG.items() if key != "network"
+    }
     assert recipe.model_id == "org-model--fp8"
     assert recipe.provenance.model_source == "model_instance_id"
     assert any("m-tabbyapi-config.yml (sha256 abababababab)" in note for note in recipe.provenance.command_notes)
@@ -320,7 +324,7 @@ def test_tabbyapi_config_asset_is_read_into_the_command(monkeypatch: pytest.Monk
     command = check_recipe_for_submit(recipe)
     option = command.get("--config")
     assert option is not None
-    assert option.json_value == TABBY_CONFIG
+    assert option.json_value == carried
 
 
 def test_tabbyapi_config_asset_the_snapshot_lacks_is_refused() -> None:
