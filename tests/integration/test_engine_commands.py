@@ -214,6 +214,11 @@ def other_profile(tmp_path: Path, kind: str) -> Path:
                 f'extra_env = {{ FARM_FAKE_ARGV_OUT = "{tmp_path / "argv.json"}" }}',
                 f"[engine.{section}.model_paths]",
                 f'"org/m" = "{models / "m.gguf"}"',
+                *(
+                    [f"[engine.{section}.draft_paths]", f'"d.gguf" = "{models / "d-Q8.gguf"}"']
+                    if kind == "llama.cpp"
+                    else []
+                ),
             ]
         )
         + "\n"
@@ -243,6 +248,11 @@ def engine_recipe(engine: str, argv: list[str]) -> Recipe:
             ["--ctx-size", "2048", "--parallel", "2", "--model", "{model}", "--alias", "org/m"],
         ),
         (
+            "llama.cpp",
+            ["llama-server", "-hf", "org/m-GGUF", "-md", "d.gguf", "--spec-type", "draft-simple"],
+            ["--spec-type", "draft-simple", "--model", "{model}", "--model-draft", "{draft}", "--alias", "org/m"],
+        ),
+        (
             "sglang",
             ["python3", "-m", "sglang.launch_server", "--model", "org/m", "--context-length", "4096"],
             ["--model-path", "{model}", "--context-length", "4096", "--served-model-name", "org/m"],
@@ -262,8 +272,9 @@ def test_other_engines_reach_the_executable_as_their_canonical_command(
     finally:
         engine.stop()
     received = json.loads((tmp_path / "argv.json").read_text())
-    model = str(tmp_path / "models" / "m.gguf")
-    assert received[1:] == [e.replace("{model}", model) for e in expected] + ["--host", "127.0.0.1", "--port", "47125"]
+    model, draft = str(tmp_path / "models" / "m.gguf"), str(tmp_path / "models" / "d-Q8.gguf")
+    wanted = [e.replace("{model}", model).replace("{draft}", draft) for e in expected]
+    assert received[1:] == [*wanted, "--host", "127.0.0.1", "--port", "47125"]
 
 
 @pytest.mark.parametrize(
@@ -271,6 +282,7 @@ def test_other_engines_reach_the_executable_as_their_canonical_command(
     [
         ("llama.cpp", ["llama-server", "-m", "/etc/passwd"], "outside this host's"),
         ("llama.cpp", ["llama-server", "--rpc", "10.0.0.2:50052"], "RPC servers beyond"),
+        ("llama.cpp", ["llama-server", "-hf", "org/m-GGUF", "-md", "other.gguf"], "no file for the draft model"),
         (
             "sglang",
             ["python3", "-m", "sglang.launch_server", "--model-path", "org/m", "--tp-size", "2"],
