@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Sequence
+from functools import partial
 from pathlib import Path
 
 from farm.domain import FailureClass
@@ -152,21 +153,13 @@ def default_engine_factory(
         model_path = section.model_paths.get(recipe.model_id)
         env = vllm_env(os.environ, section.env_allowlist, gpus, section.extra_env)
         env = {**recipe_environment(recipe, engine.kind), **env}  # the host's settings win
-        if engine.kind == "llama.cpp":
-            return llamacpp_engine(
-                command,
-                executable=_expand(section.executable),
-                host=engine.host,
-                port=port,
-                served_model=recipe.model_id,
-                model_path=os.path.expanduser(model_path) if model_path else None,
-                log_path=log_path,
-                env=env,
-                extra_args=section.extra_args,
-                stop_grace_s=engine.stop_grace_s,
-                draft_paths=profile.engine.llamacpp.draft_paths,  # a draft named by its file name: the host's file
-            )
-        return sglang_engine(
+        # A llama.cpp draft model named by its file name is the host's file for that name.
+        make: Callable[..., Engine] = (
+            partial(llamacpp_engine, draft_paths=engine.llamacpp.draft_paths)
+            if engine.kind == "llama.cpp"
+            else sglang_engine
+        )
+        return make(
             command,
             executable=_expand(section.executable),
             host=engine.host,
