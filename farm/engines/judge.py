@@ -221,8 +221,13 @@ def _judge_value(
 ) -> None:
     if kind == ValueKind.INT and not INT.match(value) and not HUMAN_INT.match(value):
         raise refuse(what, "expected an integer")
-    elif kind == ValueKind.INT_OR_AUTO and value != "auto" and not INT.match(value) and not HUMAN_INT.match(value):
-        raise refuse(what, "expected an integer or 'auto'")
+    elif (
+        kind == ValueKind.INT_OR_AUTO
+        and value not in (choices or ("auto",))
+        and not INT.match(value)
+        and not HUMAN_INT.match(value)
+    ):
+        raise refuse(what, f"expected an integer or {' or '.join(repr(word) for word in choices or ('auto',))}")
     elif kind in (ValueKind.FLOAT, ValueKind.NUMBER) and not FLOAT.match(value):
         raise refuse(what, "expected a number")
     elif kind == ValueKind.TEXT and QUALIFIED_NAME.match(value):

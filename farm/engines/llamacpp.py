@@ -86,7 +86,8 @@ KINDS: Mapping[str, ValueKind] = {
     "--host": ValueKind.LISTEN,
     "--port": ValueKind.LISTEN,
     "--model": ValueKind.REPO,
-    "--gpu-layers": ValueKind.INT_OR_AUTO,  # newer builds take `auto` (their default) as well as a count
+    "--gpu-layers": ValueKind.INT_OR_AUTO,  # newer builds take `auto` (their default) or `all` as well as a count
+    "--gpu-layers-draft": ValueKind.INT_OR_AUTO,
     "--model-draft": ValueKind.REPO,  # like --model: a file name the host maps, or a path under its roots
     "--model-vocoder": ValueKind.PATH,
     "--lora": ValueKind.PATH,
@@ -309,6 +310,13 @@ def _kind(raw: Mapping[str, Any], name: str) -> ValueKind:
     return ValueKind.TEXT
 
 
+LAYER_WORDS: Mapping[str, tuple[str, ...]] = {
+    "--gpu-layers": ("auto", "all"),
+    "--gpu-layers-draft": ("auto", "all"),
+}
+"""The words newer llama-server builds take for a layer count: "either an exact number, 'auto', or 'all'"."""
+
+
 def spec_from_dump(data: Mapping[str, Any], source: str) -> ArgSpec:
     try:
         options: list[OptionSpec] = []
@@ -322,7 +330,7 @@ def spec_from_dump(data: Mapping[str, Any], source: str) -> ArgSpec:
                     aliases=tuple(s for s in strings if s != name),
                     kind=_kind(raw, name),
                     nargs=raw["nargs"],
-                    choices=tuple(raw["choices"]) if raw.get("choices") else None,
+                    choices=tuple(raw["choices"]) if raw.get("choices") else LAYER_WORDS.get(name),
                     repeatable=name in REPEATABLE,
                     reason=REFUSED.get(name, ""),
                 )

@@ -788,6 +788,9 @@ _REVISION_OPTION = {"vllm": "--revision", "sglang": "--revision"}
 """Engines that load a repository at a pinned commit, and the option that pins it."""
 
 _WINDOWS_PATH = re.compile(r"^[A-Za-z]:[\\/]")
+_PLACEHOLDER = re.compile(r"^(?:<[^<>\s]+>|\$\{?[A-Za-z_][A-Za-z0-9_]*\}?)$")
+"""A model written as a template's placeholder (`<MODEL.gguf>`, `<path-to-gguf>`, `$MODEL`, `${MODEL_PATH}`): the
+document means its own model, which its registry instance names."""
 _HF_CACHE = re.compile(
     r"(?:^|/)models--(?P<owner>[^/]+?)--(?P<name>[^/]+)/snapshots/(?P<revision>[0-9a-f]{40})(?:/(?P<file>.+))?$"
 )
@@ -819,8 +822,9 @@ def resolve_model(
 
     - A path into a Hugging Face cache names a repository: it becomes that repository (and, for llama.cpp, the
       file in it: `--hf-repo R --hf-file F`).
-    - Another absolute path is where the submitter's machine kept the model, which no worker has: when the recipe
-      names its registry instance, the model becomes the instance's (farm.recipes.instances.model_for).
+    - Another absolute path is where the submitter's machine kept the model, which no worker has, and a
+      placeholder (`<MODEL.gguf>`, `$MODEL`) is a template's blank for it: when the recipe names its registry
+      instance, the model becomes the instance's (farm.recipes.instances.model_for).
     - A llama.cpp command without a model (a llama-bench page that hid the path) gets the instance's model.
     Anything else is left as it is, for the policy to judge."""
     args = list(argv)
@@ -834,9 +838,10 @@ def resolve_model(
         if replacement is None:
             return args, f"the model is registry instance {instance!r}; the host maps it to its own file"
         return [*args, "--hf-repo", replacement], f"the model is registry instance {instance!r}: {replacement}"
-    if not model.startswith(("/", "~")) and not _WINDOWS_PATH.match(model):
+    placeholder = _PLACEHOLDER.match(model) is not None
+    if not placeholder and not model.startswith(("/", "~")) and not _WINDOWS_PATH.match(model):
         return args, None
-    cached = _HF_CACHE.search(model)
+    cached = None if placeholder else _HF_CACHE.search(model)
     if cached is not None:
         repository = f"{cached['owner']}/{cached['name']}"
         revision = cached["revision"]
@@ -857,7 +862,10 @@ def resolve_model(
         replacement = instances.model_for(engine, instance, hint)
     except instances.CannotLoad:
         return args, None  # the path stays, for the policy to judge
-    note = f"the submitter's local path {model!r} stands for registry instance {instance!r}"
+    if placeholder:
+        note = f"the placeholder {model!r} stands for the recipe's model, registry instance {instance!r}"
+    else:
+        note = f"the submitter's local path {model!r} stands for registry instance {instance!r}"
     if replacement is None:
         return _with_model(engine, args, launcher, flags, []), f"{note}; the host maps it to its own file"
     return _with_model(engine, args, launcher, flags, _model_tokens(engine, replacement)), f"{note}: {replacement}"

@@ -344,6 +344,12 @@ def _registry_command(
         # The run was measured with a benchmark tool (llama-bench), not a server: the registry's launch or
         # draft launch says how to serve the same model; without one, the tool's refusal stands.
         deferred = _not_a_server(chosen, source)
+    elif chosen is not None and _only_options(chosen[1]):
+        # A page that recorded only the options it added (`-b 1024 -ub 1024 ...`): the recipe's engine's server
+        # with them, its model the recipe's instance.
+        command = read_command(chosen[1], source, chosen[0], declared_engine=engine, arguments_only=True)
+        note = f"the recorded command holds only options ({' '.join(chosen[1])[:80]!r}): {engine}'s server with them"
+        return _with_environment(_noted(_noted(command, step_note), note), environment)
     elif chosen is not None and is_docker_run(chosen[1]):
         command = from_docker_run(chosen[1], engine, source, chosen[0])
         return _with_environment(_noted(command, step_note), environment)
@@ -548,6 +554,11 @@ def _uncarried_command(launch: Mapping[str, Any], engine: str, source: str) -> R
             field="launch.arguments",
         )
     return None
+
+
+def _only_options(tokens: list[str]) -> bool:
+    """Whether a recorded command is options alone (`-b 1024 --cache-type-k q8_0`), with no executable."""
+    return bool(tokens) and tokens[0].startswith("-") and len(tokens[0]) > 1
 
 
 def _benchmark_tool(tokens: list[str]) -> str | None:

@@ -156,6 +156,7 @@ def test_sglang_code_switch_takes_no_value_when_a_host_allows_it() -> None:
     [
         ("--spec-type draft-mtp,ngram-mod --spec-draft-n-max 4", None),
         ("--spec-type draft-mtp --spec-type ngram-mod", None),
+        ("-ngl all -ngld auto", "--gpu-layers all --gpu-layers-draft auto"),
         ("--reasoning off --reasoning-budget 0 --reasoning-format deepseek", None),
         ("-rea auto", "--reasoning auto"),
         (
@@ -177,6 +178,7 @@ def test_sglang_code_switch_takes_no_value_when_a_host_allows_it() -> None:
     ids=[
         "speculative",
         "speculative-repeated",
+        "layer-words",
         "reasoning",
         "reasoning-alias",
         "template-kwargs",
@@ -217,6 +219,7 @@ def test_newer_llamacpp_options_parse_and_pass(options: str, rendered: str | Non
         ("--log-prompts-dir /tmp/prompts", "outside this host's"),
         ("--media-path /etc", "outside this host's"),
         ("--spec-draft-model /home/me/draft.gguf", "outside this host's"),
+        ("-ngl most", "expected an integer or 'auto' or 'all'"),
     ],
 )
 def test_llamacpp_refuses_dangerous_newer_options(options: str, why: str) -> None:

@@ -568,3 +568,36 @@ def test_an_official_image_without_arguments_runs_in_that_image_not_a_drafts() -
     recipe = parse_registry(_recipe("vllm", FP8.id, launch=launch, draft_launch=draft), "r.json")
     assert recipe.container is not None
     assert recipe.container.image == "vllm/vllm-openai:v0.25.1"
+
+
+@pytest.mark.parametrize("placeholder", ["<MODEL.gguf>", "<path-to-gguf>", "$MODEL", "${MODEL_PATH}"])
+def test_a_placeholder_model_is_the_recipes_instance(placeholder: str) -> None:
+    """A template's blank for the model (`-m <MODEL.gguf>`, `$MODEL`) means the recipe's own model: its instance."""
+    observed = f"llama-server -m {shlex.quote(placeholder)} -c 4096"
+    recipe = parse_registry(_recipe("llama.cpp", GGUF.id, metadata=_localmaxxing(observed)), "r.json")
+    assert recipe.argv == ("llama-server", "--hf-repo", "org/Model-GGUF:Q4_K_M", "-c", "4096")
+    assert any(f"the placeholder {placeholder!r} stands for" in note for note in recipe.provenance.command_notes)
+    vllm = parse_registry(_recipe("vllm", FP8.id, metadata=_localmaxxing(f"vllm serve {placeholder}")), "r.json")
+    assert vllm.argv == ("vllm", "serve", "org/Model-FP8")
+
+
+def test_a_recorded_line_of_options_alone_is_the_engines_server() -> None:
+    """A page that recorded only the options it added runs the recipe's engine with them, on its instance."""
+    page = _localmaxxing(
+        "-b 1024 -ub 1024 --cache-type-k q8_0",
+        tokenized={"arguments": ["-b", "1024", "-ub", "1024", "--cache-type-k", "q8_0"]},
+    )
+    recipe = parse_registry(_recipe("llama.cpp", GGUF.id, metadata=page), "r.json")
+    assert recipe.argv == (
+        "llama-server",
+        "-b",
+        "1024",
+        "-ub",
+        "1024",
+        "--cache-type-k",
+        "q8_0",
+        "--hf-repo",
+        "org/Model-GGUF:Q4_K_M",
+    )
+    assert any("holds only options" in note for note in recipe.provenance.command_notes)
+    check_recipe_for_submit(recipe)
