@@ -115,7 +115,7 @@ def parse_registry(text: str, source: str, *, content_sha256: str | None = None)
     argv = list(command.argv)
     config_asset = None
     if engine.name == "tabbyapi":
-        argv, config_asset = _config_asset(argv, argv_field, launch, draft_launch, source)
+        argv, config_asset = _config_asset(argv, launch, draft_launch, source)
     check_launch(argv, engine.name, source, argv_field)
     damaged = json_damage(argv)
     if damaged:
@@ -442,8 +442,8 @@ def _registry_command(
     notes: tuple[str, ...] = ()
     if uncarried is not None:
         notes = (
-            f"{uncarried.detail}: the farm launches {engine}'s server in that image with the recipe's model and "
-            "its serving block (parallel size, context length), and engine defaults otherwise",
+            f"{uncarried.detail}: the farm launches {engine}'s server with the recipe's model and its serving block "
+            "(parallel size, context length, memory fraction), and engine defaults otherwise",
         )
     if model is None:
         notes = (*notes, f"the model is registry instance {instance!r}; the host maps it to its own file")
@@ -481,7 +481,6 @@ def _model_hint(data: Mapping[str, Any], draft_launch: Mapping[str, Any], engine
 
 def _config_asset(
     argv: list[str],
-    argv_field: str,
     launch: Mapping[str, Any],
     draft_launch: Mapping[str, Any],
     source: str,
