@@ -467,16 +467,37 @@ _PROD_CHECKED = re.compile(
 """The Hugging Face API address the registry's production check (`metadata.prod_checks.source`) read the model's
 weights from: it names the repository it pinned."""
 
+_CHECKPOINT_PAGE = re.compile(r"^https://huggingface\.co/(?P<repository>[A-Za-z0-9][\w.-]*/[\w.-]+)/?$")
+"""A Hugging Face model page, as the registry's credits name a checkpoint's publisher (`metadata.credits`)."""
+
 
 def _model_hint(data: Mapping[str, Any], draft_launch: Mapping[str, Any], engine: str) -> str | None:
     """The repository the registry itself names for the recipe's model, for an instance the farm's snapshot lacks:
-    its synthesized draft launch's model, else the repository its production check pinned."""
+    its synthesized draft launch's model, else the repository its production check pinned, else the checkpoint its
+    credits name. The last two count only where the instance id names that repository (its part before `--`
+    ends with the repository's slug), so a credit for some other component is never taken for the model."""
     hinted = draft_model(draft_launch, engine)
     if hinted is not None:
         return hinted
+    instance = data.get("model_instance_id")
+    if not isinstance(instance, str):
+        return None
+    candidates: list[str] = []
     source = dig(data, "metadata.prod_checks.source")
-    found = _PROD_CHECKED.match(source) if isinstance(source, str) else None
-    return found["repository"] if found is not None else None
+    if isinstance(source, str) and (found := _PROD_CHECKED.match(source)) is not None:
+        candidates.append(found["repository"])
+    credits = dig(data, "metadata.credits")
+    for credit in credits if isinstance(credits, list) else []:
+        url = credit.get("url") if isinstance(credit, Mapping) else None
+        if isinstance(url, str) and (found := _CHECKPOINT_PAGE.match(url)) is not None:
+            candidates.append(found["repository"])
+    named = instance.partition("--")[0].lower()
+    return next((repo for repo in candidates if named.endswith(_slug(repo))), None)
+
+
+def _slug(repository: str) -> str:
+    """A repository id as the registry's instance ids spell it (`Org/Model-3.5B` -> `org-model-3-5b`)."""
+    return re.sub(r"[^a-z0-9]+", "-", repository.lower()).strip("-")
 
 
 def _config_asset(

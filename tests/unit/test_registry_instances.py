@@ -601,3 +601,24 @@ def test_a_recorded_line_of_options_alone_is_the_engines_server() -> None:
     )
     assert any("holds only options" in note for note in recipe.provenance.command_notes)
     check_recipe_for_submit(recipe)
+
+
+def test_the_registrys_credits_name_a_missing_instances_checkpoint_when_the_instance_id_agrees() -> None:
+    """The checkpoint the registry's credits link (metadata.credits) is the model of an instance the snapshot lacks,
+    but only where the instance id names that repository: a credit for another component is not the model."""
+    credits = [
+        {"role": "Kernels", "url": "https://huggingface.co/someone/other-model"},
+        {
+            "role": "Checkpoint publisher or upstream component author",
+            "url": "https://huggingface.co/Org/GLM-5.2-NVFP4",
+        },
+    ]
+    metadata = {"credits": credits}
+    document = _recipe(
+        "vllm", "lil-org-glm-5-2-nvfp4--unpinned", count=8, metadata=metadata, serving={"tensor_parallel": 8}
+    )
+    recipe = parse_registry(document, "r.json")
+    assert recipe.argv == ("vllm", "serve", "Org/GLM-5.2-NVFP4", "--tensor-parallel-size", "8")
+    with pytest.raises(RecipeError, match="lacks") as caught:
+        parse_registry(_recipe("vllm", "lil-org-glm-6--unpinned", metadata={"credits": credits}), "r.json")
+    assert caught.value.field == "model_instance_id"
