@@ -31,7 +31,7 @@ from farm.worker.daemon import Worker
 
 log = get_logger(__name__)
 
-Outcome = Literal["ran", "duplicate", "skipped", "store_unavailable"]
+Outcome = Literal["ran", "duplicate", "skipped", "store_unavailable", "spooled"]
 OnSigterm = Literal["finish", "release"]
 
 SKIP_PAUSE_S = 1.0
@@ -69,6 +69,13 @@ class FarmRuntime:
     def handle(self, job_id: str) -> Outcome:
         """Claim the job and run it; the body of `farm.run_job`."""
         worker = self.worker
+        if job_id in worker.deliver_spooled():
+            # This worker's results for the job wait in its spool (the store did not take them yet): a claim would
+            # start a later attempt, and that attempt would fence them out. The sweeper announces the job again
+            # only if the store refuses them.
+            log.info("task.results_spooled", job=job_id)
+            self.announcer.forget(job_id)
+            return "spooled"
         try:
             job = worker.store.claim_job(
                 job_id,

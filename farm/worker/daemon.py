@@ -113,11 +113,13 @@ class Worker:
         done = 0
         idle_since = time.monotonic()
         while not self._shutdown.is_set():
-            self.deliver_spooled()  # before the reap: results of an attempt nobody else took are still taken
+            waiting = self.deliver_spooled()  # before the reap: results of an attempt nobody else took are still taken
             try:
                 self.store.reap()
+                if waiting:  # the store answers again: deliver before any claim could start a later attempt
+                    waiting = self.deliver_spooled()
                 self.check_quarantine()
-                job = self._claim(only_jobs)
+                job = None if waiting else self._claim(only_jobs)
             except StoreError as exc:
                 log.warning("worker.store_unavailable", error=str(exc))
                 job = None
@@ -188,17 +190,22 @@ class Worker:
         with contextlib.suppress(StoreError):  # an unreachable store is noticed and logged by the claim
             self.store.worker_heartbeat(self.worker_id, job_id=None, phase=None)
 
-    def deliver_spooled(self) -> None:
-        for item in self.spool.pending():
+    def deliver_spooled(self) -> frozenset[str]:
+        """Deliver the results spooled through a store outage; the ids of the jobs whose results still wait (the
+        store did not answer). While any wait, this worker claims nothing: a claim could start a later attempt of
+        their own job, which would fence them out."""
+        pending = self.spool.pending()
+        for index, item in enumerate(pending):
             try:
                 self.store.complete(item.job_id, item.attempt, item.worker_id, item.result)
             except LeaseLost as exc:
                 log.warning("spool.refused", job=item.job_id, attempt=item.attempt, reason=str(exc))
             except StoreError:
-                return  # still unreachable: kept for the next pass
+                return frozenset(waiting.job_id for waiting in pending[index:])  # kept for the next pass
             else:
                 log.info("spool.delivered", job=item.job_id, attempt=item.attempt)
             self.spool.remove(item)
+        return frozenset()
 
     # --- one job ---
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import functools
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 
 from farm.domain import JobState, JobView
@@ -50,7 +50,7 @@ class Sweeper:
         hardware_classes: Sequence[str],
         settings: Settings,
         *,
-        deliver_spooled: Callable[[], None] = lambda: None,
+        deliver_spooled: Callable[[], Collection[str]] = frozenset,
         idle_heartbeat: Callable[[], None] = lambda: None,
         check_host: Callable[[], None] = lambda: None,
     ) -> None:
@@ -84,13 +84,14 @@ class Sweeper:
     def sweep(self, *, now: float | None = None) -> SweepReport:
         """One pass: deliver spooled results, reap, announce what is due, heartbeat when idle."""
         report = SweepReport()
-        try:
-            self.deliver_spooled()
-        except FarmError as exc:
-            report.delivered = False
-            report.errors.append(str(exc))
+        waiting = self._deliver(report)
         try:
             report.reaped = self.store.reap()
+            if waiting:
+                # The store answers again though the delivery failed (a first call after an outage can fail on a
+                # stale connection): the spooled results go in before anything is announced. An announcement of
+                # their own job would start a later attempt here, and that attempt would fence them out.
+                waiting = self._deliver(report)
             # Reaped jobs of any class are announced here (this sweeper took them back); queued ones only of the
             # classes this worker serves, through the claim index (state, hardware_class).
             reaped_jobs = [self.store.get_job(job_id) for job_id in report.reaped]
@@ -104,12 +105,14 @@ class Sweeper:
         except FarmError as exc:
             report.errors.append(str(exc))
         for reaped_job in reaped_jobs:
+            if reaped_job.id in waiting:
+                continue  # its results wait in this worker's spool: announced once they are in, or refused
             if reaped_job.state == JobState.QUEUED:  # else reaped for good (its budget was spent): nothing to announce
                 self._try(report, reaped_job.id, functools.partial(self._announce_reaped, reaped_job))
         when = time.time() if now is None else now
         empty: dict[str, bool] = {}
         for job in queued:
-            if job.hardware_class not in self.hardware_classes or job.id in report.reaped:
+            if job.hardware_class not in self.hardware_classes or job.id in report.reaped or job.id in waiting:
                 continue
 
             def due(job: JobView = job) -> bool:
@@ -131,6 +134,15 @@ class Sweeper:
         if report.reaped or report.announced:
             log.info("sweep.done", reaped=report.reaped, announced=report.announced)
         return report
+
+    def _deliver(self, report: SweepReport) -> Collection[str]:
+        """Deliver the spooled results; the ids of the jobs whose results still wait in the spool."""
+        try:
+            return self.deliver_spooled()
+        except FarmError as exc:
+            report.delivered = False
+            report.errors.append(str(exc))
+            return frozenset()
 
     def _announce_reaped(self, job: JobView) -> bool:
         return self.announcer.announce(job.id, job.hardware_class, job.attempt)

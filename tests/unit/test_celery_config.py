@@ -173,8 +173,14 @@ class FakeWorker:
     settings: Settings = field(default_factory=Settings)
     ran: list[str] = field(default_factory=list)
 
+    spooled: frozenset[str] = frozenset()
+    """Jobs whose results wait in this worker's spool (the store does not take them)."""
+
     def run_job(self, job: ClaimedJob) -> None:
         self.ran.append(job.id)
+
+    def deliver_spooled(self) -> frozenset[str]:
+        return self.spooled
 
     def check_quarantine(self) -> str | None:
         return self.store.quarantined
@@ -248,6 +254,17 @@ def test_a_store_outage_at_claim_time_leaves_the_job_to_the_sweeper() -> None:
     runtime, worker, announcer = _runtime(FakeStore(claimable={"j-1"}, claim_error=True))
     assert runtime.handle("j-1") == "store_unavailable"
     assert (worker.ran, announcer.forgotten) == ([], ["j-1"])
+
+
+def test_a_job_whose_results_wait_in_the_spool_is_not_claimed_again() -> None:
+    """Results of the job spooled through an outage and not yet taken: no claim, which would start a later attempt
+    and fence them out; the announcement is forgotten, nothing runs."""
+    runtime, worker, announcer = _runtime(FakeStore(claimable={"j-1"}))
+    worker.spooled = frozenset({"j-1"})
+    assert runtime.handle("j-1") == "spooled"
+    assert (worker.ran, announcer.forgotten) == ([], ["j-1"])
+    worker.spooled = frozenset()
+    assert runtime.handle("j-1") == "ran"
 
 
 def test_a_job_left_to_another_host_is_sent_back_not_dropped(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -368,10 +385,34 @@ def test_the_sweeper_delivers_spooled_results_first_and_survives_a_store_outage(
             order.append("reap")
             raise StoreError("connection refused")
 
-    sweeper = _sweeper(DownStore(), FakeAnnouncer(), deliver_spooled=lambda: order.append("deliver"))
+    def deliver() -> frozenset[str]:
+        order.append("deliver")
+        return frozenset()
+
+    sweeper = _sweeper(DownStore(), FakeAnnouncer(), deliver_spooled=deliver)
     report = sweeper.sweep()
     assert order == ["deliver", "reap"]
     assert report.errors == ["connection refused"]
+
+
+def test_the_sweeper_delivers_again_once_the_store_answers_and_never_announces_a_spooled_job() -> None:
+    """The first delivery after an outage failed, the reap answered: the spool is delivered again before any
+    announcement; a job whose results still wait is not announced (its announcement would start a later attempt
+    here and fence them out), reaped or due."""
+    store = FakeStore(reaped=["j-spooled", "j-other"], queued=[_view("j-spooled-due")])
+    answers = [frozenset({"j-spooled", "j-spooled-due"}), frozenset({"j-spooled", "j-spooled-due"})]
+    calls: list[str] = []
+
+    def deliver() -> frozenset[str]:
+        calls.append("deliver")
+        return answers.pop(0)
+
+    announcer = FakeAnnouncer(due={"j-spooled-due"})
+    report = _sweeper(store, announcer, deliver_spooled=deliver).sweep(now=NOW.timestamp())
+    assert calls == ["deliver", "deliver"]
+    assert report.announced == ["j-other"]
+    delivered = _sweeper(FakeStore(reaped=["j-spooled"]), FakeAnnouncer(), deliver_spooled=lambda: frozenset())
+    assert delivered.sweep(now=NOW.timestamp()).announced == ["j-spooled"]
 
 
 def test_task_name() -> None:
