@@ -200,8 +200,10 @@ class Worker:
                 self.store.complete(item.job_id, item.attempt, item.worker_id, item.result)
             except LeaseLost as exc:
                 log.warning("spool.refused", job=item.job_id, attempt=item.attempt, reason=str(exc))
-            except StoreError:
-                return frozenset(waiting.job_id for waiting in pending[index:])  # kept for the next pass
+            except StoreError as exc:
+                waiting = frozenset(kept.job_id for kept in pending[index:])  # kept for the next pass
+                log.warning("spool.waiting", jobs=sorted(waiting), error=str(exc).splitlines()[0][:200])
+                return waiting
             else:
                 log.info("spool.delivered", job=item.job_id, attempt=item.attempt)
             self.spool.remove(item)
