@@ -202,7 +202,7 @@ class Worker:
                 log.warning("spool.refused", job=item.job_id, attempt=item.attempt, reason=str(exc))
             except StoreError as exc:
                 waiting = frozenset(kept.job_id for kept in pending[index:])  # kept for the next pass
-                log.warning("spool.waiting", jobs=sorted(waiting), error=str(exc).splitlines()[0][:200])
+                log.warning("spool.waiting", jobs=sorted(waiting), error=(str(exc).splitlines() or [""])[0][:200])
                 return waiting
             else:
                 log.info("spool.delivered", job=item.job_id, attempt=item.attempt)
