@@ -15,13 +15,12 @@ the two digests must agree. farm.recipes.assets reads the snapshot; no YAML pars
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import json
 import sys
 from pathlib import Path
 
-from registry_checkout import checkout_commit
+from registry_checkout import checkout_commit, refresh_main
 
 OUTPUT = Path(__file__).resolve().parents[1] / "farm" / "recipes" / "registry_assets.json"
 
@@ -78,23 +77,7 @@ def build(checkout: Path) -> dict[str, object]:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("checkout", type=Path, help="a local-ai-registry checkout")
-    parser.add_argument("--check", action="store_true", help="compare with the shipped file instead of writing")
-    parser.add_argument("--output", type=Path, default=OUTPUT, help=argparse.SUPPRESS)
-    args = parser.parse_args()
-    snapshot = build(args.checkout)
-    if args.check:
-        shipped = json.loads(args.output.read_text(encoding="utf-8"))
-        if shipped["assets"] != snapshot["assets"]:
-            have, want = set(shipped["assets"]), set(snapshot["assets"])  # type: ignore[arg-type]
-            print(f"out of date: {len(want - have)} new, {len(have - want)} gone")
-            return 1
-        print(f"up to date: {len(shipped['assets'])} assets")
-        return 0
-    args.output.write_text(json.dumps(snapshot, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
-    print(f"wrote {len(snapshot['assets'])} assets to {args.output}")  # type: ignore[arg-type]
-    return 0
+    return refresh_main(__doc__.splitlines()[0], build, OUTPUT, "assets")
 
 
 if __name__ == "__main__":

@@ -12,12 +12,11 @@ command of a recipe that names its model only by `model_instance_id`).
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from pathlib import Path
 
-from registry_checkout import checkout_commit
+from registry_checkout import checkout_commit, refresh_main
 
 OUTPUT = Path(__file__).resolve().parents[1] / "farm" / "recipes" / "registry_instances.json"
 KEPT = ("repository", "revision", "served_name")
@@ -57,23 +56,7 @@ def build(checkout: Path) -> dict[str, object]:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("checkout", type=Path, help="a local-ai-registry checkout")
-    parser.add_argument("--check", action="store_true", help="compare with the shipped file instead of writing")
-    args = parser.parse_args()
-    snapshot = build(args.checkout)
-    if args.check:
-        shipped = json.loads(OUTPUT.read_text(encoding="utf-8"))
-        if shipped["instances"] != snapshot["instances"]:
-            have, want = set(shipped["instances"]), set(snapshot["instances"])  # type: ignore[arg-type]
-            changed = sum(1 for key in have & want if shipped["instances"][key] != snapshot["instances"][key])  # type: ignore[index]
-            print(f"out of date: {len(want - have)} new, {len(have - want)} gone, {changed} changed")
-            return 1
-        print(f"up to date: {len(shipped['instances'])} instances")
-        return 0
-    OUTPUT.write_text(json.dumps(snapshot, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
-    print(f"wrote {len(snapshot['instances'])} instances to {OUTPUT}")  # type: ignore[arg-type]
-    return 0
+    return refresh_main(__doc__.splitlines()[0], build, OUTPUT, "instances")
 
 
 if __name__ == "__main__":
