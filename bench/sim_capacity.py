@@ -21,6 +21,7 @@ from typing import Any
 
 import aiohttp
 
+from farm.bench.multiproc import quietest_cpus
 from farm.sim.launch import running_sim
 
 
@@ -91,11 +92,11 @@ async def measure_levels(base: str, args: argparse.Namespace) -> None:
 
 
 def run(args: argparse.Namespace) -> None:
-    cores = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else [0]
+    cores = quietest_cpus() if hasattr(os, "sched_getaffinity") else [0]  # the least busy first: the client's
     faults = ("--fault-startup-delay", "0", "--spin-us", str(args.spin_us))
-    with running_sim(overrides=("max_num_seqs=1024",), faults=faults, cpus={cores[0]}) as sim:
+    with running_sim(overrides=("max_num_seqs=1024",), faults=faults, cpus={cores[-1]}) as sim:
         if len(cores) > 1:
-            os.sched_setaffinity(0, {cores[1]})
+            os.sched_setaffinity(0, {cores[0]})
         asyncio.run(measure_levels(sim.base_url, args))
 
 

@@ -21,9 +21,10 @@ import asyncio
 import multiprocessing
 import os
 import time
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field, replace
 from multiprocessing.connection import Connection
+from pathlib import Path
 from typing import Any
 
 from farm.bench import metrics
@@ -110,6 +111,55 @@ def default_processes(engine_cpus: Collection[int] = ()) -> list[int]:
     allowed = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else list(range(os.cpu_count() or 1))
     free = [cpu for cpu in allowed if cpu not in engine_cpus]
     return free or allowed[:1]
+
+
+PROC_STAT = Path("/proc/stat")
+"""Per-CPU time counters (Linux), read by `quietest_cpus`."""
+
+
+def cpu_ticks(proc_stat: str) -> dict[int, tuple[int, int]]:
+    """Each CPU's (busy, total) ticks from /proc/stat text. Busy is all but idle and iowait: steal counts as busy,
+    since a vCPU whose host ran something else was not ours either."""
+    ticks: dict[int, tuple[int, int]] = {}
+    for line in proc_stat.splitlines():
+        name, _, rest = line.partition(" ")
+        if not name.startswith("cpu") or not name[3:].isdigit():
+            continue
+        counters = [int(value) for value in rest.split()]
+        idle = sum(counters[3:5])  # idle, iowait
+        total = sum(counters[:8])  # user nice system idle iowait irq softirq steal (guest is inside user)
+        ticks[int(name[3:])] = (total - idle, total)
+    return ticks
+
+
+def quietest_cpus(
+    cpus: Collection[int] | None = None, sample_s: float = 0.5, read: Callable[[], str] | None = None
+) -> list[int]:
+    """`cpus` (default: those this process may run on) ordered from the least busy to the busiest over `sample_s`.
+
+    A timed client pinned to a core that another program keeps busy waits for its turn on every read (CI saw
+    first chunks read 7 ms after they were written, with a busy loop on the client's core); the quietest core
+    is the one to measure from. Where per-CPU counters cannot be read, the order is unchanged.
+    """
+    if cpus is None:
+        cpus = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else range(os.cpu_count() or 1)
+    ordered = sorted(cpus)
+    reader = read if read is not None else PROC_STAT.read_text
+    try:
+        before = cpu_ticks(reader())
+        time.sleep(sample_s)
+        after = cpu_ticks(reader())
+    except OSError:
+        return ordered
+
+    def busy(cpu: int) -> float:
+        if cpu not in before or cpu not in after:
+            return 1.0
+        busy_ticks = after[cpu][0] - before[cpu][0]
+        total_ticks = after[cpu][1] - before[cpu][1]
+        return busy_ticks / total_ticks if total_ticks > 0 else 0.0
+
+    return sorted(ordered, key=busy)
 
 
 async def _lag_probe(lags: list[float], stop: asyncio.Event) -> None:

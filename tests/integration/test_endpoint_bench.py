@@ -2,7 +2,8 @@
 
 The simulator's timing is known (farm.sim.timing, with the profile it reports at /sim/profile), so the figures
 that `farm bench` stores can be checked against it: decode within 2% and TTFT p50 within 5 ms, at 1 and 16
-streams. The simulator runs on the first CPU and `farm bench` (a child of this test) on the second.
+streams. The simulator runs on the CPU that was busiest when the module started and `farm bench` (a child of this
+test) on the quietest.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from farm.bench.multiproc import quietest_cpus
 from farm.engines.process import EngineProcess
 from farm.sim import timing
 from farm.sim.launch import running_sim
@@ -48,16 +50,19 @@ workload = "code"
 """
 
 
+@pytest.fixture(scope="module")
 def cores() -> list[int]:
-    return sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
+    """This machine's CPUs, the least busy first, measured when the module starts: the simulator takes the last,
+    leaving the quietest to the client."""
+    return quietest_cpus() if hasattr(os, "sched_getaffinity") else []
 
 
 @pytest.fixture(scope="module")
-def sim() -> Iterator[EngineProcess]:
-    """The simulator, started as a separate server on the first CPU (farm bench does not launch it)."""
-    cpus = cores()
+def sim(cores: list[int]) -> Iterator[EngineProcess]:
+    """The simulator, started as a separate server on the busiest CPU (farm bench does not launch it)."""
+    cpus = cores
     with running_sim(
-        model=MODEL, faults=("--fault-startup-delay", "0"), cpus={cpus[0]} if len(cpus) > 1 else None
+        model=MODEL, faults=("--fault-startup-delay", "0"), cpus={cpus[-1]} if len(cpus) > 1 else None
     ) as process:
         yield process
 
@@ -81,19 +86,21 @@ def sim_profile(base_url: str) -> dict[str, Any]:
 
 
 @pytest.fixture(scope="module")
-def benched(sim: EngineProcess, tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], Path]:
-    """`python -m farm bench` with credentials in the URL, on the second CPU, its store in a fresh data dir."""
+def benched(
+    sim: EngineProcess, cores: list[int], tmp_path_factory: pytest.TempPathFactory
+) -> tuple[dict[str, Any], Path]:
+    """`python -m farm bench` with credentials in the URL, on the quietest CPU, its store in a fresh data dir."""
     data_dir = tmp_path_factory.mktemp("bench-data")
     spec = data_dir / "spec.toml"
     spec.write_text(SPEC)
     url = sim.base_url.replace("http://", "http://someone:hunter2@")
-    cpus = cores()
+    cpus = cores
     env = {**os.environ, "FARM_DATA_DIR": str(data_dir), "FARM_LOG_FORMAT": "json"}
     env.pop("FARM_DATABASE_URL", None)
     argv = [sys.executable, "-m", "farm", "bench", url, "--model", MODEL, "--spec", str(spec), "--json"]
     argv += ["--hardware", "rtx-pro-6000-blackwell-96gb", "--hardware-count", "2"]
     if len(cpus) > 1:
-        argv = ["taskset", "-c", str(cpus[1]), *argv]
+        argv = ["taskset", "-c", str(cpus[0]), *argv]
     done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=110, check=False)
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(done.stdout), data_dir
@@ -236,12 +243,12 @@ engine_cpus = [{sim_cpu}]
 """
 
 
-def test_concurrency_measured_by_two_client_processes(sim: EngineProcess, tmp_path: Path) -> None:
+def test_concurrency_measured_by_two_client_processes(sim: EngineProcess, cores: list[int], tmp_path: Path) -> None:
     """With [client] processes = 2 the concurrency figures come from two processes on one clock: every stream
     succeeds, per-stream decode is the simulator's rate within 2%, and the parameters carry each shard's lag and
     CPU and the client-bound verdict."""
     spec = tmp_path / "sharded.toml"
-    spec.write_text(SHARDED_SPEC.format(sim_cpu=cores()[0]))  # the clients keep off the simulator's CPU
+    spec.write_text(SHARDED_SPEC.format(sim_cpu=cores[-1]))  # the clients keep off the simulator's CPU
     env = {**os.environ, "FARM_DATA_DIR": str(tmp_path), "FARM_LOG_FORMAT": "json"}
     env.pop("FARM_DATABASE_URL", None)
     argv = [sys.executable, "-m", "farm", "bench", sim.base_url, "--model", MODEL, "--spec", str(spec), "--json"]

@@ -9,13 +9,12 @@ server read it, and read after the server wrote its first chunk.
 from __future__ import annotations
 
 import json
-import os
 import urllib.request
 from collections.abc import Iterator
 
 import pytest
 
-from farm.bench.multiproc import default_processes, run_sharded
+from farm.bench.multiproc import default_processes, quietest_cpus, run_sharded
 from farm.bench.promptsize import unique_prefix
 from farm.bench.stream import StreamRequest
 from farm.engines.process import EngineProcess
@@ -29,10 +28,15 @@ TOKENS = 40
 
 
 @pytest.fixture(scope="module")
-def sim() -> Iterator[EngineProcess]:
-    """A simulator on the first CPU."""
-    cpus = sorted(os.sched_getaffinity(0))
-    with running_sim(model=MODEL, faults=("--fault-startup-delay", "0"), cpus={cpus[0]}) as process:
+def sim_cpu() -> int:
+    """The busiest CPU when the module starts: the simulator's, leaving the quieter ones to the client shards."""
+    return quietest_cpus()[-1]
+
+
+@pytest.fixture(scope="module")
+def sim(sim_cpu: int) -> Iterator[EngineProcess]:
+    """A simulator on its own CPU."""
+    with running_sim(model=MODEL, faults=("--fault-startup-delay", "0"), cpus={sim_cpu}) as process:
         yield process
 
 
@@ -42,10 +46,10 @@ def records(base_url: str) -> list[dict[str, object]]:
     return found
 
 
-def test_two_processes_share_one_clock_and_merge_their_samples(sim: EngineProcess) -> None:
+def test_two_processes_share_one_clock_and_merge_their_samples(sim: EngineProcess, sim_cpu: int) -> None:
     """Every request of two shards succeeds; on the merged clock each was sent before the server's arrival
     stamp and its first token read after the server wrote it; each shard reports its offset, CPU and lag."""
-    cpus = default_processes(engine_cpus={sorted(os.sched_getaffinity(0))[0]})
+    cpus = default_processes(engine_cpus={sim_cpu})
     urllib.request.urlopen(urllib.request.Request(sim.base_url + "/sim/requests", method="DELETE"), timeout=10)  # noqa: S310
     requests = [
         StreamRequest(prompt=unique_prefix() + "Write some code.", max_tokens=TOKENS + index)

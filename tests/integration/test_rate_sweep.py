@@ -18,6 +18,7 @@ import pytest
 
 from farm.bench.load import SLO, OpenLoopPlan, RateSearch
 from farm.bench.methods import MeasureContext, Measurement
+from farm.bench.multiproc import quietest_cpus
 from farm.bench.openloop import KIND_OPEN_LOOP, KIND_RATE_SWEEP, measure_open_loop
 from farm.engines.process import EngineProcess
 from farm.recipes.sweep import SweepPlan
@@ -36,12 +37,13 @@ DECODE_TOK_S = 200.0
 
 
 def cores() -> list[int]:
-    return sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
+    """This machine's CPUs, the least busy first: the client takes the first, the simulator the second."""
+    return quietest_cpus() if hasattr(os, "sched_getaffinity") else []
 
 
 @pytest.fixture(scope="module")
 def sim() -> Iterator[EngineProcess]:
-    """A simulator with 8 slots on the first CPU; this test process on the second."""
+    """A simulator with 8 slots on the second quietest CPU; this test process on the quietest."""
     cpus = cores()
     before = os.sched_getaffinity(0) if cpus else None
     overrides = (f"max_num_seqs={SLOTS}", f"base_latency_s={BASE_LATENCY_S}", "contention=0")
@@ -49,10 +51,10 @@ def sim() -> Iterator[EngineProcess]:
         model=MODEL,
         overrides=overrides,
         faults=("--fault-startup-delay", "0"),
-        cpus={cpus[0]} if len(cpus) > 1 else None,
+        cpus={cpus[1]} if len(cpus) > 1 else None,
     ) as process:
         if len(cpus) > 1:
-            os.sched_setaffinity(0, {cpus[1]})
+            os.sched_setaffinity(0, {cpus[0]})
         try:
             yield process
         finally:
