@@ -68,6 +68,11 @@ class StoreError(FarmError):
     """The database could not be reached or refused a write."""
 
 
+class StoreRefused(StoreError):
+    """The database answered and refused what was written (a constraint, a value it cannot hold): the same write
+    gets the same answer, unlike an outage."""
+
+
 class JobNotFound(StoreError):
     """No job with that id."""
 

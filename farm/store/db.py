@@ -8,11 +8,18 @@ Read-only transactions opened with `READ_ONLY` emit a plain deferred `BEGIN` so 
 behind writers.
 
 PostgreSQL goes through psycopg 3; a bare `postgresql://` URL is given that driver.
+
+PostgreSQL refuses a NUL character in text and in JSONB, and an engine's log or an error message can hold one:
+JSON values are serialised with every NUL made U+FFFD (`json_text`), as text columns are (models.StoredText), on
+both databases alike. A write the database answers with a refusal of its content (an integrity or data error)
+raises `StoreRefused`: writing the same again gets the same answer, unlike an outage.
 """
 
 from __future__ import annotations
 
+import json
 import random
+import re
 import sqlite3
 import time
 from collections.abc import Callable, Iterator
@@ -24,7 +31,7 @@ from sqlalchemy import Connection, Engine, create_engine, event, exc
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.pool import StaticPool
 
-from farm.errors import StoreError
+from farm.errors import StoreError, StoreRefused
 from farm.logs import get_logger
 
 log = get_logger(__name__)
@@ -37,6 +44,16 @@ FIRST_OPEN_DEADLINE_S = 60.0
 schema revision, the first migration): far above what a few dozen processes opening one new file take."""
 
 T = TypeVar("T")
+
+_ESCAPED_NUL = re.compile(r"(?<!\\)((?:\\\\)*)\\u0000")
+"""`\\u0000` in JSON text where it escapes a NUL (not where an escaped backslash is followed by `u0000`)."""
+
+
+def json_text(value: Any) -> str:
+    """A JSON column's value as JSON text, every NUL character in it made U+FFFD (see the module docstring)."""
+    text = json.dumps(value)
+    return _ESCAPED_NUL.sub(r"\1\\ufffd", text) if "\\u0000" in text else text
+
 
 READ_ONLY = {"farm_read_only": True}
 """Execution options for a connection that only reads (SQLite: a deferred BEGIN, not BEGIN IMMEDIATE)."""
@@ -75,7 +92,7 @@ def create_store_engine(url: str) -> Engine:
     if parsed.get_backend_name() == "sqlite":
         return _sqlite_engine(parsed)
     try:
-        engine = create_engine(parsed, pool_pre_ping=True)
+        engine = create_engine(parsed, pool_pre_ping=True, json_serializer=json_text)
     except (exc.SQLAlchemyError, ImportError) as error:
         raise StoreError(f"cannot create an engine for {parsed.render_as_string(hide_password=True)}") from error
 
@@ -96,14 +113,16 @@ def _sqlite_engine(url: URL) -> Engine:
     in_memory = not database or database == ":memory:" or database.startswith("file::memory:")
     if in_memory:
         # One connection shared by every user, or each connection would see its own empty database.
-        engine = create_engine(url, poolclass=StaticPool, connect_args={"check_same_thread": False})
+        engine = create_engine(
+            url, poolclass=StaticPool, connect_args={"check_same_thread": False}, json_serializer=json_text
+        )
     else:
         assert database is not None
         try:
             Path(database).expanduser().parent.mkdir(parents=True, exist_ok=True)
         except OSError as error:
             raise StoreError(f"cannot create the directory of the SQLite database {database}") from error
-        engine = create_engine(url, connect_args={"timeout": SQLITE_BUSY_TIMEOUT_MS / 1000})
+        engine = create_engine(url, connect_args={"timeout": SQLITE_BUSY_TIMEOUT_MS / 1000}, json_serializer=json_text)
 
     @event.listens_for(engine, "connect")
     def _on_connect(dbapi_connection: sqlite3.Connection, _record: Any) -> None:
@@ -133,11 +152,14 @@ def _sqlite_engine(url: URL) -> Engine:
 
 @contextmanager
 def translate_errors(what: str) -> Iterator[None]:
-    """Raise StoreError for any SQLAlchemy or driver error inside the block; farm errors pass through."""
+    """Raise StoreError for any SQLAlchemy or driver error inside the block (StoreRefused where the database
+    refused the content: an integrity or data error); farm errors pass through."""
     try:
         yield
     except exc.SQLAlchemyError as error:
         detail = str(getattr(error, "orig", None) or error).strip().splitlines()[0]
+        if isinstance(error, exc.IntegrityError | exc.DataError):
+            raise StoreRefused(f"{what}: {detail}") from error
         raise StoreError(f"{what}: {detail}") from error
 
 

@@ -65,6 +65,17 @@ class JSONValue(TypeDecorator[Any]):
 JSONType: TypeEngine[Any] = JSONValue()
 
 
+class StoredText(TypeDecorator[str]):
+    """Free text (a failure message, an engine log): every NUL character made U+FFFD on write, on both databases
+    alike, since PostgreSQL refuses NUL in text (farm.store.db's docstring)."""
+
+    impl = Text
+    cache_ok = True
+
+    def process_bind_param(self, value: str | None, dialect: Dialect) -> str | None:
+        return value.replace("\x00", "\ufffd") if value is not None and "\x00" in value else value
+
+
 class UTCDateTime(TypeDecorator[datetime]):
     """A timezone-aware UTC datetime that round-trips on both databases.
 
@@ -152,7 +163,7 @@ class Host(Base):
     """Engine starts that failed in a row on this host (reset by a start that succeeds)."""
     quarantined_at: Col[datetime | None] = Column(UTCDateTime)
     """Set when the host stopped claiming because its engine keeps failing to start; None while in rotation."""
-    quarantine_reason: Col[str | None] = Column(Text)
+    quarantine_reason: Col[str | None] = Column(StoredText)
 
 
 class RecipeRow(Base):
@@ -195,7 +206,7 @@ class Job(Base):
     phase: Col[str | None] = Column(String(32))
     progress: Col[float | None] = Column(Float)
     failure_class: Col[str | None] = Column(String(64))
-    failure_message: Col[str | None] = Column(Text)
+    failure_message: Col[str | None] = Column(StoredText)
     simulated: Col[bool] = Column(Boolean, nullable=False)
     cancel_requested: Col[bool] = Column(Boolean, nullable=False)
     created_at: Col[datetime] = Column(UTCDateTime, nullable=False)
@@ -220,7 +231,7 @@ class Run(Base):
     started_at: Col[datetime] = Column(UTCDateTime, nullable=False)
     finished_at: Col[datetime | None] = Column(UTCDateTime)
     failure_class: Col[str | None] = Column(String(64))
-    failure_message: Col[str | None] = Column(Text)
+    failure_message: Col[str | None] = Column(StoredText)
     provenance: Col[dict[str, Any] | None] = Column(JSONType)
     failed_requests: Col[int | None] = Column(Integer)
     total_requests: Col[int | None] = Column(Integer)
@@ -281,7 +292,7 @@ class ArtifactRow(Base):
     run_id: Col[int] = Column(ForeignKey("runs.id", ondelete="CASCADE"), nullable=False)
     name: Col[str] = Column(String(255), nullable=False)
     media_type: Col[str] = Column(String(128), nullable=False)
-    content: Col[str] = Column(Text, nullable=False)
+    content: Col[str] = Column(StoredText, nullable=False)
 
 
 class RunSummary(Base):

@@ -29,7 +29,7 @@ from farm.bench.runner import SweepOutcome, run_sweep
 from farm.domain import START_FAILURES, Artifact, ClaimedJob, FailureClass, Phase, RunResult
 from farm.engines.base import Engine
 from farm.engines.vllm import wait_gpus_free
-from farm.errors import EngineError, FarmError, LeaseLost, MeasurementError, StoreError
+from farm.errors import EngineError, FarmError, LeaseLost, MeasurementError, StoreError, StoreRefused
 from farm.hardware.probe import HardwareProbe, SimulatedProbe
 from farm.logs import get_logger
 from farm.net import free_port
@@ -200,6 +200,13 @@ class Worker:
                 self.store.complete(item.job_id, item.attempt, item.worker_id, item.result)
             except LeaseLost as exc:
                 log.warning("spool.refused", job=item.job_id, attempt=item.attempt, reason=str(exc))
+            except StoreRefused as exc:
+                # The store answered and refused the content: it would refuse it at every pass, and a worker that
+                # waited on it would never claim again. The file is kept aside and the attempt fails (retried).
+                kept = self.spool.set_aside(item)
+                log.error("spool.set_aside", job=item.job_id, attempt=item.attempt, kept=str(kept), error=str(exc))
+                self._fail_attempt(item.job_id, item.attempt, _refused_message(exc, self.worker_id, kept))
+                continue
             except StoreError as exc:
                 waiting = frozenset(kept.job_id for kept in pending[index:])  # kept for the next pass
                 log.warning("spool.waiting", jobs=sorted(waiting), error=(str(exc).splitlines() or [""])[0][:200])
@@ -344,6 +351,11 @@ class Worker:
             self.store.complete(job.id, job.attempt, self.worker_id, result)
         except LeaseLost:
             raise
+        except StoreRefused as exc:
+            kept = self.spool.put(job.id, job.attempt, self.worker_id, result, aside=True)
+            log.error("job.results_refused", kept=str(kept), error=str(exc))
+            self._fail_attempt(job.id, job.attempt, _refused_message(exc, self.worker_id, kept))
+            return
         except StoreError as exc:
             path = self.spool.put(job.id, job.attempt, self.worker_id, result)
             log.warning("job.results_spooled", path=str(path), error=str(exc))
@@ -352,26 +364,38 @@ class Worker:
 
     def _fail(self, job: ClaimedJob, failure_class: str, message: str, engine: Engine | None) -> None:
         artifacts = (Artifact("engine.log", engine.log_text()),) if engine is not None else ()
+        self._fail_attempt(job.id, job.attempt, message, failure_class, artifacts)
+
+    def _fail_attempt(
+        self,
+        job_id: str,
+        attempt: int,
+        message: str,
+        failure_class: str = FailureClass.MEASUREMENT_ERROR,
+        artifacts: tuple[Artifact, ...] = (),
+    ) -> None:
         message = scrub_text(message)
         try:
             state = self.store.fail(
-                job.id,
-                job.attempt,
+                job_id,
+                attempt,
                 self.worker_id,
                 failure_class,
                 message,
                 artifacts,
-                backoff_s=self.settings.backoff_s(job.attempt),
+                backoff_s=self.settings.backoff_s(attempt),
                 quarantine_after=self.settings.quarantine_after,
             )
         except LeaseLost as exc:
-            log.warning("job.fail_refused", reason=str(exc))
+            log.warning("job.fail_refused", job=job_id, attempt=attempt, reason=str(exc))
             return
         except StoreError as exc:
-            log.error("job.fail_unrecorded", error=str(exc))
+            log.error("job.fail_unrecorded", job=job_id, attempt=attempt, error=str(exc))
             return
         first_line = message.splitlines()[0] if message else ""
-        log.error("job.failed", failure_class=failure_class, message=first_line, state=str(state))
+        log.error(
+            "job.failed", job=job_id, attempt=attempt, failure_class=failure_class, message=first_line, state=str(state)
+        )
         if failure_class in START_FAILURES:
             with contextlib.suppress(StoreError):
                 reason = self.store.quarantine_reason(self.worker_id)
@@ -482,3 +506,8 @@ def _with_log(result: RunResult, engine: Engine) -> RunResult:
         failed_requests=result.failed_requests,
         total_requests=result.total_requests,
     )
+
+
+def _refused_message(error: StoreRefused, worker_id: str, kept: Path) -> str:
+    """The failure recorded for an attempt whose results the store refused, naming where they are kept."""
+    return f"the store refused this attempt's results ({error}); they are kept on worker {worker_id} at {kept}"
