@@ -17,7 +17,7 @@ from alembic.runtime.migration import MigrationContext
 
 import farm
 from farm.domain import NOT_RETRIED, Artifact, FailureClass, JobState, RunResult
-from farm.errors import InvalidTransition, JobNotFound, LeaseLost, StoreError
+from farm.errors import InvalidTransition, JobNotFound, LeaseLost, StoreError, StoreRefused
 from farm.recipes.model import Recipe
 from farm.store import RunState, Store, recipe_sha256
 from farm.store import store as store_module
@@ -340,12 +340,13 @@ def test_complete_is_one_transaction(
     make_result: Callable[..., RunResult],
     count_rows: Callable[[str], int],
 ) -> None:
-    """A write failing after the figures and samples (two artifacts with one name) leaves nothing written."""
+    """A write failing after the figures and samples (two artifacts with one name) leaves nothing written; the
+    database refused the content, so the error is StoreRefused (the same write gets the same answer)."""
     [job_id] = _submit(store, make_recipe())
     job = store.claim("w1", [HW], lease_s=60)
     assert job is not None
     clash = (Artifact(name="engine.log", content="one"), Artifact(name="engine.log", content="two"))
-    with pytest.raises(StoreError, match="cannot store the results"):
+    with pytest.raises(StoreRefused, match="cannot store the results"):
         store.complete(job_id, job.attempt, "w1", make_result(artifacts=clash))
     assert (count_rows("measurements"), count_rows("samples"), count_rows("artifacts")) == (0, 0, 0)
     assert store.get_job(job_id).state is JobState.RUNNING

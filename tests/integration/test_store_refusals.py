@@ -12,7 +12,6 @@ import dataclasses
 from collections.abc import Callable
 from pathlib import Path
 
-import pytest
 from test_store import HW, _submit
 from test_worker import submit, write_profile, write_small_spec
 
@@ -58,19 +57,6 @@ def test_nul_characters_are_stored_as_replacement_characters_on_both_databases(
     view = store.get_job(second)
     assert view.failure_message == "died\ufffd here"
     assert [a.content for a in store.artifacts(second, other.attempt)] == ["x\ufffd"]
-
-
-def test_content_the_database_refuses_is_a_store_refusal_and_writes_nothing(
-    store: Store, make_recipe: Callable[..., Recipe], make_result: Callable[..., RunResult]
-) -> None:
-    """Two artifacts of one name break a unique constraint: StoreRefused (not an outage), the job still running."""
-    [job_id] = _submit(store, make_recipe())
-    job = store.claim("w1", [HW], lease_s=60)
-    assert job is not None
-    clash = (Artifact(name="engine.log", content="one"), Artifact(name="engine.log", content="two"))
-    with pytest.raises(StoreRefused, match="cannot store the results"):
-        store.complete(job_id, job.attempt, "w1", make_result(artifacts=clash))
-    assert store.get_job(job_id).state is JobState.RUNNING
 
 
 def refused_result(make_result: Callable[..., RunResult]) -> RunResult:
