@@ -286,6 +286,10 @@ def _load_json(text: str, source: str) -> dict[str, Any]:
     return doc
 
 
+_NOT_A_LAUNCH_CONTRACT = "upstream-reference-not-a-launch-contract"
+"""The registry's `launch.container.reason` for a reference to an upstream launcher that is not the recipe's
+command."""
+
 _NO_COMMAND_KINDS = frozenset({"docker-compose", "controller", "script"})
 """Launch kinds whose command lives in a file the recipe names (compose file, script) when it gives no arguments."""
 
@@ -402,7 +406,7 @@ def _registry_command(
         if _benchmark_tool(chosen[1]) == "llama-bench" and engine == "llama.cpp":
             return _with_environment(_noted(_from_llama_bench(chosen, source), step_note), environment)
         raise deferred
-    uncarried = _uncarried_command(launch, engine, source)
+    uncarried = _uncarried_command(launch, engine, source, data.get("metadata"))
     if raw_observed is not None and observed is None and isinstance(raw_observed, str) and raw_observed.strip():
         detail = f" (observed_command is a note, {raw_observed.strip()[:60]!r})"
     else:
@@ -542,15 +546,39 @@ def _config_asset(
     return argv, None
 
 
-def _uncarried_command(launch: Mapping[str, Any], engine: str, source: str) -> RecipeError | None:
+def _uncarried_command(
+    launch: Mapping[str, Any], engine: str, source: str, metadata: object = None
+) -> RecipeError | None:
     """Why a launch without arguments shows no command. An official engine image's default command names none of
     the recipe's model (`vllm serve` alone serves vLLM's own default model): the recipe then gives nothing else, and
     the command is built from the engine, the model and the serving block, as for a reference launch (this reason
     is kept for a refusal when that cannot be done either). A container whose image is not the engine's official
     one, or that replaces its entrypoint, runs what the farm cannot judge; a compose file or script holds the
     command and its settings (their environment templates, custom images), which the recipe does not carry and an
-    engine-and-model command would not reproduce: refused."""
+    engine-and-model command would not reproduce: refused. So is a reference launch the registry itself marks
+    as not a launch contract (`launch.container.reason`): the run used an upstream launcher (a compose file, a
+    serve script baked into a custom image) with its own settings (`metadata.upstream_defaults`: MTP, DCP, MoE
+    modes, kernel back-ends), and a command built from the engine and the model would measure another setup
+    under the recipe's name."""
     kind = launch.get("kind")
+    container = launch.get("container")
+    reason = container.get("reason") if isinstance(container, Mapping) else None
+    if kind == "reference" and reason == _NOT_A_LAUNCH_CONTRACT:
+        defaults = metadata.get("upstream_defaults") if isinstance(metadata, Mapping) else None
+        settings = ""
+        if isinstance(defaults, Mapping) and defaults:
+            shown = ", ".join(
+                f"{key}={value}" for key, value in sorted(defaults.items(), key=lambda item: str(item[0]))
+            )
+            settings = f" with its settings {shown[:200]}"
+        where = launch.get("url") if isinstance(launch.get("url"), str) else "an upstream file"
+        raise RecipeError(
+            f"a reference launch the registry marks {reason!r}: the run used the upstream launcher in {where}"
+            f"{settings}, which the recipe does not carry as a command; one built from the engine and the model "
+            "would measure another setup",
+            source=source,
+            field="launch.container.reason",
+        )
     if kind == "docker" and launch.get("image"):
         image = launch["image"]
         if not isinstance(image, str) or image_engine(image) != engine or launch.get("entrypoint"):

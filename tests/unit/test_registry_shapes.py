@@ -183,6 +183,36 @@ def test_engine_model_and_flags() -> None:
     assert recipe.provenance.model_source == "huggingface.repository"
 
 
+UPSTREAM = "https://github.com/local-inference-lab/blackwell-llm-docker/blob/0123abc/examples/compose-ds4.yml"
+
+
+@pytest.mark.parametrize("reason", ["upstream-reference-not-a-launch-contract", "reference-only-launch"])
+def test_a_reference_the_registry_marks_not_a_launch_contract_is_no_command(reason: str) -> None:
+    """The registry marks a reference to an upstream launcher (a compose file, a serve script in a custom image)
+    as not a launch contract: the run used that launcher's own settings, so no command is built from the engine
+    and the model, and the refusal names the launcher and its settings. The same recipe with a plain reference is
+    built from its model (the control)."""
+    launch = {"kind": "reference", "url": UPSTREAM, "container": {"reason": reason, "state": "none"}}
+    defaults = {"TP_SIZE": "2", "MTP": "3", "MOE_MODE": "a16"}
+    document = _recipe(
+        model_instance_id=None,
+        huggingface={"repository": "deepseek-ai/DeepSeek-V4-Flash", "status": "known"},
+        serving={"tensor_parallel": 2},
+        hardware_count=2,
+        launch=launch,
+        metadata={"upstream_defaults": defaults},
+    )
+    if reason == "reference-only-launch":
+        recipe = parse_registry(document, "r.json")
+        assert recipe.argv == ("vllm", "serve", "deepseek-ai/DeepSeek-V4-Flash", "--tensor-parallel-size", "2")
+        return
+    with pytest.raises(RecipeError) as caught:
+        parse_registry(document, "r.json")
+    assert caught.value.field == "launch.container.reason"
+    assert UPSTREAM in caught.value.detail
+    assert "with its settings MOE_MODE=a16, MTP=3, TP_SIZE=2" in caught.value.detail
+
+
 def test_an_instance_the_snapshot_lacks_is_no_command_for_vllm() -> None:
     """A registry instance id is not a repository vLLM can load: without the instance's document in the farm's
     snapshot there is no command, said plainly."""
