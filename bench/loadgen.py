@@ -1,9 +1,9 @@
 """The load generator's figures for the project's bar: N streams × 5 ms per token against the simulator.
 
-The simulator (test profile: 200 tok/s per stream, no contention) runs pinned to the CPU that was busiest just
+The simulator (test profile: 200 tok/s per stream, no contention) runs pinned to the second quietest CPU just
 before (`farm.bench.multiproc.quietest_cpus`); the client, in one or more processes (`farm.bench.multiproc`: one
-clock, merged samples, each shard's loop lag and CPU), on the others (with two CPUs, all client processes share
-the quieter one). For each level it starts N chat streams at
+clock, merged samples, each shard's loop lag and CPU), on the others, quietest first (with two CPUs, all client
+processes share the quieter one). For each level it starts N chat streams at
 once and prints:
 
 - tokens per second taken in against offered (N × 200 tok/s);
@@ -123,14 +123,15 @@ def main() -> None:
     parser.add_argument("--processes", type=int, nargs="+", default=[1])
     parser.add_argument("--fast", action="store_true", help="the simulator streams as fast as it can")
     args = parser.parse_args()
-    cores = quietest_cpus()  # the least busy first: the busiest is the simulator's, the others the client's
+    cores = quietest_cpus()  # the least busy first: the second is the simulator's, the others the client's
     if len(cores) < 2:
         sys.exit("needs two CPUs: one for the simulator, one for the client")
     overrides = ["max_num_seqs=4096"]
     if args.fast:
         overrides += [f"decode_tok_s.code={FAST_TOK_S}", f"default_decode_tok_s={FAST_TOK_S}", "base_latency_s=0"]
-    client_cpus = sorted(cores[:-1])
-    with running_sim(model=MODEL, overrides=overrides, faults=("--fault-startup-delay", "0"), cpus={cores[-1]}) as sim:
+    sim_cpu = cores[1]
+    client_cpus = [cpu for cpu in cores if cpu != sim_cpu]  # quietest first: a single client process takes it
+    with running_sim(model=MODEL, overrides=overrides, faults=("--fault-startup-delay", "0"), cpus={sim_cpu}) as sim:
         intakes: dict[int, float] = {}
         for streams in args.streams:
             for processes in args.processes:

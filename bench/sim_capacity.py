@@ -94,7 +94,9 @@ async def measure_levels(base: str, args: argparse.Namespace) -> None:
 def run(args: argparse.Namespace) -> None:
     cores = quietest_cpus() if hasattr(os, "sched_getaffinity") else [0]  # the least busy first: the client's
     faults = ("--fault-startup-delay", "0", "--spin-us", str(args.spin_us))
-    with running_sim(overrides=("max_num_seqs=1024",), faults=faults, cpus={cores[-1]}) as sim:
+    with running_sim(
+        overrides=("max_num_seqs=1024",), faults=faults, cpus={cores[1] if len(cores) > 1 else cores[0]}
+    ) as sim:
         if len(cores) > 1:
             os.sched_setaffinity(0, {cores[0]})
         asyncio.run(measure_levels(sim.base_url, args))

@@ -8,6 +8,7 @@
     │   ├── ArgumentPolicyError    an engine argument refused by the engine's list or the host's policy
     │   └── SettingsError          a FARM_* environment variable (or Settings argument) that cannot be used
     ├── StoreError                 the database could not be reached or refused a write
+    │   ├── StoreRefused           the database answered and refused the content (integrity or data error)
     │   ├── JobNotFound            no job with that id
     │   ├── InvalidTransition      a job state change that the state machine forbids (cancel a finished job)
     │   └── LeaseLost              the caller no longer owns the job's lease (stale owner or attempt)

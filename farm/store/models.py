@@ -65,6 +65,10 @@ class JSONValue(TypeDecorator[Any]):
 JSONType: TypeEngine[Any] = JSONValue()
 
 
+def _without_nul(value: str | None) -> str | None:
+    return value.replace("\x00", "\ufffd") if value is not None and "\x00" in value else value
+
+
 class StoredText(TypeDecorator[str]):
     """Free text (a failure message, an engine log): every NUL character made U+FFFD on write, on both databases
     alike, since PostgreSQL refuses NUL in text (farm.store.db's docstring)."""
@@ -73,7 +77,17 @@ class StoredText(TypeDecorator[str]):
     cache_ok = True
 
     def process_bind_param(self, value: str | None, dialect: Dialect) -> str | None:
-        return value.replace("\x00", "\ufffd") if value is not None and "\x00" in value else value
+        return _without_nul(value)
+
+
+class StoredString(TypeDecorator[str]):
+    """A bounded string an engine or a host reports (its version, the host name): NUL made U+FFFD, as StoredText."""
+
+    impl = String
+    cache_ok = True
+
+    def process_bind_param(self, value: str | None, dialect: Dialect) -> str | None:
+        return _without_nul(value)
 
 
 class UTCDateTime(TypeDecorator[datetime]):
@@ -290,7 +304,7 @@ class ArtifactRow(Base):
 
     id: Col[int] = Column(Integer, primary_key=True, autoincrement=True)
     run_id: Col[int] = Column(ForeignKey("runs.id", ondelete="CASCADE"), nullable=False)
-    name: Col[str] = Column(String(255), nullable=False)
+    name: Col[str] = Column(StoredString(255), nullable=False)
     media_type: Col[str] = Column(String(128), nullable=False)
     content: Col[str] = Column(StoredText, nullable=False)
 
@@ -333,12 +347,12 @@ class RunSummary(Base):
     hardware_count: Col[int] = Column(Integer, nullable=False)
     hardware_class: Col[str] = Column(String(255), nullable=False)
     engine_name: Col[str] = Column(String(64), nullable=False)
-    engine_version: Col[str | None] = Column(String(255))
+    engine_version: Col[str | None] = Column(StoredString(255))
     origin: Col[str] = Column(String(16), nullable=False)
     """launched, simulated or endpoint (farm.domain.Origin)."""
     simulated: Col[bool] = Column(Boolean, nullable=False)
     requested_repeats: Col[int | None] = Column(Integer)
-    host: Col[str | None] = Column(String(255))
+    host: Col[str | None] = Column(StoredString(255))
     provenance_summary: Col[dict[str, Any]] = Column(JSONType, nullable=False)
     """The short provenance (host, GPUs, driver, engine image, farm commit, cache state): what exports show."""
 
@@ -374,8 +388,8 @@ class GroupFigureStat(Base):
     hardware_id: Col[str] = Column(String(255), nullable=False)
     hardware_class: Col[str] = Column(String(255), nullable=False)
     engine_name: Col[str] = Column(String(64), nullable=False)
-    engine_version: Col[str | None] = Column(String(255))
-    engine_version_key: Col[str] = Column(String(255), nullable=False)
+    engine_version: Col[str | None] = Column(StoredString(255))
+    engine_version_key: Col[str] = Column(StoredString(255), nullable=False)
     """`engine_version`, or '' for none: a unique key needs a value that is never NULL."""
     origin: Col[str] = Column(String(16), nullable=False)
     key: Col[str] = Column(String(255), nullable=False)

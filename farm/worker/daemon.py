@@ -86,6 +86,8 @@ class Worker:
         self.lease_s = profile.worker.lease_s or self.settings.lease_s
         self.poll_interval_s = profile.worker.poll_interval_s or self.settings.poll_interval_s
         self._shutdown = threading.Event()
+        self._spool_lock = threading.Lock()
+        """One delivery of the spool at a time: farm mode delivers from the sweeper and from a task's thread."""
         self._host = HostInfo.read()
         self._last_recipe: Recipe | None = None
         self._next_self_check = 0.0
@@ -194,6 +196,10 @@ class Worker:
         """Deliver the results spooled through a store outage; the ids of the jobs whose results still wait (the
         store did not answer). While any wait, this worker claims nothing: a claim could start a later attempt of
         their own job, which would fence them out."""
+        with self._spool_lock:
+            return self._deliver_spooled()
+
+    def _deliver_spooled(self) -> frozenset[str]:
         pending = self.spool.pending()
         for index, item in enumerate(pending):
             try:
@@ -202,7 +208,8 @@ class Worker:
                 log.warning("spool.refused", job=item.job_id, attempt=item.attempt, reason=str(exc))
             except StoreRefused as exc:
                 # The store answered and refused the content: it would refuse it at every pass, and a worker that
-                # waited on it would never claim again. The file is kept aside and the attempt fails (retried).
+                # waited on it would never claim again. The file is kept aside and the attempt fails where this
+                # worker still holds it (a reaper that took the job back already made it run again).
                 kept = self.spool.set_aside(item)
                 log.error("spool.set_aside", job=item.job_id, attempt=item.attempt, kept=str(kept), error=str(exc))
                 self._fail_attempt(item.job_id, item.attempt, _refused_message(exc, self.worker_id, kept))

@@ -29,8 +29,10 @@ TOKENS = 40
 
 @pytest.fixture(scope="module")
 def sim_cpu() -> int:
-    """The busiest CPU when the module starts: the simulator's, leaving the quieter ones to the client shards."""
-    return quietest_cpus()[-1]
+    """The second quietest CPU when the module starts (the only one on a machine of one): the simulator's, leaving
+    the quietest to the client shards."""
+    cores = quietest_cpus()
+    return cores[1] if len(cores) > 1 else cores[0]
 
 
 @pytest.fixture(scope="module")

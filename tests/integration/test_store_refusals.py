@@ -9,6 +9,7 @@ them again at every pass, and the worker, which claims nothing while its results
 from __future__ import annotations
 
 import dataclasses
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -36,14 +37,21 @@ def test_nul_characters_are_stored_as_replacement_characters_on_both_databases(
     job = store.claim("w1", [HW], lease_s=60)
     assert job is not None
     first = job.id
-    result = make_result(artifacts=(Artifact(name="engine.log", content=NUL_LOG),))
-    provenance = {**result.provenance, "engine_banner": "vLLM\x00 0.11", "note": "a literal \\u0000 stays"}
+    result = make_result(artifacts=(Artifact(name="engine\x00.log", content=NUL_LOG),))
+    provenance = {
+        **result.provenance,
+        "engine": {"name": "vllm", "version": "0.11\x00dev"},  # also kept in the run's summary and its group
+        "engine_banner": "vLLM\x00 0.11",
+        "note": "a literal \\u0000 stays",
+    }
     store.complete(first, job.attempt, "w1", dataclasses.replace(result, provenance=provenance))
 
     (log,) = store.artifacts(first, job.attempt)
+    assert log.name == "engine\ufffd.log"
     assert log.content == "INFO loading\ufffd\ufffd weights\nINFO ready\n"
     (run,) = store.runs(first)
     assert run.provenance is not None
+    assert run.provenance["engine"]["version"] == "0.11\ufffddev"
     assert run.provenance["engine_banner"] == "vLLM\ufffd 0.11"
     assert run.provenance["note"] == "a literal \\u0000 stays"
 
@@ -135,3 +143,32 @@ def test_results_refused_at_delivery_are_kept_aside_and_the_next_attempt_succeed
     assert "value too long" in first.failure_message
     assert worker.spool.pending() == []
     assert [path.name for path in (worker.spool.directory / REFUSED).iterdir()] == [f"{job_id}.1.json"]
+
+
+def test_refused_results_of_a_reaped_attempt_are_set_aside_and_the_job_runs_again(
+    tmp_path: Path, make_result: Callable[..., RunResult]
+) -> None:
+    """Results spooled through an outage longer than the lease: a reaper took the job back (host_lost, queued).
+    The store refuses their content: they are set aside all the same, the reap's record stands (this worker no
+    longer holds the attempt), nothing waits, and the job runs again."""
+    store = Store.open(f"sqlite:///{tmp_path / 'farm.db'}", auto_upgrade=True)
+    job_id = submit(store, write_small_spec(tmp_path, max_attempts=2))
+    worker = Worker(
+        store, load_profile(write_profile(tmp_path)), data_dir=tmp_path / "data", settings=Settings(retry_backoff_s=0.0)
+    )
+    store.register_worker(worker.worker_id, host="here", hardware_classes=list(worker.hardware_classes))
+    claimed = store.claim(worker.worker_id, list(worker.hardware_classes), lease_s=0.05)
+    assert claimed is not None
+    worker.spool.put(job_id, claimed.attempt, worker.worker_id, refused_result(make_result))
+    time.sleep(0.2)
+    assert store.reap() == [job_id]
+
+    assert worker.deliver_spooled() == frozenset()
+    assert worker.spool.pending() == []
+    assert [path.name for path in (worker.spool.directory / REFUSED).iterdir()] == [f"{job_id}.{claimed.attempt}.json"]
+    job = store.get_job(job_id)
+    assert job.state is JobState.QUEUED
+    assert job.failure_class == FailureClass.HOST_LOST
+
+    assert worker.run(max_jobs=1, idle_exit_s=10) == 1
+    assert store.get_job(job_id).state is JobState.SUCCEEDED
