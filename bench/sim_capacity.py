@@ -21,7 +21,7 @@ from typing import Any
 
 import aiohttp
 
-from farm.bench.multiproc import quietest_cpus
+from farm.bench.multiproc import timed_placement
 from farm.sim.launch import running_sim
 
 
@@ -92,13 +92,13 @@ async def measure_levels(base: str, args: argparse.Namespace) -> None:
 
 
 def run(args: argparse.Namespace) -> None:
-    cores = quietest_cpus() if hasattr(os, "sched_getaffinity") else [0]  # the least busy first: the client's
+    placement = timed_placement()  # the quietest CPU for this client, the next for the simulator
     faults = ("--fault-startup-delay", "0", "--spin-us", str(args.spin_us))
     with running_sim(
-        overrides=("max_num_seqs=1024",), faults=faults, cpus={cores[1] if len(cores) > 1 else cores[0]}
+        overrides=("max_num_seqs=1024",), faults=faults, cpus={placement[1]} if placement else None
     ) as sim:
-        if len(cores) > 1:
-            os.sched_setaffinity(0, {cores[0]})
+        if placement:
+            os.sched_setaffinity(0, {placement[0]})
         asyncio.run(measure_levels(sim.base_url, args))
 
 

@@ -162,6 +162,15 @@ def quietest_cpus(
     return sorted(ordered, key=busy)
 
 
+def timed_placement(sample_s: float = 0.5) -> tuple[int, int] | None:
+    """(client CPU, server CPU) for timing a client against a server on this machine: the quietest CPU and the next
+    quietest (`quietest_cpus`). None where there is one CPU or processes cannot be pinned: nothing is pinned."""
+    if not hasattr(os, "sched_setaffinity"):
+        return None
+    cores = quietest_cpus(sample_s=sample_s)
+    return (cores[0], cores[1]) if len(cores) > 1 else None
+
+
 async def _lag_probe(lags: list[float], stop: asyncio.Event) -> None:
     clock = time.perf_counter_ns
     while not stop.is_set():

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from farm.bench.multiproc import quietest_cpus
+from farm.bench.multiproc import timed_placement
 from farm.engines.process import EngineProcess
 from farm.sim import timing
 from farm.sim.launch import running_sim
@@ -51,18 +51,16 @@ workload = "code"
 
 
 @pytest.fixture(scope="module")
-def cores() -> list[int]:
-    """This machine's CPUs, the least busy first, measured when the module starts: the client takes the first, the
-    simulator the second."""
-    return quietest_cpus() if hasattr(os, "sched_getaffinity") else []
+def placement() -> tuple[int, int] | None:
+    """The client's CPU and the simulator's, the two quietest when the module starts (None: nothing pinned)."""
+    return timed_placement()
 
 
 @pytest.fixture(scope="module")
-def sim(cores: list[int]) -> Iterator[EngineProcess]:
+def sim(placement: tuple[int, int] | None) -> Iterator[EngineProcess]:
     """The simulator, started as a separate server on the second quietest CPU (farm bench does not launch it)."""
-    cpus = cores
     with running_sim(
-        model=MODEL, faults=("--fault-startup-delay", "0"), cpus={cpus[1]} if len(cpus) > 1 else None
+        model=MODEL, faults=("--fault-startup-delay", "0"), cpus={placement[1]} if placement else None
     ) as process:
         yield process
 
@@ -87,20 +85,19 @@ def sim_profile(base_url: str) -> dict[str, Any]:
 
 @pytest.fixture(scope="module")
 def benched(
-    sim: EngineProcess, cores: list[int], tmp_path_factory: pytest.TempPathFactory
+    sim: EngineProcess, placement: tuple[int, int] | None, tmp_path_factory: pytest.TempPathFactory
 ) -> tuple[dict[str, Any], Path]:
     """`python -m farm bench` with credentials in the URL, on the quietest CPU, its store in a fresh data dir."""
     data_dir = tmp_path_factory.mktemp("bench-data")
     spec = data_dir / "spec.toml"
     spec.write_text(SPEC)
     url = sim.base_url.replace("http://", "http://someone:hunter2@")
-    cpus = cores
     env = {**os.environ, "FARM_DATA_DIR": str(data_dir), "FARM_LOG_FORMAT": "json"}
     env.pop("FARM_DATABASE_URL", None)
     argv = [sys.executable, "-m", "farm", "bench", url, "--model", MODEL, "--spec", str(spec), "--json"]
     argv += ["--hardware", "rtx-pro-6000-blackwell-96gb", "--hardware-count", "2"]
-    if len(cpus) > 1:
-        argv = ["taskset", "-c", str(cpus[0]), *argv]
+    if placement:
+        argv = ["taskset", "-c", str(placement[0]), *argv]
     done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=110, check=False)
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(done.stdout), data_dir
@@ -243,14 +240,15 @@ engine_cpus = [{sim_cpu}]
 """
 
 
-def test_concurrency_measured_by_two_client_processes(sim: EngineProcess, cores: list[int], tmp_path: Path) -> None:
+def test_concurrency_measured_by_two_client_processes(
+    sim: EngineProcess, placement: tuple[int, int] | None, tmp_path: Path
+) -> None:
     """With [client] processes = 2 the concurrency figures come from two processes on one clock: every stream
     succeeds, per-stream decode is the simulator's rate within 2%, and the parameters carry each shard's lag and
     CPU and the client-bound verdict."""
     spec = tmp_path / "sharded.toml"
-    spec.write_text(
-        SHARDED_SPEC.format(sim_cpu=cores[1] if len(cores) > 1 else cores[0])
-    )  # the clients keep off the simulator's CPU
+    sim_cpu = placement[1] if placement else 0  # with one CPU, the clients share it whatever engine_cpus says
+    spec.write_text(SHARDED_SPEC.format(sim_cpu=sim_cpu))  # the clients keep off the simulator's CPU
     env = {**os.environ, "FARM_DATA_DIR": str(tmp_path), "FARM_LOG_FORMAT": "json"}
     env.pop("FARM_DATABASE_URL", None)
     argv = [sys.executable, "-m", "farm", "bench", sim.base_url, "--model", MODEL, "--spec", str(spec), "--json"]

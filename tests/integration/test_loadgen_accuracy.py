@@ -32,7 +32,7 @@ import aiohttp
 import pytest
 
 from farm.bench import metrics
-from farm.bench.multiproc import quietest_cpus
+from farm.bench.multiproc import timed_placement
 from farm.bench.prompts import CODE_PROMPT
 from farm.bench.promptsize import unique_prefix
 from farm.bench.records import RequestSample
@@ -55,7 +55,7 @@ class Sim:
     profile: dict[str, Any]
 
 
-def start_sim(cores: list[int], *overrides: str) -> Iterator[Sim]:
+def start_sim(placement: tuple[int, int] | None, *overrides: str) -> Iterator[Sim]:
     """Start the simulator on the second quietest CPU through the one launcher, read its profile, stop it
     afterwards."""
     settings = (f"base_latency_s={BASE_LATENCY_S}", "max_num_seqs=1024", *overrides)
@@ -63,7 +63,7 @@ def start_sim(cores: list[int], *overrides: str) -> Iterator[Sim]:
         model=MODEL,
         overrides=settings,
         faults=("--fault-startup-delay", "0"),
-        cpus={cores[1]} if len(cores) > 1 else None,
+        cpus={placement[1]} if placement else None,
     ) as process:
         yield Sim(process.base_url, asyncio.run(_profile(process.base_url)))
 
@@ -75,28 +75,27 @@ async def _profile(base_url: str) -> dict[str, Any]:
 
 
 @pytest.fixture(scope="module")
-def cores() -> list[int]:
-    """This machine's CPUs, the least busy first, measured when the module starts: the client takes the first,
-    the simulator the second."""
-    return quietest_cpus() if hasattr(os, "sched_getaffinity") else []
+def placement() -> tuple[int, int] | None:
+    """The client's CPU and the simulator's, the two quietest when the module starts (None: nothing pinned)."""
+    return timed_placement()
 
 
 @pytest.fixture(scope="module", autouse=True)
-def _client_on_its_own_core(cores: list[int]) -> Iterator[None]:
+def _client_on_its_own_core(placement: tuple[int, int] | None) -> Iterator[None]:
     """The test process runs on the quietest CPU while this module runs."""
-    if len(cores) < 2:
+    if placement is None:
         yield
         return
     before = os.sched_getaffinity(0)
-    os.sched_setaffinity(0, {cores[0]})
+    os.sched_setaffinity(0, {placement[0]})
     yield
     os.sched_setaffinity(0, before)
 
 
 @pytest.fixture(scope="module", params=[ONE_TOKEN_PER_CHUNK, SPECULATIVE], ids=["1-token-chunks", "spec-decode"])
-def sim(request: pytest.FixtureRequest, cores: list[int]) -> Iterator[Sim]:
+def sim(request: pytest.FixtureRequest, placement: tuple[int, int] | None) -> Iterator[Sim]:
     """One simulator per chunking, shared by the module's tests."""
-    yield from start_sim(cores, *request.param)
+    yield from start_sim(placement, *request.param)
 
 
 async def burst(sim: Sim, streams: int, output_tokens: int, *, distinct_lengths: bool = False) -> list[RequestSample]:

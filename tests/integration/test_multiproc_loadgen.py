@@ -14,7 +14,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from farm.bench.multiproc import default_processes, quietest_cpus, run_sharded
+from farm.bench.multiproc import default_processes, run_sharded, timed_placement
 from farm.bench.promptsize import unique_prefix
 from farm.bench.stream import StreamRequest
 from farm.engines.process import EngineProcess
@@ -29,10 +29,10 @@ TOKENS = 40
 
 @pytest.fixture(scope="module")
 def sim_cpu() -> int:
-    """The second quietest CPU when the module starts (the only one on a machine of one): the simulator's, leaving
-    the quietest to the client shards."""
-    cores = quietest_cpus()
-    return cores[1] if len(cores) > 1 else cores[0]
+    """The second quietest CPU when the module starts: the simulator's, leaving the quietest to the client shards
+    (with one CPU, they share it)."""
+    placement = timed_placement()
+    return placement[1] if placement else 0
 
 
 @pytest.fixture(scope="module")

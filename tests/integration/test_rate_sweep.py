@@ -18,7 +18,7 @@ import pytest
 
 from farm.bench.load import SLO, OpenLoopPlan, RateSearch
 from farm.bench.methods import MeasureContext, Measurement
-from farm.bench.multiproc import quietest_cpus
+from farm.bench.multiproc import timed_placement
 from farm.bench.openloop import KIND_OPEN_LOOP, KIND_RATE_SWEEP, measure_open_loop
 from farm.engines.process import EngineProcess
 from farm.recipes.sweep import SweepPlan
@@ -36,25 +36,20 @@ BASE_LATENCY_S = 0.020
 DECODE_TOK_S = 200.0
 
 
-def cores() -> list[int]:
-    """This machine's CPUs, the least busy first: the client takes the first, the simulator the second."""
-    return quietest_cpus() if hasattr(os, "sched_getaffinity") else []
-
-
 @pytest.fixture(scope="module")
 def sim() -> Iterator[EngineProcess]:
     """A simulator with 8 slots on the second quietest CPU; this test process on the quietest."""
-    cpus = cores()
-    before = os.sched_getaffinity(0) if cpus else None
+    placement = timed_placement()
+    before = os.sched_getaffinity(0) if placement else None
     overrides = (f"max_num_seqs={SLOTS}", f"base_latency_s={BASE_LATENCY_S}", "contention=0")
     with running_sim(
         model=MODEL,
         overrides=overrides,
         faults=("--fault-startup-delay", "0"),
-        cpus={cpus[1]} if len(cpus) > 1 else None,
+        cpus={placement[1]} if placement else None,
     ) as process:
-        if len(cpus) > 1:
-            os.sched_setaffinity(0, {cpus[0]})
+        if placement:
+            os.sched_setaffinity(0, {placement[0]})
         try:
             yield process
         finally:

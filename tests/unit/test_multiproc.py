@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from farm.bench import multiproc
@@ -80,3 +82,16 @@ def test_quietest_cpus_keeps_the_given_order_where_the_counters_cannot_be_read()
 def test_a_cpu_missing_from_the_counters_counts_as_busiest() -> None:
     reads = iter([PROC_STAT_BEFORE, PROC_STAT_AFTER])
     assert multiproc.quietest_cpus([5, 1, 0], sample_s=0.0, read=lambda: next(reads)) == [0, 1, 5]
+
+
+def test_timed_placement_is_two_distinct_cpus_this_process_may_use() -> None:
+    """The client's CPU and the server's: two different CPUs of this process's affinity, or None with one."""
+    allowed = os.sched_getaffinity(0)
+    placement = multiproc.timed_placement(sample_s=0.05)
+    if len(allowed) < 2:
+        assert placement is None
+        return
+    assert placement is not None
+    client, server = placement
+    assert client != server
+    assert {client, server} <= allowed
