@@ -14,6 +14,7 @@ from pydantic import ValidationError
 from farm.errors import RecipeError
 from farm.recipes import assets, instances
 from farm.recipes.commands import (
+    ENGINE_FLAG_OPTIONS,
     NOT_SERVERS,
     Command,
     before_prose_fence,
@@ -371,10 +372,32 @@ def _registry_command(
         command = read_command(chosen[1], source, chosen[0], declared_engine=engine)
         return _with_environment(_noted(command, step_note), environment)
 
+    flags_field = f"{_REGISTRY_LM}.engine_flags"
+    flags = mapping(localmaxxing.get("engine_flags"), source, flags_field)
     for field_name, section in (("launch", launch), ("draft_launch", draft_launch)):
         arguments = section.get("arguments")
         if arguments is None:
             continue
+        generated = field_name == "draft_launch" and bool(section.get("synthesized"))
+        if (
+            generated
+            and deferred is not None
+            and chosen is not None
+            and engine == "llama.cpp"
+            and _benchmark_tool(chosen[1]) == "llama-bench"
+        ):
+            # What ran beats what was generated: the registry wrote its draft from the instance and its own
+            # defaults (a context of its choosing, no cache types or offload split), the recording is the run.
+            recorded = _noted(_from_llama_bench(chosen, source), step_note)
+            return _with_environment(
+                _noted(
+                    recorded,
+                    f"the recorded llama-bench command is what ran; the registry's synthesized draft "
+                    f"({' '.join(map(str, arguments))[:80]!r}) is not used: it would replace the recorded model "
+                    "and options with its own",
+                ),
+                environment,
+            )
         arguments = string_list(arguments, source, f"{field_name}.arguments", allow_empty=True)
         entrypoint = _entrypoint(section.get("entrypoint"), source, f"{field_name}.entrypoint")
         if not arguments and not entrypoint:
@@ -394,10 +417,12 @@ def _registry_command(
         command = read_command(
             tokens, source, f"{field_name}.arguments", declared_engine=engine, arguments_only=not entrypoint
         )
+        if generated:
+            command = _generated_draft(command, data, flags, source, flags_field)
         if deferred is not None and chosen is not None:
-            recorded = " ".join(chosen[1])[:80]
+            shown = " ".join(chosen[1])[:80]
             command = _noted(
-                command, f"the recorded command ({recorded!r}) serves nothing the farm runs: {deferred.detail}"
+                command, f"the recorded command ({shown!r}) serves nothing the farm runs: {deferred.detail}"
             )
         return _with_environment(command, environment)
 
@@ -439,8 +464,6 @@ def _registry_command(
             source=source,
             field="argv",
         )
-    flags_field = f"{_REGISTRY_LM}.engine_flags"
-    flags = mapping(localmaxxing.get("engine_flags"), source, flags_field)
     serving = mapping(data.get("serving"), source, "serving")
     argv = synthesize(engine, model, flags, source, flags_field, serving=serving, hardware_count=hardware_count)
     notes: tuple[str, ...] = ()
@@ -464,6 +487,109 @@ def _registry_command(
 
 
 _SYNTHESIZED = "engine+model+engine_flags"
+
+_SPECULATIVE_OPTIONS = (
+    "--speculative-config",
+    "--speculative-algorithm",
+    "--speculative-model",
+    "-md",
+    "--model-draft",
+)
+
+
+def _generated_draft(
+    command: Command, data: Mapping[str, Any], flags: Mapping[str, Any], source: str, flags_field: str
+) -> Command:
+    """A draft launch the registry synthesized, held to what the recipe states elsewhere: the draft fills in what
+    nothing recorded, and never replaces what the metadata records.
+
+    - Its model must be the recipe's checkpoint: a draft naming a base publisher's plain repository for a quantized
+      instance (`zai-org/GLM-4.5-Air` for `...--awq-4bit`) would load other weights (instances.base_for_quantized).
+    - `metadata.localmaxxing.engine_flags` (the run's own settings: KV cache type, attention back-end, tensor
+      parallelism, flash attention, GPU layers) win over the draft: a setting the draft lacks is added, one it
+      gives otherwise is replaced, each named in a note.
+    - MTP or speculative decoding the flags record and the draft drops cannot be rebuilt (which draft model, how
+      many tokens): refused, as a command built from the flags alone would be."""
+    engine = command.engine
+    field_name = command.source_field
+    instance_id = data.get("model_instance_id")
+    model = model_in_argv(engine, command.argv)
+    if isinstance(instance_id, str) and model is not None and engine not in instances.LOCAL_ARTIFACT_ENGINES:
+        instance = instances.lookup(instance_id) or instances.from_hint(instance_id, model)
+        stated = instances.base_for_quantized(instance) if instance is not None else None
+        if stated is not None and instance is not None and instance.repository == model:
+            raise RecipeError(
+                f"the registry's synthesized draft names {model!r}, the base model's repository, for instance "
+                f"{instance_id!r}, a {stated} checkpoint the recipe does not name: it would launch other weights "
+                "than the ones that ran",
+                source=source,
+                field=field_name,
+            )
+    argv = list(command.argv)
+    notes: list[str] = []
+    options = ENGINE_FLAG_OPTIONS.get(engine, {})
+    for key, value in flags.items():
+        if value is None or value is False:
+            continue
+        if key in ("specDecoding", "mtpEnabled"):
+            if any(token.partition("=")[0] in _SPECULATIVE_OPTIONS for token in argv):
+                continue
+            tokens = _mtp_tokens(data) if key == "mtpEnabled" and engine == "vllm" else None
+            if tokens is not None:
+                config = json.dumps({"method": "mtp", "num_speculative_tokens": tokens}, separators=(",", ":"))
+                argv += ["--speculative-config", config]
+                notes.append(
+                    f"{flags_field}.mtpEnabled and the recipe's notes record MTP with {tokens} tokens, which the "
+                    f"registry's synthesized draft drops: --speculative-config {config} added"
+                )
+                continue
+            raise RecipeError(
+                f"{key} is on in {flags_field}, but the registry's synthesized draft has no speculative decoding, "
+                "and the recipe does not say which draft: the command that ran cannot be rebuilt",
+                source=source,
+                field=f"{flags_field}.{key}",
+            )
+        names = options.get(key)
+        if names is None or (isinstance(value, bool) and key != "flashAttn"):
+            continue
+        if key == "tensorParallel" and value == 1 and not _names_parallel(argv):
+            continue
+        rendered = "on" if value is True else str(value)
+        for name in names:
+            spellings = _PARALLEL_SPELLINGS[:4] if key == "tensorParallel" else (name,)
+            argv, was = _set_option(argv, spellings, name, rendered)
+            if was != rendered:
+                what = "added" if was is None else f"replaces the draft's {was!r}"
+                notes.append(f"{flags_field}.{key} = {value!r} is what ran: {name} {rendered} {what}")
+    return dataclasses.replace(command, argv=tuple(argv), notes=(*command.notes, *notes))
+
+
+_MTP_TOKENS = re.compile(r"\bMTP(?:\s*[=:]?\s*|\s+k\s*=\s*)(\d{1,2})\b", re.IGNORECASE)
+
+
+def _mtp_tokens(data: Mapping[str, Any]) -> int | None:
+    """The number of MTP draft tokens the recipe's notes state (`using MTP 8`, `MTP k=4`), when they state exactly
+    one."""
+    notes = data.get("notes") if data.get("notes") is not None else dig(data, f"{_REGISTRY_LM}.notes")
+    if not isinstance(notes, str):
+        return None
+    found = {int(match) for match in _MTP_TOKENS.findall(notes)}
+    return found.pop() if len(found) == 1 and 0 < min(found) <= 16 else None
+
+
+def _set_option(argv: list[str], spellings: tuple[str, ...], name: str, value: str) -> tuple[list[str], str | None]:
+    """argv with the option (any of its spellings) set to value, and the value it had (None: it was absent)."""
+    for index, token in enumerate(argv):
+        head, equals, inline = token.partition("=")
+        if head.replace("_", "-") not in spellings:
+            continue
+        if equals:
+            return [*argv[:index], f"{head}={value}", *argv[index + 1 :]], inline
+        if index + 1 < len(argv) and not argv[index + 1].startswith("-"):
+            return [*argv[: index + 1], value, *argv[index + 2 :]], argv[index + 1]
+        return [*argv[:index], name, value, *argv[index + 1 :]], "on"
+    return [*argv, name, value], None
+
 
 _PROD_CHECKED = re.compile(
     r"^https://huggingface\.co/api/models/(?P<repository>[A-Za-z0-9][\w.-]*/[\w.-]+)/revision/[0-9a-f]{40}(?:[?#].*)?$"
