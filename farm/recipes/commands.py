@@ -408,10 +408,15 @@ _OPTIONAL_POSITIONAL_MODEL = frozenset({"lmstudio"})
 
 _OPTION_LIKE = re.compile(r"^-{1,2}[A-Za-z]")
 _COMPOSE_KEY = re.compile(
-    r"^(ipc|shm_size|cpuset|ulimits|memlock|stack|nofile|soft|hard|restart|init|tty|stdin_open):$"
+    r"^(ipc|shm_size|cpuset|ulimits|memlock|stack|nofile|soft|hard|restart|init|tty|stdin_open|deploy|resources|"
+    r"reservations|devices|driver|device_ids|count|capabilities|runtime|network_mode|gpus):$"
 )
 """Keys of a compose service that only say how its container runs, which a flattened `command:` list can be
-followed by when a chat message pastes the service (`ipc: host`, `shm_size: 32g`, `ulimits: memlock: -1`)."""
+followed by when a chat message pastes the service (`ipc: host`, `shm_size: 32g`, `ulimits: memlock: -1`,
+`deploy: resources: reservations: devices: - driver: nvidia device_ids: ["1","2"] capabilities: [gpu]`)."""
+
+_YAML_FLOW_LIST = re.compile(r"^\[[\w\",. -]*\]$")
+"""A YAML flow list as a compose key's value (`[gpu]`, `["1","2"]`)."""
 
 
 def from_compose_list(tokens: Sequence[str]) -> list[str]:
@@ -438,7 +443,9 @@ def from_compose_list(tokens: Sequence[str]) -> list[str]:
     rest = tokens[index:]
     if rest and not _COMPOSE_KEY.match(rest[0]):
         return list(tokens)
-    for word in rest:
+    for position, word in enumerate(rest):
+        if position and rest[position - 1].endswith(":") and _YAML_FLOW_LIST.match(word):
+            continue  # a key's flow-list value (`capabilities: [gpu]`)
         if word != _FENCE and (word.startswith("--") or word.startswith(("{", "[")) or "=" in word):
             return list(tokens)
         if word.endswith(":") and not _COMPOSE_KEY.match(word):

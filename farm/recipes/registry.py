@@ -220,6 +220,14 @@ def parse_registry(text: str, source: str, *, content_sha256: str | None = None)
         if argv_field != "draft_launch.arguments":
             container = _running(container, engine.name, argv, command.environment)
 
+    if (
+        container is not None
+        and container.entrypoint is not None
+        and _passes_through([container.entrypoint], container.image, engine.name)
+    ):
+        # The image's own entrypoint, written out: the same as not replacing it. Other engines' images take a whole
+        # command the recipe wrote its own way: the recipe runs as the process its canonical command is (_running).
+        container = container.model_copy(update={"entrypoint": None}) if engine.name == "vllm" else None
     if container is not None and config_asset is not None:
         # The config is in the command now: the container runs that command, without the asset's mount.
         container = container.model_copy(
@@ -403,6 +411,23 @@ def _registry_command(
         if not arguments and not entrypoint:
             continue
         tokens = [*entrypoint, *arguments]
+        image = section.get("image")
+        if (
+            entrypoint
+            and _passes_through(entrypoint, image, engine)
+            and starts_a_server(split_environment(arguments, source, f"{field_name}.arguments")[1])
+        ):
+            # The official image's own entrypoint runs its arguments (NVIDIA's base images' wrapper execs "$@"):
+            # the arguments are the command, the wrapper is named in a note and never judged as one.
+            notes_through = (
+                f"{field_name}.entrypoint {' '.join(entrypoint)!r} is {image}'s own entrypoint, which runs its "
+                "arguments: the arguments are the command",
+            )
+            command = read_command(arguments, source, f"{field_name}.arguments", declared_engine=engine)
+            command = dataclasses.replace(command, notes=(*command.notes, *notes_through))
+            if generated:
+                command = _generated_draft(command, data, flags, source, flags_field)
+            return _with_environment(command, environment)
         if entrypoint and not starts_a_server(tokens):
             launcher = ENGINE_LAUNCHERS[engine]
             if len(entrypoint) == 1 and posixpath.basename(entrypoint[0]) == launcher[0] and len(launcher) == 2:
@@ -487,6 +512,21 @@ def _registry_command(
 
 
 _SYNTHESIZED = "engine+model+engine_flags"
+
+_PASS_THROUGH_ENTRYPOINTS = frozenset({"/opt/nvidia/nvidia_entrypoint.sh"})
+"""Entrypoints of official engine images that print a banner and exec their arguments (`exec "$@"`): NVIDIA's base
+images, which lmsysorg/sglang and the CUDA vLLM builds start from."""
+
+
+def _passes_through(entrypoint: list[str], image: object, engine: str) -> bool:
+    """Whether a launch's entrypoint is its official image's own wrapper that runs the arguments it is given."""
+    return (
+        len(entrypoint) == 1
+        and entrypoint[0] in _PASS_THROUGH_ENTRYPOINTS
+        and isinstance(image, str)
+        and image_engine(image) == engine
+    )
+
 
 _SPECULATIVE_OPTIONS = (
     "--speculative-config",

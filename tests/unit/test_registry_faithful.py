@@ -26,7 +26,8 @@ def test_recorded_llama_bench_beats_the_synthesized_draft() -> None:
     assert "--flash-attn" in argv
     assert "--ctx-size" not in argv
     notes = " ".join(recipe.provenance.command_notes)
-    assert "synthesized draft" in notes and "is not used" in notes
+    assert "synthesized draft" in notes
+    assert "is not used" in notes
 
 
 def test_recorded_quantization_is_kept_where_the_recording_cannot_be_served() -> None:
@@ -45,7 +46,8 @@ def test_a_draft_naming_the_base_model_for_a_quantized_instance_is_refused() -> 
     with pytest.raises(RecipeError) as caught:
         load_recipe(REGISTRY / "gemma-4-26b-a4b-int8-rtx-5090-32gb-vllm-tp1.json")
     assert caught.value.field == "draft_launch.arguments"
-    assert "base model" in caught.value.detail and "int8" in caught.value.detail
+    assert "base model" in caught.value.detail
+    assert "int8" in caught.value.detail
 
 
 def test_engine_flags_win_over_the_synthesized_draft() -> None:
