@@ -340,6 +340,80 @@ def json_damage(tokens: Sequence[str]) -> list[int]:
     return damaged
 
 
+_BARE_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]*")
+_BARE_SCALAR = re.compile(r"[A-Za-z0-9_.+/-]+")
+_NUMBER = re.compile(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?")
+
+
+def repair_unquoted_json(text: str) -> str | None:
+    """The JSON a value that lost all its quotes was (`{method:mtp,num_speculative_tokens:4}` ->
+    `{"method":"mtp","num_speculative_tokens":4}`), when it has exactly one reading; None otherwise.
+
+    One reading only: objects and lists of bare keys (identifiers) and bare scalars, with no quote left, no space,
+    and no scalar holding a character JSON would need quoted to mean something else (`:`, `,`, brackets). A number,
+    `true`, `false` and `null` are JSON's own (a quote-less copy cannot have lost quotes around them, since the
+    engines' configs take them unquoted), any other word is a string. Anything else (a remark in brackets, prose,
+    a value with spaces) has no such reading: None, and the token is refused as it was."""
+    if not text.startswith(("{", "[")) or any(ch in text for ch in "\"' \t\n\\"):
+        return None
+    position = 0
+
+    def value() -> object:
+        nonlocal position
+        if position >= len(text):
+            raise ValueError("end")
+        if text[position] == "{":
+            position += 1
+            members: dict[str, object] = {}
+            if text[position : position + 1] == "}":
+                position += 1
+                return members
+            while True:
+                key = _BARE_KEY.match(text, position)
+                if key is None or text[key.end() : key.end() + 1] != ":" or key.group() in members:
+                    raise ValueError("key")
+                position = key.end() + 1
+                members[key.group()] = value()
+                if text[position : position + 1] == ",":
+                    position += 1
+                    continue
+                if text[position : position + 1] == "}":
+                    position += 1
+                    return members
+                raise ValueError("object")
+        if text[position] == "[":
+            position += 1
+            items: list[object] = []
+            if text[position : position + 1] == "]":
+                position += 1
+                return items
+            while True:
+                items.append(value())
+                if text[position : position + 1] == ",":
+                    position += 1
+                    continue
+                if text[position : position + 1] == "]":
+                    position += 1
+                    return items
+                raise ValueError("list")
+        word = _BARE_SCALAR.match(text, position)
+        if word is None:
+            raise ValueError("scalar")
+        position = word.end()
+        literal = word.group()
+        if _NUMBER.fullmatch(literal):
+            return json.loads(literal)
+        return {"true": True, "false": False, "null": None}.get(literal, literal)
+
+    try:
+        parsed = value()
+    except (ValueError, IndexError):
+        return None
+    if position != len(text):
+        return None
+    return json.dumps(parsed, separators=(",", ":"))
+
+
 def read_command(
     tokens: Sequence[str],
     source: str,

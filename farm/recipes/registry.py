@@ -11,7 +11,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from farm.errors import RecipeError
+from farm.errors import ArgumentPolicyError, RecipeError
 from farm.recipes import assets, instances
 from farm.recipes.commands import (
     ENGINE_FLAG_OPTIONS,
@@ -30,6 +30,7 @@ from farm.recipes.commands import (
     mentions_an_engine,
     model_in_argv,
     read_command,
+    repair_unquoted_json,
     resolve_draft,
     resolve_model,
     split_command,
@@ -118,7 +119,14 @@ def parse_registry(text: str, source: str, *, content_sha256: str | None = None)
     if engine.name == "tabbyapi":
         argv, config_asset = _config_asset(argv, launch, draft_launch, source)
     check_launch(argv, engine.name, source, argv_field)
+    argv, repeated = _once_each(engine.name, argv)
     damaged = json_damage(argv)
+    argv, repaired = _repair_json_values(argv, damaged)
+    if repaired:
+        notes_repaired = repaired
+        damaged = json_damage(argv)
+    else:
+        notes_repaired = []
     if damaged:
         index = damaged[0]
         raise RecipeError(
@@ -127,7 +135,7 @@ def parse_registry(text: str, source: str, *, content_sha256: str | None = None)
             source=source,
             field=argv_field,
         )
-    notes_on_command = list(command.notes)
+    notes_on_command = [*command.notes, *repeated, *notes_repaired]
     if config_asset is not None:
         notes_on_command.append(
             f"TabbyAPI's --config is registry asset {config_asset.name} (sha256 {config_asset.sha256[:12]}), read "
@@ -228,6 +236,9 @@ def parse_registry(text: str, source: str, *, content_sha256: str | None = None)
         # The image's own entrypoint, written out: the same as not replacing it. Other engines' images take a whole
         # command the recipe wrote its own way: the recipe runs as the process its canonical command is (_running).
         container = container.model_copy(update={"entrypoint": None}) if engine.name == "vllm" else None
+    if container is not None and engine.name == "vllm" and (repeated or notes_repaired):
+        # The container runs the command as read (each option once, JSON values whole), not as pasted.
+        container = container.model_copy(update={"arguments": tuple(argv[len(ENGINE_LAUNCHERS["vllm"]) :])})
     if container is not None and config_asset is not None:
         # The config is in the command now: the container runs that command, without the asset's mount.
         container = container.model_copy(
@@ -512,6 +523,83 @@ def _registry_command(
 
 
 _SYNTHESIZED = "engine+model+engine_flags"
+
+
+def _once_each(engine: str, argv: list[str]) -> tuple[list[str], list[str]]:
+    """argv with an option the command gives more than once read as the engine's own parser reads it, and rendered
+    once, with a note: argparse (vLLM, SGLang) and llama.cpp's parser keep a single-valued option's last value, and a
+    switch given twice is the switch. Options the engine takes repeatedly (lists) and options it does not know are
+    left as written, for the judge."""
+    from farm.engines.argspec import ValueKind, is_flag
+    from farm.engines.policy import DEFAULT_POLICY
+
+    try:
+        spec = DEFAULT_POLICY.spec_for(engine)
+    except ArgumentPolicyError:  # an engine without a shipped spec: judged as written
+        return argv, []
+    launcher = len(ENGINE_LAUNCHERS[engine])
+    spans: list[tuple[str, int, int]] = []  # (option name, start, end) of each single-valued option's occurrence
+    index = launcher
+    while index < len(argv):
+        token = argv[index]
+        if not is_flag(token):
+            index += 1
+            continue
+        name, equals, _ = token.partition("=")
+        if spec.underscores and name.startswith("--"):
+            name = "--" + name[2:].replace("_", "-")
+        option = spec.lookup(name)
+        if option is None or option.repeatable or option.nargs not in (None, 0):
+            index += 1
+            continue
+        switch = option.kind in (ValueKind.FLAG, ValueKind.BOOL) or option.nargs == 0
+        end = index + 1 if equals or switch or index + 1 >= len(argv) or is_flag(argv[index + 1]) else index + 2
+        spans.append((option.name, index, end))
+        index = end
+    last: dict[str, tuple[int, int]] = {}
+    for name, start, end in spans:
+        last[name] = (start, end)
+    drop: set[int] = set()
+    notes: list[str] = []
+    for name, start, end in spans:
+        kept = last[name]
+        if (start, end) == kept:
+            continue
+        drop.update(range(start, end))
+        dropped, chosen = " ".join(argv[start:end]), " ".join(argv[kept[0] : kept[1]])
+        notes.append(
+            f"{name} is given more than once; {engine}'s parser keeps the last ({chosen!r}), so {dropped!r} is left "
+            "out and the option is rendered once"
+        )
+    return [token for position, token in enumerate(argv) if position not in drop], notes
+
+
+def _repair_json_values(argv: list[str], damaged: list[int]) -> tuple[list[str], list[str]]:
+    """Option values that lost their JSON quotes (`--speculative-config {method:mtp,num_speculative_tokens:4}`),
+    each repaired where it has exactly one reading (commands.repair_unquoted_json), and a note for each. Only an
+    option's value is repaired (`--opt VALUE` or `--opt=VALUE`): a bracketed word standing alone is no option's
+    value, and stays for the judge to refuse."""
+    out = list(argv)
+    notes: list[str] = []
+    for index in damaged:
+        token = out[index]
+        name, equals, inline = token.partition("=")
+        if token.startswith("-") and equals:
+            fixed = repair_unquoted_json(inline.strip())
+            if fixed is not None:
+                out[index] = f"{name}={fixed}"
+        elif index > 0 and out[index - 1].startswith("--") and "=" not in out[index - 1]:
+            fixed = repair_unquoted_json(token.strip())
+            if fixed is not None:
+                out[index] = fixed
+        else:
+            fixed = None
+        if fixed is not None:
+            notes.append(
+                f"the value {token[:80]!r} lost its JSON quotes; it has one reading, {fixed[:120]!r}, which is used"
+            )
+    return out, notes
+
 
 _PASS_THROUGH_ENTRYPOINTS = frozenset({"/opt/nvidia/nvidia_entrypoint.sh"})
 """Entrypoints of official engine images that print a banner and exec their arguments (`exec "$@"`): NVIDIA's base

@@ -12,6 +12,7 @@ import pytest
 
 from farm.engines.policy import check_recipe_for_submit
 from farm.errors import RecipeError
+from farm.recipes.commands import repair_unquoted_json
 from farm.recipes.parse import load_recipe, parse_registry
 
 REGISTRY = Path(__file__).resolve().parents[1] / "fixtures" / "registry"
@@ -59,3 +60,44 @@ def test_another_entrypoint_is_still_refused() -> None:
     document["draft_launch"]["image"] = "example/sglang-custom:latest"
     with pytest.raises(RecipeError, match="is not sglang's server"):
         parse_registry(json.dumps(document), "custom.json")
+
+
+def test_json_that_lost_its_quotes_is_repaired_where_it_has_one_reading() -> None:
+    """Both copies of the command lost the quotes of `--compilation-config {cudagraph_mode:FULL_AND_PIECEWISE,
+    custom_ops:[all]}`. Bare keys and bare words have one JSON reading; it is used, and a note says so."""
+    recipe = load_recipe(REGISTRY / "deepseek-v4-flash-dspark-fp8-rtx-pro-6000-blackwell-96gb-vllm-tp2.json")
+    argv = list(recipe.argv)
+    config = argv[argv.index("--compilation-config") + 1]
+    assert json.loads(config) == {"cudagraph_mode": "FULL_AND_PIECEWISE", "custom_ops": ["all"]}
+    assert any("lost its JSON quotes" in note for note in recipe.provenance.command_notes)
+
+
+@pytest.mark.parametrize(
+    ("text", "reading"),
+    [
+        ("{method:mtp,num_speculative_tokens:4}", {"method": "mtp", "num_speculative_tokens": 4}),
+        ("{a:[x,2,true]}", {"a": ["x", 2, True]}),
+        ("[edit: the port was wrong]", None),  # a remark in brackets: spaces, no reading
+        ("{a:1,a:2}", None),  # a key twice: which one?
+        ("{a:b:c}", None),
+        ('{"a":1', None),  # quotes left: not a quote-less copy
+    ],
+)
+def test_repair_unquoted_json(text: str, reading: object) -> None:
+    """Exactly one reading or none."""
+    repaired = repair_unquoted_json(text)
+    assert (json.loads(repaired) if repaired is not None else None) == reading
+
+
+def test_a_repeated_option_is_read_as_the_engine_reads_it() -> None:
+    """The pasted command gives `--max-cudagraph-capture-size 192` twice; vLLM's argparse keeps the last. The
+    command keeps it once (the last), a note says so, and the judge accepts it."""
+    recipe = load_recipe(
+        REGISTRY
+        / "discord-deepseek-ai-deepseek-v4-flash-2-bit-experts-vllm-moet-w2-fp8-kv-rtx-pro-6000-blackwell-96gb-tp2.json"
+    )
+    assert recipe.argv.count("--max-cudagraph-capture-size") == 1
+    assert any("given more than once" in note for note in recipe.provenance.command_notes)
+    assert recipe.container is not None
+    assert recipe.container.arguments.count("--max-cudagraph-capture-size") == 1
+    check_recipe_for_submit(recipe)

@@ -120,8 +120,10 @@ def test_valid_json_beats_stripped_json() -> None:
 
 
 def test_stripped_json_everywhere_is_refused() -> None:
-    """No source keeps the JSON valid: refused, naming the token, rather than launched without its quotes."""
-    stripped = ["vllm", "serve", "org/model", "--speculative-config", "{method:dspark}"]
+    """No source keeps the JSON valid and the stripped text has no single reading (a key twice): refused, naming
+    the token, rather than launched without its quotes. (One with a single reading is repaired:
+    test_registry_pastes.)"""
+    stripped = ["vllm", "serve", "org/model", "--speculative-config", "{method:dspark,method:mtp}"]
     with pytest.raises(RecipeError, match=r"token 4 .* not valid JSON") as caught:
         parse_registry(_recipe(metadata=_localmaxxing(" ".join(stripped), stripped)), "r.json")
     assert caught.value.field == "metadata.localmaxxing.tokenized.arguments"
