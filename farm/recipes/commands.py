@@ -414,6 +414,32 @@ def repair_unquoted_json(text: str) -> str | None:
     return json.dumps(parsed, separators=(",", ":"))
 
 
+_LABEL = re.compile(r"^(?:command|cmd|args|run|launch|server)s?:$", re.IGNORECASE)
+"""A label a paste puts before its command (`command: vllm serve ...`, `args: --model ...`)."""
+
+
+def around_a_command(tokens: Sequence[str]) -> tuple[list[str], list[str]]:
+    """The tokens without the chat text a paste put around a complete command, and what was cut (for a note):
+    a leading label (`command:`), and a closing remark in parentheses or brackets (`(4x DGX Spark GB10, RoCE)`,
+    `[edit: fixed the port]`) after the last option's value. A remark is cut only when it is the whole tail, opens
+    with `(` or `[` and closes with `)` or `]`, spans more than one word (a one-word `[gpu]` or `[1,2]` may be a
+    value) and holds no option; anything else is left whole, for read_command to judge."""
+    rest = list(tokens)
+    cut: list[str] = []
+    if len(rest) > 1 and _LABEL.match(rest[0]):
+        cut.append(rest.pop(0))
+    for start in range(1, len(rest)):
+        head, tail = rest[start], rest[start:]
+        if not head.startswith(("(", "[")) or len(tail) < 2 or not tail[-1].endswith((")", "]", ")```", "]```")):
+            continue
+        if any(_OPTION_LIKE.match(word) for word in tail) or head[1:2] in ('"', "{"):
+            break
+        cut.append(" ".join(tail))
+        rest = rest[:start]
+        break
+    return rest, cut
+
+
 def read_command(
     tokens: Sequence[str],
     source: str,
@@ -425,6 +451,7 @@ def read_command(
     """Read a full command (`[VAR=v ...] executable [subcommand] args`) or, with `arguments_only`, the arguments a
     container entrypoint or draft launch gives (with or without a leading subcommand) into a Command."""
     original = tuple(tokens)
+    tokens, chat = around_a_command(tokens)
     tokens, listed_environment = from_yaml_items(without_closing_fence(tokens))
     tokens = without_closing_fence(before_prose_fence(from_compose_list(tokens)))
     if len(tokens) > MAX_ARGV_TOKENS:
@@ -452,6 +479,20 @@ def read_command(
     if not rest:
         raise RecipeError("empty: the launch command has no tokens", source=source, field=field_name)
 
+    if arguments_only and rest[0] in ("-c", "-lc", "-ec", "-xc"):
+        raise RecipeError(
+            f"the arguments are a shell's {rest[0]} script (for an image whose entrypoint is a shell), not "
+            f"{declared_engine or 'the engine'}'s arguments: the farm cannot judge a script",
+            source=source,
+            field=field_name,
+        )
+    if arguments_only and rest[0] in ("-v", "-e", "--env", "--gpus", "--volume", "-p", "--ipc", "--shm-size"):
+        raise RecipeError(
+            f"the arguments start with `docker run` options ({rest[0]} ...), not {declared_engine or 'the engine'}'s:"
+            " the paste mixed the container's options with the command",
+            source=source,
+            field=field_name,
+        )
     if arguments_only and not starts_a_server(rest):
         if declared_engine is None:
             raise RecipeError("arguments without an engine to run them", source=source, field=field_name)
@@ -468,12 +509,14 @@ def read_command(
             f"executable {rest[0]!r} is {engine}, not the engine {declared_engine!r}", source=source, field=field_name
         )
     argv = _canonical(engine, args, source, field_name)
+    notes = tuple(f"chat text around the command was left out: {text[:100]!r}" for text in chat)
     return Command(
         engine=engine,
         argv=tuple(argv),
         environment=environment,
         source_field=field_name,
         source_tokens=original,
+        notes=notes,
     )
 
 
@@ -703,8 +746,27 @@ def _canonical(engine: str, args: Sequence[str], source: str, field_name: str) -
         )
     model = positional if positional is not None else (flagged[0] if flagged else None)
     if model is None:
+        other = _other_engines_model_option(engine, rest)
+        if other is not None:
+            raise RecipeError(
+                f"names its model with {other}, which is not a {engine} option ({engine} takes the model as "
+                f"{'the first argument or ' if engine in POSITIONAL_MODEL_ENGINES else ''}{flags[0]}): "
+                "the arguments look like another engine's",
+                source=source,
+                field=field_name,
+            )
         raise RecipeError("names no model (no positional model and no --model)", source=source, field=field_name)
     return [*launcher, model, *rest]
+
+
+def _other_engines_model_option(engine: str, args: Sequence[str]) -> str | None:
+    """The model option of another engine that args use (`--model-path` in a vLLM command), if any."""
+    own = set(MODEL_FLAGS.get(engine, ()))
+    for other, names in MODEL_FLAGS.items():
+        for name in names:
+            if other != engine and name not in own and any(a == name or a.startswith(name + "=") for a in args):
+                return name
+    return None
 
 
 def _pop_all(args: Sequence[str], names: Sequence[str]) -> tuple[list[str], list[str]]:

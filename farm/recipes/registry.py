@@ -17,6 +17,7 @@ from farm.recipes.commands import (
     ENGINE_FLAG_OPTIONS,
     NOT_SERVERS,
     Command,
+    around_a_command,
     before_prose_fence,
     check_environment,
     draft_model,
@@ -129,6 +130,13 @@ def parse_registry(text: str, source: str, *, content_sha256: str | None = None)
         notes_repaired = []
     if damaged:
         index = damaged[0]
+        if re.search(r"\s", argv[index]) or re.match(r"^[\[(][A-Za-z][\w ]*:\s", argv[index]):
+            raise RecipeError(
+                f"token {index} ({argv[index][:80]!r}) is a remark in brackets, not a value: the command was pasted "
+                "with chat text inside it",
+                source=source,
+                field=argv_field,
+            )
         raise RecipeError(
             f"token {index} ({argv[index][:80]!r}) looks like JSON but is not valid JSON: its quotes were lost, "
             "and no other source of the command keeps them",
@@ -349,6 +357,12 @@ def _registry_command(
         f"{_REGISTRY_LM}.tokenized.environment",
     )
 
+    chat: list[str] = []
+    if listed is not None:
+        listed, chat = around_a_command(listed)
+    if observed is not None:
+        observed, cut = around_a_command(observed)
+        chat = chat or cut
     chosen: tuple[str, list[str]] | None = None
     if listed is not None and observed is not None:
         # The registry keeps leading VAR=value words in tokenized.environment and drops them from the list.
@@ -363,6 +377,10 @@ def _registry_command(
     step_note: str | None = None
     if chosen is not None:
         chosen, step_note = _server_step(chosen, source)
+    if chat:
+        left_out = "; ".join(text[:100] for text in chat)
+        step_note = f"{step_note}; " if step_note else ""
+        step_note += f"chat text around the command was left out: {left_out!r}"
     deferred: RecipeError | None = None
     if chosen is not None and _benchmark_tool(chosen[1]) is not None:
         # The run was measured with a benchmark tool (llama-bench), not a server: the registry's launch or

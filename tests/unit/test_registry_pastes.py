@@ -12,7 +12,7 @@ import pytest
 
 from farm.engines.policy import check_recipe_for_submit
 from farm.errors import RecipeError
-from farm.recipes.commands import repair_unquoted_json
+from farm.recipes.commands import around_a_command, repair_unquoted_json
 from farm.recipes.parse import load_recipe, parse_registry
 
 REGISTRY = Path(__file__).resolve().parents[1] / "fixtures" / "registry"
@@ -101,3 +101,41 @@ def test_a_repeated_option_is_read_as_the_engine_reads_it() -> None:
     assert recipe.container is not None
     assert recipe.container.arguments.count("--max-cudagraph-capture-size") == 1
     check_recipe_for_submit(recipe)
+
+
+def test_a_closing_remark_and_a_label_around_a_command_are_cut() -> None:
+    """A real recorded command (a llama-bench run) pasted with a `command:` label before it and a remark in
+    parentheses after it, as chat messages carry them: the command is what is between, and a note names what was
+    left out."""
+    document = _document("gemma-4-12b-it-q4-k-m-rtx-3060-12gb-llama-cpp-tp1.json")
+    section = document["metadata"]["localmaxxing"]
+    tokens = ["command:", *section["tokenized"]["arguments"], "(2x", "RTX", "3060,", "driver", "580)"]
+    section["tokenized"]["arguments"] = tokens
+    section["observed_command"] = " ".join(tokens)
+    pasted = parse_registry(json.dumps(document), "pasted.json")
+    clean = load_recipe(REGISTRY / "gemma-4-12b-it-q4-k-m-rtx-3060-12gb-llama-cpp-tp1.json")
+    assert pasted.argv == clean.argv
+    assert any(
+        "chat text around the command" in note and "driver 580" in note for note in pasted.provenance.command_notes
+    )
+
+
+def test_a_one_word_bracket_value_is_not_a_remark() -> None:
+    """`[gpu]` as a compose key's value, or a bracketed list as an option's value, is never cut as a remark."""
+    assert around_a_command(["llama-server", "--x", "[gpu]"]) == (["llama-server", "--x", "[gpu]"], [])
+    assert around_a_command(["llama-server", "--a", "1", "(see", "--b", "2)"])[1] == []
+
+
+def test_messages_name_the_real_cause() -> None:
+    """Refusals that named a missing model now name what the arguments are: a shell's `-c` script (a custom image
+    whose entrypoint is a shell), `docker run` options pasted as the command, another engine's model option."""
+    with pytest.raises(RecipeError, match="shell's -c script"):
+        load_recipe(REGISTRY / "discord-lukealonso-mimo-v2-5-nvfp4-nvfp4-rtx-pro-6000-blackwell-96gb-tp0-918243.json")
+    with pytest.raises(RecipeError, match="`docker run` options"):
+        load_recipe(REGISTRY / "discord-qwen-qwen3-6-27b-fp8-fp8-33492-rtx-5090-32gb-tp1-599053.json")
+    document = _document("qwen3-6-27b-fp8-dgx-spark-gb10-128gb-sglang-tp1.json")
+    document["engine"]["name"] = "vllm"
+    document["metadata"]["localmaxxing"]["tokenized"]["arguments"] = ["vllm", "serve", "--model-path", "Qwen/Q-FP8"]
+    document["metadata"]["localmaxxing"]["observed_command"] = "vllm serve --model-path Qwen/Q-FP8"
+    with pytest.raises(RecipeError, match="with --model-path, which is not a vllm option"):
+        parse_registry(json.dumps(document), "model-path.json")
