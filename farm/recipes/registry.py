@@ -386,6 +386,8 @@ def _registry_command(
         # The run was measured with a benchmark tool (llama-bench), not a server: the registry's launch or
         # draft launch says how to serve the same model; without one, the tool's refusal stands.
         deferred = _not_a_server(chosen, source)
+    elif chosen is not None and engine == "ollama" and _ollama_model(chosen[1]) is not None:
+        pass  # `ollama pull MODEL` / `ollama run MODEL`: the model, named plainly; the server is `ollama serve`
     elif chosen is not None and _only_options(chosen[1]):
         # A page that recorded only the options it added (`-b 1024 -ub 1024 ...`): the recipe's engine's server
         # with them, its model the recipe's instance.
@@ -492,6 +494,9 @@ def _registry_command(
         detail = ""
     model = _repository(data)
     model_source = "huggingface.repository" if data.get("model_id") is None else "model_id"
+    named = _named_ollama_model(engine, chosen, launch)
+    if model is None and named is not None:
+        model, model_source = named
     instance = data.get("model_instance_id")
     if model is None and isinstance(instance, str):
         try:
@@ -528,6 +533,8 @@ def _registry_command(
         )
     if model is None:
         notes = (*notes, f"the model is registry instance {instance!r}; the host maps it to its own file")
+    elif named is not None and model_source == named[1]:
+        notes = (*notes, f"{named[1]} pulls {named[0]!r}: the model is named plainly there, and Ollama serves it")
     return Command(
         engine=engine,
         argv=argv,
@@ -873,6 +880,33 @@ def _uncarried_command(
             source=source,
             field="launch.arguments",
         )
+    return None
+
+
+_OLLAMA_MODEL = re.compile(r"^(?:hf\.co/[A-Za-z0-9][\w.-]*/[\w.-]+|[a-z0-9][\w.-]*(?:/[\w.-]+)?)(?::[\w.-]+)?$")
+
+
+def _ollama_model(tokens: list[str]) -> str | None:
+    """The model of `[path/]ollama pull MODEL` or `ollama run MODEL` with nothing after it: the recipe names its
+    model plainly (`hf.co/unsloth/Qwen3.6-35B-A3B-GGUF:UD-Q4_K_M`, `qwen3.6:35b`), whatever the farm's snapshot of
+    the registry's instances holds."""
+    if len(tokens) == 3 and executable_name(tokens[0]) == "ollama" and tokens[1] in ("pull", "run"):
+        return tokens[2] if _OLLAMA_MODEL.match(tokens[2]) else None
+    return None
+
+
+def _named_ollama_model(
+    engine: str, chosen: tuple[str, list[str]] | None, launch: Mapping[str, Any]
+) -> tuple[str, str] | None:
+    """(model, field) where an Ollama recipe's recorded command, or its launch's `observed_command`, pulls or runs
+    one model by name."""
+    if engine != "ollama":
+        return None
+    if chosen is not None and (found := _ollama_model(chosen[1])) is not None:
+        return found, chosen[0]
+    observed = launch.get("observed_command")
+    if isinstance(observed, str) and (found := _ollama_model(observed.split())) is not None:
+        return found, "launch.observed_command"
     return None
 
 

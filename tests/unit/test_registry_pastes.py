@@ -139,3 +139,13 @@ def test_messages_name_the_real_cause() -> None:
     document["metadata"]["localmaxxing"]["observed_command"] = "vllm serve --model-path Qwen/Q-FP8"
     with pytest.raises(RecipeError, match="with --model-path, which is not a vllm option"):
         parse_registry(json.dumps(document), "model-path.json")
+
+
+def test_a_model_the_recipe_names_plainly_is_its_model() -> None:
+    """The Ollama run's launch records `ollama pull hf.co/unsloth/gemma-4-12b-it-GGUF:Q4_K_M` and `ollama serve`;
+    the farm's snapshot of the registry's instances lacks the instance. The pulled model is the recipe's model."""
+    recipe = load_recipe(REGISTRY / "gemma-4-12b-q4-k-m-dgx-spark-gb10-128gb-ollama-tp1.json")
+    assert recipe.model_id == "hf.co/unsloth/gemma-4-12b-it-GGUF:Q4_K_M"
+    assert recipe.provenance.model_source == "launch.observed_command"
+    assert recipe.argv == ("ollama", "serve")
+    assert any("named plainly" in note for note in recipe.provenance.command_notes)
