@@ -25,7 +25,8 @@ from farm.engines.sim.adapter import sim_engine
 from farm.engines.vllm.adapter import DEFAULT_ENV_ALLOWLIST, vllm_engine, vllm_env
 from farm.engines.vllm.spec import load_vllm_spec
 from farm.errors import EngineError, ProfileError
-from farm.hardware.probe import DeclaredProbe, HardwareProbe, HardwareReport, SimulatedProbe, probe_from_source
+from farm.hardware.detect import probe_from_source
+from farm.hardware.probe import DeclaredProbe, HardwareProbe, HardwareReport, SimulatedProbe
 from farm.recipes.model import Recipe
 from farm.worker.profile import WorkerProfile
 
@@ -43,7 +44,7 @@ def probe_for(
 
     A simulator's probe is the simulator's; an endpoint's is what the profile declares (its server is elsewhere,
     so this host's devices say nothing about it, and the worker's GPU-free checks pass at once). `detect` builds
-    the detecting probe (default `farm.hardware.probe.probe_from_source`; tests pass fakes of the real tools).
+    the detecting probe (default `farm.hardware.detect.probe_from_source`; tests pass fakes of the real tools).
     """
     declared = HardwareReport(hardware_id=profile.hardware.hardware_id, count=profile.hardware.count, declared=True)
     if profile.engine.kind == "sim":

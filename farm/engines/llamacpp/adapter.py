@@ -26,6 +26,7 @@ from typing import Any
 from farm.domain import FailureClass
 from farm.engines.argspec import ArgSpec, CanonicalCommand, OptionSpec, ValueKind, option_value
 from farm.engines.llamacpp import supplement as llamacpp_supplement
+from farm.engines.llamacpp.counters import METRICS
 from farm.engines.process import EngineProcess
 from farm.errors import ArgumentPolicyError
 
@@ -147,13 +148,6 @@ MODEL_OPTIONS = ("--model", "--hf-repo", "--hf-file")
 
 REFUSED_ENV_PREFIXES = ("LLAMA_ARG_",)
 """llama-server reads these as options: a recipe's environment may not set them (they would pass unjudged)."""
-
-METRICS: Mapping[str, str] = {
-    "vllm:prompt_tokens": "llamacpp:prompt_tokens_total",
-    "vllm:generation_tokens": "llamacpp:tokens_predicted_total",
-}
-"""The farm's counters (named as vLLM's) and the llama-server `/metrics` counters that count the same thing
-(tools/server/server.cpp, with `--metrics`)."""
 
 
 BENCH_TO_SERVER: Mapping[str, str] = {

@@ -12,13 +12,8 @@ from pathlib import Path
 
 from farm.engines.argspec import CanonicalCommand
 from farm.engines.process import EngineProcess
+from farm.engines.sglang.counters import METRICS
 from farm.errors import ArgumentPolicyError
-
-METRICS: Mapping[str, str] = {
-    "vllm:prompt_tokens": "sglang:prompt_tokens_total",
-    "vllm:generation_tokens": "sglang:generation_tokens_total",
-}
-"""The farm's counters (named as vLLM's) and SGLang's counters for the same thing."""
 
 
 def sglang_process_argv(
