@@ -9,7 +9,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
-    from farm.engines.argspec import ArgSpec
+    from farm.engines.argspec import ArgSpec, CanonicalCommand
+    from farm.hardware.probe import HardwareProbe
+    from farm.recipes.model import Recipe
 
 
 class Engine(Protocol):
@@ -98,3 +100,34 @@ class EngineKind:
     def launchable(self) -> bool:
         """Whether a worker adapter launches it (process or container)."""
         return self.adapter is not None
+
+
+@dataclass(frozen=True)
+class LaunchRequest:
+    """What a worker hands an engine's adapter (`launch(request)` in the module the table names): the judged
+    command and the host's settings. The adapter renders the command after the host's executable and nothing
+    else, with the worker's address."""
+
+    command: CanonicalCommand
+    """The recipe's command, parsed and judged under the host's policy."""
+    recipe: Recipe
+    executable: tuple[str, ...]
+    """The host's executable (never the job's): it replaces the recipe's launcher."""
+    host: str
+    port: int
+    served_model: str
+    """The name the engine serves the model under (the recipe's model id)."""
+    model_path: str | None
+    """This host's own copy of the model (a GGUF file, an MLX or EXL folder), if it maps one."""
+    log_path: Path
+    env: Mapping[str, str]
+    run_dir: Path
+    """The run's own directory: files the engine is handed (a config, a Modelfile) are written here."""
+    extra_args: tuple[str, ...] = ()
+    stop_grace_s: float = 30.0
+    probe: HardwareProbe | None = None
+    """Given, the first stop waits for the GPUs to be free (farm.engines.process.EngineProcess.stop)."""
+    gpu_free_deadline_s: float = 30.0
+    simulated: bool = False
+    """The executable is the simulator standing in for the engine (farm.sim.standin): results are simulated."""
+    draft_paths: Mapping[str, str] = field(default_factory=dict)

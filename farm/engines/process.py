@@ -57,6 +57,9 @@ class EngineProcess:
     free again and raises EngineError (gpu_busy) if they are not: every adapter gets the check (an engine's
     workers can outlive its server, vLLM issue 55510; llama.cpp and SGLang hold the cards until they exit)."""
 
+    ready_path = "/health"
+    """What answers 200 once the engine serves (Ollama's `/api/version`, LM Studio's `/v1/models`)."""
+
     metric_names: Mapping[str, str] | None = None
     """The farm's counters (named as vLLM's) to this engine's /metrics names, handed to the sweep; None: the
     sweep learns them from the server's /metrics page (the simulator, which speaks any dialect)."""
@@ -146,7 +149,8 @@ class EngineProcess:
         return self._proc.poll() if self._proc else None
 
     def wait_ready(self, timeout_s: float) -> None:
-        """`/health` answers 200, then one tiny completion succeeds. Ends at once if the process exits."""
+        """`ready_path` (`/health`) answers 200, then one tiny completion succeeds. Ends at once if the process
+        exits."""
         if self._proc is None:
             raise EngineError("wait_ready before start", failure_class=FailureClass.ENGINE_START_FAILED)
         deadline = time.monotonic() + timeout_s
@@ -168,11 +172,16 @@ class EngineProcess:
                 )
             probe_timeout = max(0.1, min(5.0, remaining))
             if not healthy:
-                healthy = self._http_status("GET", "/health", None, probe_timeout) == 200
+                healthy = self._http_status("GET", self.ready_path, None, probe_timeout) == 200
+                if healthy:
+                    self.when_serving()
             if healthy and self._tiny_completion(probe_timeout):
                 log.info("engine.ready", pid=self._proc.pid)
                 return
             time.sleep(min(READY_POLL_S, max(0.0, deadline - time.monotonic())))
+
+    def when_serving(self) -> None:
+        """Hook: once the server answers and before the first completion (Ollama creates its model here)."""
 
     def version(self) -> str | None:
         body = self._http_json("GET", "/version", None, 5.0)

@@ -26,4 +26,5 @@ ENGINE = EngineKind(
     model_flags=("--model",),
     context_flags=("--max-kv-size",),
     artifact="mlx",
+    adapter="farm.engines.mlx.adapter",
 )

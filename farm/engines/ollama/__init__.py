@@ -22,4 +22,5 @@ ENGINE = EngineKind(
     spec_source="ollama cmd/cmd.go (serve, run, pull)",
     launcher=("ollama", "serve"),
     artifact="gguf",
+    adapter="farm.engines.ollama.adapter",
 )

@@ -23,4 +23,5 @@ ENGINE = EngineKind(
     launcher=("python", "main.py"),
     aliases=("tabby-api", "tabby"),
     model_flags=("--model-name",),
+    adapter="farm.engines.tabbyapi.adapter",
 )
