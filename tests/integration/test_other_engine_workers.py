@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from farm.demo import STAND_IN_DEMOS, run_demo
 from farm.domain import JobState
 from farm.engines.admission import check_recipe_for_submit, check_runnable
 from farm.recipes.parse import load_recipe
@@ -148,3 +149,17 @@ def test_tabbyapi_worker_writes_the_judged_config_into_the_run_dir(tmp_path: Pat
         k: v for k, v in judged.items() if k not in ("network", "model")
     }
     assert prov["argv"][4:] == call["argv"][1:]
+
+
+@pytest.mark.parametrize("engine", ["ollama", "tabbyapi", "mlx"])
+def test_demo_runs_through_the_engines_adapter(tmp_path: Path, store: Store, engine: str) -> None:
+    """`farm demo --engine E`: the demo sweep of E's registry recipe through E's adapter, the simulator standing in
+    for E; the job succeeds and its results are marked simulated."""
+    spec, profile = STAND_IN_DEMOS[engine]
+    job = run_demo(store, tmp_path / "data", spec=spec, profile=profile, simulate=True)
+    assert job.state == JobState.SUCCEEDED, job.failure_message
+    (run,) = store.runs(job.id)
+    assert run.provenance is not None
+    assert run.provenance["simulated"] is True
+    assert run.provenance["argv"][1:4] == ["-m", "farm.sim.standin", engine]
+    assert any(f.key == "decode/code/decode_tok_s" for f in store.results(job.id))
