@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from farm.engines.policy import check_recipe_for_submit
+from farm.engines.admission import check_recipe_for_submit
 from farm.errors import RecipeError
 from farm.recipes.commands import around_a_command, repair_unquoted_json
 from farm.recipes.parse import load_recipe, parse_registry
