@@ -120,7 +120,9 @@ def parse_registry(text: str, source: str, *, content_sha256: str | None = None)
     if engine.name == "tabbyapi":
         argv, config_asset = _config_asset(argv, launch, draft_launch, source)
     check_launch(argv, engine.name, source, argv_field)
-    argv, repeated = _once_each(engine.name, argv)
+    # A paste is read as its engine reads it; the farm's own `argv` shape is written for the farm, and a repeated
+    # option there stays the judge's to refuse.
+    argv, repeated = _once_each(engine.name, argv) if argv_field != "argv" else (argv, [])
     damaged = json_damage(argv)
     argv, repaired = _repair_json_values(argv, damaged)
     if repaired:
