@@ -162,6 +162,7 @@ def parse_registry(text: str, source: str, *, content_sha256: str | None = None)
         if draft_note:
             notes_on_command.append(draft_note)
 
+    _refuse_gguf_repository(engine.name, argv, source, argv_field)
     model_id = data.get("model_id")
     model_source = "model_id"
     if model_id is None and argv_field == _SYNTHESIZED and command.model is not None:
@@ -599,6 +600,24 @@ def _once_each(engine: str, argv: list[str]) -> tuple[list[str], list[str]]:
             "out and the option is rendered once"
         )
     return [token for position, token in enumerate(argv) if position not in drop], notes
+
+
+def _refuse_gguf_repository(engine: str, argv: list[str], source: str, field_name: str) -> None:
+    """A vLLM or SGLang command naming a GGUF repository (`unsloth/Qwen3.6-35B-A3B-GGUF`) without one of its files:
+    these engines load one GGUF file (with the base model's tokenizer), and a repository of several quantizations
+    names none of them, so the command would load nothing that ran (the registry's synthesized drafts name the
+    instance's repository this way)."""
+    if engine not in ("vllm", "sglang"):
+        return
+    model = model_in_argv(engine, argv)
+    if model is None or not instances.REPO_ID.match(model) or "gguf" not in model.lower():
+        return
+    raise RecipeError(
+        f"names the GGUF repository {model!r} without its file: {engine} loads one GGUF file, which the recipe does "
+        "not name, so the command would not load the weights that ran",
+        source=source,
+        field=field_name,
+    )
 
 
 def _repair_json_values(argv: list[str], damaged: list[int]) -> tuple[list[str], list[str]]:

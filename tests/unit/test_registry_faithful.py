@@ -82,3 +82,12 @@ def test_base_for_quantized(repository: str, instance_id: str, stated: str | Non
     """A base publisher's plain repository named for a quantized instance is the base model, not the checkpoint."""
     instance = instances.Instance(instance_id, repository, None, None, None, None)
     assert instances.base_for_quantized(instance) == stated
+
+
+def test_a_vllm_command_naming_a_gguf_repository_without_its_file_is_refused() -> None:
+    """The registry's draft gives vLLM `--model unsloth/Qwen3.6-35B-A3B-GGUF`: a repository of many quantizations,
+    none named. vLLM loads one GGUF file; the command would not load the weights that ran."""
+    with pytest.raises(RecipeError) as caught:
+        load_recipe(REGISTRY / "qwen3-6-35b-a3b-ud-q4-k-m-rtx-4070-12gb-vllm-tp1-xmn9blhn.json")
+    assert caught.value.field == "draft_launch.arguments"
+    assert "GGUF repository" in caught.value.detail
