@@ -85,7 +85,9 @@ def split_command(text: str, source: str, field_name: str) -> list[str]:
     """A command line split as a POSIX shell would, except that a JSON value written without shell quotes
     (`--speculative-config {"method":"mtp"}`, as people paste commands) is kept as the JSON it means: a shell
     would strip its double quotes, which is how the registry's token lists lost theirs."""
-    protected, values = _protect_json(text)
+    # A backslash at the end of a line continues the command on the next one (a shell drops both): commands pasted
+    # from a script or a README are written that way.
+    protected, values = _protect_json(re.sub(r"\\\r?\n", " ", text))
     try:
         tokens = shlex.split(protected)
     except ValueError as exc:

@@ -149,3 +149,16 @@ def test_a_model_the_recipe_names_plainly_is_its_model() -> None:
     assert recipe.provenance.model_source == "launch.observed_command"
     assert recipe.argv == ("ollama", "serve")
     assert any("named plainly" in note for note in recipe.provenance.command_notes)
+
+
+def test_a_line_continuation_is_read_as_a_shell_reads_it() -> None:
+    """The recorded command written over several lines with a backslash ending each (as scripts and READMEs write
+    them): a shell joins the lines, so the command is the same one the token list records. (Seen first in the held-out
+    sample, tests/fixtures/registry_heldout; held here to a fixture's command.)"""
+    document = _document("gemma-4-12b-it-q4-k-m-rtx-3060-12gb-llama-cpp-tp1.json")
+    section = document["metadata"]["localmaxxing"]
+    section["observed_command"] = section["observed_command"].replace(" -", " \\\n  -")
+    assert "\\\n" in section["observed_command"]
+    continued = parse_registry(json.dumps(document), "continued.json")
+    clean = load_recipe(REGISTRY / "gemma-4-12b-it-q4-k-m-rtx-3060-12gb-llama-cpp-tp1.json")
+    assert continued.argv == clean.argv
