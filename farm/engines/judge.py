@@ -286,6 +286,8 @@ def _check_word(what: str, value: str) -> None:
 def _repo_or_name(value: str) -> bool:
     """A repository id (`org/name`), or a bare name (an Ollama tag, a repository without an owner, a file name the
     host maps): no path at all."""
+    if value.startswith("-"):
+        raise refuse(value, "a repository or file name never begins with '-': the engine would read it as an option")
     if REPO_ID.match(value) and ".." not in value.split("/"):
         return True
     return "/" not in value and bool(WORD.match(value)) and not value.startswith((".", "~"))

@@ -27,6 +27,7 @@ from farm.domain import FailureClass
 from farm.engines import llamacpp_supplement
 from farm.engines.argspec import ArgSpec, CanonicalCommand, OptionSpec, ValueKind, option_value
 from farm.engines.process import EngineProcess
+from farm.engines.reparse import check_launch
 from farm.errors import ArgumentPolicyError
 
 ARGS_FILE = "llama_server_args.json"
@@ -343,6 +344,7 @@ def spec_from_dump(data: Mapping[str, Any], source: str) -> ArgSpec:
             prefixes=PREFIXES,
             underscores=False,
             abbreviations=False,
+            inline_values=False,
             switch_values=SWITCH_VALUES,
         )
     except (KeyError, TypeError) as exc:
@@ -422,17 +424,10 @@ def llamacpp_process_argv(
                 f"this host keeps no file for the draft model {draft!r} (profile draft_paths)", field="argv"
             )
         kept = kept.with_options(option_value(spec.option("--model-draft"), os.path.expanduser(draft_path)))
-    return (
-        *executable,
-        *kept.render_options(),
-        *extra_args,
-        "--alias",
-        served_model,
-        "--host",
-        host,
-        "--port",
-        str(port),
-    )
+    worker = (*extra_args, "--alias", served_model, "--host", host, "--port", str(port))
+    tokens = (*kept.render_options(), *worker)
+    check_launch(kept, tokens, model=None, worker_tokens=worker)
+    return (*executable, *tokens)
 
 
 _LLAMA_PATTERNS: tuple[tuple[FailureClass, re.Pattern[str]], ...] = (

@@ -24,6 +24,7 @@ from farm.engines.argspec import ArgSpec, CanonicalCommand, parse_command
 from farm.engines.environment import check_recipe_environment, recipe_environment
 from farm.engines.judge import DEFAULT_PATH_ROOTS, Judgement, judge
 from farm.engines.registry import engine_kind, launchable_engines
+from farm.engines.reparse import check_round_trip
 from farm.engines.vllm_args import CODE_LOADING
 from farm.errors import ArgumentPolicyError
 from farm.recipes.fields import CREDENTIAL_VALUE
@@ -119,6 +120,7 @@ def canonical_command(
     spec = policy.spec_for(engine)
     command = parse_command(argv, spec, extra_options=policy.allowed_extra_flags, value_check=check_token)
     judge(command, policy.judgement(device_count=device_count, resolve_links=resolve_links))
+    check_round_trip(command)
     return command
 
 

@@ -41,7 +41,9 @@ def test_every_spelling_names_one_option(spec: ArgSpec) -> None:
             "--schedule-policy lpm --max-queued-requests 64 --chunked-prefill-size -1 --sleep-on-idle "
             "--kv-cache-dtype fp8_e4m3 --max-total-tokens 128k",
             1,
-            None,
+            # a value beginning with '-' is rendered in the one-token form argparse keeps as a value
+            "--schedule-policy lpm --max-queued-requests 64 --chunked-prefill-size=-1 --sleep-on-idle "
+            "--kv-cache-dtype fp8_e4m3 --max-total-tokens 128k",
         ),
         (  # parallelism, with SGLang's own aliases
             "--tensor-parallel-size 2 --ep 2 --enable-dp-attention --dp-size 2 --dcp-replicate-q-proj",
