@@ -8,7 +8,8 @@ form), or two strings (the next two tokens). An option's `.set_examples({...})` 
 llama-server has the server's and the common ones, less its `.set_excludes`. Run it on the source the host builds
 (the llama-cpp-python sdist vendors it):
 
-    python3 deploy/gen_llama_arg_decls.py vendor/llama.cpp/common/arg.cpp farm/engines/llama_server_decls.json VERSION
+    python3 deploy/gen_llama_arg_decls.py vendor/llama.cpp/common/arg.cpp \
+        farm/engines/llamacpp/llama_server_decls.json VERSION
 
 It imports only the standard library.
 """

@@ -7,7 +7,7 @@ stand-in while the parser is built, since declaring options touches none of them
 msgspec, pointing at the unpacked wheel:
 
     pip download --no-deps sglang==0.5.23 -d /tmp/sg && unzip -q /tmp/sg/sglang-*.whl -d /tmp/sg/pkg
-    PYTHONPATH=/tmp/sg/pkg python deploy/gen_sglang_server_args.py farm/engines/sglang_server_args.json
+    PYTHONPATH=/tmp/sg/pkg python deploy/gen_sglang_server_args.py farm/engines/sglang/sglang_server_args.json
 
 For each option: its option strings, dest, nargs, const, choices, the parser's type name and the action's class
 (argparse's `_StoreAction`, `_StoreTrueAction`, `BooleanOptionalAction`, SGLang's `LoRAPathAction`...). It imports

@@ -25,7 +25,7 @@ from farm.engines.environment import check_recipe_environment, recipe_environmen
 from farm.engines.judge import DEFAULT_PATH_ROOTS, Judgement, judge
 from farm.engines.registry import engine_kind, launchable_engines
 from farm.engines.reparse import check_round_trip
-from farm.engines.vllm_args import CODE_LOADING
+from farm.engines.vllm.spec import CODE_LOADING
 from farm.errors import ArgumentPolicyError
 from farm.recipes.fields import CREDENTIAL_VALUE
 

@@ -358,8 +358,9 @@ def vllm_rewrite(args: list[str]) -> list[str]:
     return out
 
 
-def _load(name: str) -> Any:
-    return json.loads(resources.files(__package__).joinpath(name).read_text(encoding="utf-8"))
+def _load(package: str, name: str) -> Any:
+    """A declarations file in its engine's folder."""
+    return json.loads(resources.files(package).joinpath(name).read_text(encoding="utf-8"))
 
 
 _PARSERS: dict[tuple[str, ...], Any] = {}
@@ -375,7 +376,7 @@ def vllm_parser(spec: ArgSpec) -> ArgparseParser:
 
 
 def _vllm_parser(spec: ArgSpec) -> ArgparseParser:
-    data = _load("vllm_serve_args.json")
+    data = _load("farm.engines.vllm", "vllm_serve_args.json")
     real = _argparse_declarations(data)
     known = {s for d in real for s in (*d.strings, *d.negatives)}
     return ArgparseParser(
@@ -399,7 +400,7 @@ def sglang_parser(spec: ArgSpec) -> ArgparseParser:
 
 
 def _sglang_parser(spec: ArgSpec) -> ArgparseParser:
-    data = _load(SGLANG_ARGS_FILE)
+    data = _load("farm.engines.sglang", SGLANG_ARGS_FILE)
     real = _argparse_declarations(data)
     known = {s for d in real for s in (*d.strings, *d.negatives)}
     older = spec_declarations(spec, skip=known)
@@ -422,7 +423,7 @@ def llama_server_parser(spec: ArgSpec) -> LlamaServerParser:
 
 
 def _llama_server_parser(spec: ArgSpec) -> LlamaServerParser:
-    data = _load(LLAMA_DECLS_FILE)
+    data = _load("farm.engines.llamacpp", LLAMA_DECLS_FILE)
     real = [
         Declaration(
             strings=tuple(raw["spellings"]),
