@@ -74,6 +74,12 @@ def judge(command: CanonicalCommand, judgement: Judgement) -> None:
             _judge_config(command, option, judgement, repositories)
             continue
         trusted |= _judge_option(option, judgement, repositories)
+    if trusted and command.model is None and (command.spec.positional_model or command.spec.model_option):
+        raise refuse(
+            "--trust-remote-code",
+            "remote code is trusted, and the command names no model: the engine would load one the judge never saw "
+            "(every repository the engine loads must be on this host's trust list)",
+        )
     if trusted:
         for where, repo in repositories:
             if repo not in judgement.trusted_models:

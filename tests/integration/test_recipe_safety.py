@@ -1,0 +1,163 @@
+"""Round 2 of the recipe audit, end to end: each class is refused by `farm submit` / `farm recipe check` and again by
+the worker before the engine starts, and a benign control of the same shape reaches the recording fake engine
+(tests/fixtures/fake_engines/record_argv.py) exactly as judged."""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from farm.cli.app import app
+from farm.errors import ArgumentPolicyError
+from farm.hardware.probe import DeclaredProbe, HardwareReport
+from farm.recipes.model import Engine, Recipe, RecipeProvenance
+from farm.worker.engines import default_engine_factory
+from farm.worker.profile import load_profile
+
+ROOT = Path(__file__).resolve().parents[2]
+RECORDER = ROOT / "tests" / "fixtures" / "fake_engines" / "record_argv.py"
+SGLANG = ["python3", "-m", "sglang.launch_server", "--model-path", "org/m"]
+VLLM = ["vllm", "serve", "org/m"]
+
+runner = CliRunner()
+
+
+def write_recipe(directory: Path, engine: str, argv: list[str], **more: Any) -> Path:
+    recipe = {
+        "schema_version": "local-ai-registry/v1",
+        "id": "audit2",
+        "model_id": "org/m",
+        "hardware_id": "cpu",
+        "hardware_count": 1,
+        "engine": {"name": engine},
+        "argv": argv,
+        **more,
+    }
+    path = directory / "recipe.json"
+    path.write_text(json.dumps(recipe))
+    return path
+
+
+def make_recipe(engine: str, argv: list[str]) -> Recipe:
+    return Recipe(
+        id="audit2",
+        model_id="org/m",
+        hardware_id="cpu",
+        hardware_count=1,
+        engine=Engine(name=engine),
+        argv=tuple(argv),
+        provenance=RecipeProvenance(source_format="local-ai-registry/v1", content_sha256="0" * 64),
+    )
+
+
+def recording_profile(tmp_path: Path, kind: str, *, more: str = "") -> Path:
+    """A CPU profile of `kind` whose executable is the argv recorder; it trusts no repository with remote code."""
+    section = {"llama.cpp": "llamacpp", "sglang": "sglang", "vllm": "vllm"}[kind]
+    models = tmp_path / "models"
+    models.mkdir(exist_ok=True)
+    (models / "m.gguf").write_bytes(b"GGUF")
+    lines = [
+        'name = "rec"',
+        "[hardware]",
+        'hardware_id = "cpu"',
+        "count = 1",
+        "[engine]",
+        f'kind = "{kind}"',
+        f"[engine.{section}]",
+        f'executable = ["{sys.executable}", "{RECORDER}"]',
+        f'extra_env = {{ FARM_FAKE_ARGV_OUT = "{tmp_path / "argv.json"}" }}',
+    ]
+    if kind == "vllm":
+        lines.append("gpu_free_deadline_s = 0.0")
+    lines += more.splitlines()
+    if kind != "vllm":
+        lines += [f"[engine.{section}.model_paths]", f'"org/m" = "{models / "m.gguf"}"']
+    profile = tmp_path / f"{section}.toml"
+    profile.write_text("\n".join(lines) + "\n")
+    return profile
+
+
+def probe() -> DeclaredProbe:
+    return DeclaredProbe(HardwareReport(hardware_id="cpu", count=1, declared=True))
+
+
+def launch(tmp_path: Path, kind: str, argv: list[str], *, port: int, more: str = "") -> list[str]:
+    """Start the recorder as the worker would for the recipe; what it received."""
+    profile = load_profile(recording_profile(tmp_path, kind, more=more))
+    engine = default_engine_factory(make_recipe(kind, argv), profile, port, tmp_path / "engine.log", probe())
+    try:
+        engine.start()
+        engine.wait_ready(30)
+    finally:
+        engine.stop()
+    received: list[str] = json.loads((tmp_path / "argv.json").read_text())
+    return received
+
+
+def assert_refused_everywhere(tmp_path: Path, kind: str, argv: list[str], why: str, *, more: str = "") -> None:
+    recipe = write_recipe(tmp_path, kind, argv)
+    result = runner.invoke(app, ["recipe", "check", str(recipe)])
+    assert result.exit_code == 2, result.stdout
+    assert re.search(why, " ".join(result.stderr.split())), result.stderr
+    assert "Traceback" not in result.stderr
+    spec = tmp_path / "spec.toml"
+    spec.write_text('name = "audit2"\nrecipe = "recipe.json"\n[plan]\n[plan.short_ttft]\nprompt_tokens = 64\n')
+    result = runner.invoke(app, ["submit", str(spec)])
+    assert result.exit_code == 2
+    assert re.search(why, " ".join(result.stderr.split())), result.stderr
+    profile = load_profile(recording_profile(tmp_path, kind, more=more))
+    with pytest.raises(ArgumentPolicyError, match=why):
+        default_engine_factory(make_recipe(kind, argv), profile, 47190, tmp_path / "engine.log", probe())
+    assert not (tmp_path / "argv.json").exists()
+
+
+# --- 1. the rendered argv parses back to what was judged ---
+
+
+@pytest.mark.parametrize(
+    ("kind", "argv", "why"),
+    [
+        # SGLang's --model-checksum takes an optional value: its value as its own token is SGLang's trust switch
+        ("sglang", [*SGLANG, "--model-checksum=--trust-remote-code"], "never begins with '-'"),
+        ("vllm", ["vllm", "serve", "--model=--trust-remote-code"], "begins with .-."),
+        ("sglang", [*SGLANG, "--cuda-graph-bs-decode", "1", "-2"], "a list of values"),
+    ],
+)
+def test_values_an_engine_would_read_as_options_are_refused(
+    tmp_path: Path, kind: str, argv: list[str], why: str
+) -> None:
+    """A value no rendering keeps a value is refused at submit, by `farm recipe check` and by the worker."""
+    assert_refused_everywhere(tmp_path, kind, argv, why)
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize(
+    ("kind", "argv", "one_token"),
+    [
+        ("sglang", [*SGLANG, "--tool-call-parser=--trust-remote-code"], "--tool-call-parser=--trust-remote-code"),
+        ("sglang", [*SGLANG, "--chunked-prefill-size", "-1"], "--chunked-prefill-size=-1"),
+        ("vllm", [*VLLM, "--served-model-name=--host=0.0.0.0"], "--served-model-name=--host=0.0.0.0"),
+    ],
+)
+def test_a_value_that_looks_like_an_option_reaches_the_engine_as_one_token(
+    tmp_path: Path, kind: str, argv: list[str], one_token: str
+) -> None:
+    """The benign control: a value beginning with '-' reaches the engine in the one-token `--opt=value` form its
+    argparse keeps as the value; `--trust-remote-code` and a second `--host` never arrive as tokens of their own."""
+    received = launch(tmp_path, kind, argv, port=47191)
+    assert one_token in received
+    assert "--trust-remote-code" not in received
+    assert received.count("--host") == 1
+    assert received[received.index("--host") + 1] == "127.0.0.1"
+
+
+def test_trusted_remote_code_with_no_model_on_the_command_is_refused(tmp_path: Path) -> None:
+    """`vllm serve --trust-remote-code` names no model; the worker would load the recipe's model with remote code
+    trusted on a host that trusts nothing, so the judge refuses it (found beyond the audit's classes)."""
+    assert_refused_everywhere(tmp_path, "vllm", ["vllm", "serve", "--trust-remote-code"], "names no model")
