@@ -47,7 +47,12 @@ class ValueKind(StrEnum):
     REPO = "repo"
     """A model repository the engine loads (trust list) or a local path under the host's roots."""
     PATH = "path"
-    """A file or directory on the host: under the host's model and cache roots."""
+    """A file or directory the engine only reads, on the host: under the host's model and cache roots."""
+    OUTPUT = "output"
+    """A file or directory the engine writes (a log, a slot save, a crash dump, a scale file, downloads): refused
+    but for the option's choices (`stdout`). The worker places no file for an engine to write and keeps the engine's
+    log itself (an artifact of the run); a write under the host's roots could replace a model (the option's reason
+    says what it writes)."""
     REPO_FILE = "repo_file"
     """A file inside the repository the engine downloads (`--hf-file`): a relative path that never climbs out."""
     TEMPLATE = "template"

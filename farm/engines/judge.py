@@ -32,6 +32,17 @@ CODE_KEY = re.compile(
 )
 """JSON keys that name code to import or call (`auto_map` points transformers at another repository's code)."""
 
+WRITE_KEY = re.compile(
+    r"(?:^|_)(?:dump|save|output|export|profiler|profile|trace|traces|log|logs|crash|storage|offload)_?"
+    r"(?:path|dir|directory|file|filename|folder|root)$|^(?:cache_dir|local_cache_dir|output|save_to)$",
+    re.I,
+)
+"""JSON keys naming where the engine writes (vLLM's `compilation_config.debug_dump_path` and `cache_dir`,
+`profiler_config.torch_profiler_dir`): refused, like the options that write."""
+WRITES = (
+    "writes a file or directory: an engine writes nowhere the worker does not place it, and a write under the "
+    "host's roots could replace a model (the worker keeps the engine's log itself)"
+)
 PATH_KEY = re.compile(r"(?:^|_)(?:path|dir|directory|file|filename|root)$", re.I)
 ADDRESS_KEY = re.compile(r"(?:^|_)(?:endpoint|host|hostname|addr|address|url|uri|ip)$", re.I)
 REPO_KEY = re.compile(r"^(?:model|tokenizer|draft_model|draft_tokenizer|hf_config_path|target_model)$", re.I)
@@ -115,7 +126,7 @@ def _judge_option(option: ParsedOption, judgement: Judgement, repositories: list
             _judge_value(spec.name, ValueKind.TEXT, extra, None, judgement, repositories, what)
         values = values[:1]
     for value in values:
-        _judge_value(spec.name, kind, value, spec.choices, judgement, repositories, what)
+        _judge_value(spec.name, kind, value, spec.choices, judgement, repositories, what, spec.reason)
     return False
 
 
@@ -224,6 +235,7 @@ def _judge_value(
     judgement: Judgement,
     repositories: list[tuple[str, str]],
     what: str,
+    reason: str = "",
 ) -> None:
     if kind == ValueKind.INT and not INT.match(value) and not HUMAN_INT.match(value):
         raise refuse(what, "expected an integer")
@@ -255,6 +267,9 @@ def _judge_value(
     elif kind == ValueKind.PATH:
         if choices is None or value not in choices:
             _check_path(what, value, judgement)
+    elif kind == ValueKind.OUTPUT:
+        if choices is None or value not in choices:
+            raise refuse(what, f"{WRITES}{': ' + reason if reason else ''}")
     elif kind == ValueKind.TEMPLATE:
         if "{{" not in value and "{%" not in value:
             _check_path(what, value, judgement)
@@ -358,6 +373,8 @@ def _judge_json(name: str, value: Any, judgement: Judgement, repositories: list[
         if key == TRUST_KEY:
             trusted |= leaf is True or str(leaf).lower() in ("true", "1")
             continue
+        if WRITE_KEY.search(key) and leaf not in (None, "", False):
+            raise refuse(f"{where}={leaf}", WRITES)
         if not isinstance(leaf, str):
             continue
         if leaf.startswith("--"):

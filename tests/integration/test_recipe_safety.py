@@ -161,3 +161,44 @@ def test_trusted_remote_code_with_no_model_on_the_command_is_refused(tmp_path: P
     """`vllm serve --trust-remote-code` names no model; the worker would load the recipe's model with remote code
     trusted on a host that trusts nothing, so the judge refuses it (found beyond the audit's classes)."""
     assert_refused_everywhere(tmp_path, "vllm", ["vllm", "serve", "--trust-remote-code"], "names no model")
+
+
+# --- 4. reads and writes apart ---
+
+WRITES = [
+    ("llama.cpp", ["llama-server", "-m", "/models/m.gguf", "--log-file", "/models/m.gguf"]),
+    ("llama.cpp", ["llama-server", "-m", "/models/m.gguf", "--slot-save-path", "/models/"]),
+    ("llama.cpp", ["llama-server", "-m", "/models/m.gguf", "--lookup-cache-dynamic", "/models/m.gguf"]),
+    ("vllm", [*VLLM, "--mm-encoder-fp8-scale-save-path", "/models/org/m/model.safetensors"]),
+    ("vllm", [*VLLM, "--download-dir", "/models"]),
+    ("vllm", [*VLLM, "--compilation-config", '{"debug_dump_path":"/models/org/m"}']),
+    ("vllm", [*VLLM, "--profiler-config", '{"torch_profiler_dir":"/models/org/m"}']),
+    ("sglang", [*SGLANG, "--crash-dump-folder", "/models/org/m"]),
+    ("sglang", [*SGLANG, "--modelopt-export-path", "/models/org/m"]),
+    ("sglang", [*SGLANG, "--log-requests-target", "stdout", "/models/org/m"]),
+]
+
+
+@pytest.mark.parametrize(("kind", "argv"), WRITES)
+def test_options_that_write_files_are_refused(tmp_path: Path, kind: str, argv: list[str]) -> None:
+    """An option that writes a file or directory (a log, a slot save, a crash dump, a scale file, downloads, a JSON
+    key naming a dump or profile directory) is refused even under the host's roots: the audit saw a llama-server
+    log replace a GGUF under the model root, and every later job on the host fail."""
+    more = '[engine.policy]\npath_roots = ["/models"]' if kind == "vllm" else ""
+    assert_refused_everywhere(tmp_path, kind, argv, "writes", more=more)
+
+
+@pytest.mark.timeout(60)
+def test_options_that_only_read_still_reach_the_engine(tmp_path: Path) -> None:
+    """The benign control: a file the engine only reads, under the roots (a lookup cache it never updates), and a
+    log target that is the engine's own stdout, reach the fake engine."""
+    received = launch(
+        tmp_path,
+        "llama.cpp",
+        ["llama-server", "-m", "/models/m.gguf", "--lookup-cache-static", "/models/m.gguf"],
+        port=47192,
+        more='[engine.policy]\npath_roots = ["/models"]',
+    )
+    assert received[received.index("--lookup-cache-static") + 1] == "/models/m.gguf"
+    received = launch(tmp_path, "sglang", [*SGLANG, "--log-requests-target", "stdout"], port=47193)
+    assert received[received.index("--log-requests-target") + 1] == "stdout"

@@ -78,7 +78,7 @@ def test_every_spelling_names_one_option(spec: ArgSpec) -> None:
         ),
         (  # serving, logging and LoRA
             "--reasoning-parser deepseek-r1 --tool-call-parser qwen --default-chat-template-kwargs "
-            "'{\"enable_thinking\":false}' --log-requests-target stdout /models/logs --enable-lora --max-lora-rank 64",
+            "'{\"enable_thinking\":false}' --log-requests-target stdout stderr --enable-lora --max-lora-rank 64",
             1,
             None,
         ),
@@ -124,7 +124,7 @@ def test_sglang_options_parse_and_pass(options: str, devices: int, rendered: str
         ('--cuda-graph-config \'{"decode":{"runner_cls":"x"}}\'', "names code"),
         ("--deepep-config /etc/deepep.json", "not valid JSON"),
         ("--init-expert-location /etc/experts.json", "outside this host's"),
-        ("--log-requests-target /var/log", "outside this host's"),
+        ("--log-requests-target /var/log", "writes"),
         ("--speculative-token-map ../../vocab.pt", "a relative path"),
         ("--ep-siz 2", "abbreviations are refused"),
     ],
@@ -218,7 +218,7 @@ def test_newer_llamacpp_options_parse_and_pass(options: str, rendered: str | Non
         ("--reasoning maybe", "not one of"),
         ("--spec-type my_pkg.spec.Drafter", "qualified Python name"),
         ('--chat-template-kwargs \'{"loader_cls":"x"}\'', "names code"),
-        ("--log-prompts-dir /tmp/prompts", "outside this host's"),
+        ("--log-prompts-dir /tmp/prompts", "writes"),
         ("--media-path /etc", "outside this host's"),
         ("--spec-draft-model /home/me/draft.gguf", "outside this host's"),
         ("-ngl most", "expected an integer or 'auto' or 'all'"),

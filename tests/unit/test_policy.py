@@ -72,7 +72,7 @@ def test_the_seed_recipe_passes_and_renders_the_same_values() -> None:
         (("--no-enable-prefix-caching",), ("--no-enable-prefix-caching",)),
         (("--model", MODEL, "--dtype", "float32"), ("--dtype", "float32")),
         (("--data-parallel-address", "127.0.0.1"), ("--data-parallel-address", "127.0.0.1")),
-        (("--download-dir", "~/.cache/huggingface/hub"), ("--download-dir", "~/.cache/huggingface/hub")),
+        (("--generation-config", "~/.cache/huggingface/g"), ("--generation-config", "~/.cache/huggingface/g")),
     ],
 )
 def test_every_spelling_renders_one_canonical_form(args: tuple[str, ...], canonical: tuple[str, ...]) -> None:
@@ -104,9 +104,11 @@ def test_every_spelling_renders_one_canonical_form(args: tuple[str, ...], canoni
         ("vllm serve m/x --uds /tmp/s", DEFAULT_POLICY, None, "Unix socket"),
         # paths outside the roots
         ("vllm serve m/x --chat-template /etc/passwd", DEFAULT_POLICY, None, "outside this host's model and cache"),
-        ("vllm serve m/x --download-dir /", DEFAULT_POLICY, None, "outside this host's model and cache"),
+        ("vllm serve m/x --generation-config /", DEFAULT_POLICY, None, "outside this host's model and cache"),
+        # options that write files: refused wherever they point
+        ("vllm serve m/x --download-dir /", DEFAULT_POLICY, None, "writes"),
         ("vllm serve m/x --lora-modules a=/root/.ssh", DEFAULT_POLICY, None, "outside this host's model and cache"),
-        ("vllm serve m/x --mm-encoder-fp8-scale-save-path /tmp/s", DEFAULT_POLICY, None, "outside this host's"),
+        ("vllm serve m/x --mm-encoder-fp8-scale-save-path /tmp/s", DEFAULT_POLICY, None, "writes"),
         ("vllm serve ../../etc", DEFAULT_POLICY, None, "relative path"),
         ("vllm serve /models/../etc", DEFAULT_POLICY, None, "'..'"),
         # spellings that dodge checks
@@ -143,7 +145,8 @@ def test_refused(argv: str, policy: EnginePolicy, devices: int | None, why: str)
         ("--kv-events-config", {"enable_kv_cache_events": True, "endpoint": "tcp://*:5557"}, "not loopback"),
         ("--speculative-config", {"method": "eagle", "model": "evil/draft"}, "trust list"),
         ("--hf-overrides", {"architectures": ["evil.models.Model"]}, "qualified Python name"),
-        ("--model-loader-extra-config", {"cache_dir": "/etc"}, "outside this host's"),
+        ("--model-loader-extra-config", {"cache_dir": "/etc"}, "writes"),
+        ("--model-loader-extra-config", {"weights_path": "/etc"}, "outside this host's"),
         ("--speculative-config", {"model": "x", "extra": "--trust-remote-code"}, "carries an option"),
     ],
 )
@@ -194,9 +197,9 @@ def test_code_loading_and_local_media_when_the_host_allows_them() -> None:
 def test_host_roots_decide_paths() -> None:
     """A path under the host's own roots passes; the same path on a host without that root does not."""
     policy = EnginePolicy(path_roots=("/srv/models",))
-    check_argv(serve("--download-dir", "/srv/models/hub"), policy)
+    check_argv(serve("--generation-config", "/srv/models/hub"), policy)
     with pytest.raises(ArgumentPolicyError, match="outside"):
-        check_argv(serve("--download-dir", "/srv/other"), policy)
+        check_argv(serve("--generation-config", "/srv/other"), policy)
 
 
 def test_newer_options_through_the_profile() -> None:

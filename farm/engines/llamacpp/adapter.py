@@ -99,10 +99,11 @@ KINDS: Mapping[str, ValueKind] = {
     "--json-schema-file": ValueKind.PATH,
     "--mmproj": ValueKind.PATH,
     "--chat-template-file": ValueKind.PATH,
-    "--log-file": ValueKind.PATH,
-    "--slot-save-path": ValueKind.PATH,
+    "--log-file": ValueKind.OUTPUT,
+    "--slot-save-path": ValueKind.OUTPUT,
     "--lookup-cache-static": ValueKind.PATH,
-    "--lookup-cache-dynamic": ValueKind.PATH,
+    "--lookup-cache-dynamic": ValueKind.OUTPUT,
+    "--log-prompts-dir": ValueKind.OUTPUT,
     "--hf-repo": ValueKind.REPO,
     "--hf-repo-draft": ValueKind.REPO,
     "--hf-repo-v": ValueKind.REPO,
@@ -112,6 +113,16 @@ KINDS: Mapping[str, ValueKind] = {
     "--json-schema": ValueKind.JSON,
     **{name: ValueKind.REFUSED for name in REFUSED},
 }
+
+WRITES: Mapping[str, str] = {
+    "--log-file": "the engine's log; the worker keeps it (engine.log, an artifact of the run)",
+    "--slot-save-path": "saves the slots' KV caches into the directory",
+    "--lookup-cache-dynamic": "updates its lookup cache file as it generates",
+    "--log-prompts-dir": "writes every prompt into the directory",
+}
+"""llama-server options that write files (kind OUTPUT), from common/arg.cpp; every other path option reads (the
+model and draft, --lora, --control-vector, --mmproj, --grammar-file, --chat-template-file,
+--lookup-cache-static)."""
 
 SWITCH_VALUES: Mapping[str, bool | None] = {
     "on": True,
@@ -333,7 +344,7 @@ def spec_from_dump(data: Mapping[str, Any], source: str) -> ArgSpec:
                     nargs=raw["nargs"],
                     choices=tuple(raw["choices"]) if raw.get("choices") else LAYER_WORDS.get(name),
                     repeatable=name in REPEATABLE,
-                    reason=REFUSED.get(name, ""),
+                    reason=REFUSED.get(name, WRITES.get(name, "")),
                 )
             )
         return ArgSpec(
@@ -377,7 +388,9 @@ def with_supplement(spec: ArgSpec) -> ArgSpec:
         if any(spec.lookup(spelling) is not None for spelling in (option.name, *option.aliases)):
             continue  # the dump has it: its own entry stands
         kind = KINDS.get(option.name, option.kind)
-        options.append(replace(option, kind=kind, reason=REFUSED.get(option.name, option.reason)))
+        options.append(
+            replace(option, kind=kind, reason=REFUSED.get(option.name, WRITES.get(option.name, option.reason)))
+        )
     source = f"{spec.source} + llamacpp_supplement.py ({llamacpp_supplement.SOURCE_SHORT})"
     return replace(spec, options=tuple(options), source=source)
 
