@@ -123,6 +123,9 @@ class ArgSpec:
     config_keys: Mapping[str, Mapping[str, OptionSpec]] = field(default_factory=dict)
     """For a CONFIG option: the engine's config schema, section -> key -> how its value is judged (a FLAG is a
     boolean, `nargs="+"` a list, JSON a nested mapping judged key by key)."""
+    revisions: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    """Repository slot (`model`, or the option naming a repository) -> the options that pin its revision, the one
+    that must be given first (farm.engines.trust: with remote code trusted, each must name a trusted revision)."""
     inline_values: bool = True
     """Whether the engine's parser reads `--opt=value` as the option and its value (argparse, cobra). Then a value
     beginning with '-' is rendered in that one-token form, which the parser never reads as an option of its own;

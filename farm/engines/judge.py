@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
+from farm.engines import trust
 from farm.engines.argspec import CanonicalCommand, OptionSpec, ParsedOption, ValueKind, refuse
 
 DEFAULT_PATH_ROOTS = ("~/.cache/huggingface", "~/.cache/bench-farm", "/models")
@@ -63,7 +64,7 @@ class Judgement:
     """What a host allows beyond the engine's defaults (from its profile)."""
 
     trusted_models: frozenset[str] = frozenset()
-    """Repositories that may run with remote code trusted."""
+    """`repository@revision` pairs that may run with remote code trusted (farm.engines.trust)."""
     path_roots: tuple[str, ...] = DEFAULT_PATH_ROOTS
     allowed_code_options: frozenset[str] = frozenset()
     allow_local_media: bool = False
@@ -91,16 +92,34 @@ def judge(command: CanonicalCommand, judgement: Judgement) -> None:
             "remote code is trusted, and the command names no model: the engine would load one the judge never saw "
             "(every repository the engine loads must be on this host's trust list)",
         )
+    pinning = {name for names in command.spec.revisions.values() for name in names}
+    for option in command.options:
+        if option.name in pinning:
+            for value in option.values:
+                trust.refuse_pull_request(option.name, value)
     if trusted:
-        for where, repo in repositories:
-            if repo not in judgement.trusted_models:
-                listed = ", ".join(sorted(judgement.trusted_models)) or "no repository"
-                raise refuse(
-                    f"{where} {repo}",
-                    f"remote code is trusted, and this host trusts only {listed}: every repository the engine "
-                    "loads must be on its trust list",
-                )
+        trust.check_pinned(_loaded(command, repositories), judgement.trusted_models)
     _check_devices(command, judgement)
+
+
+def _loaded(command: CanonicalCommand, repositories: list[tuple[str, str]]) -> list[trust.Loaded]:
+    """Each repository the engine loads, with what pins its revision: the spec's revision options for the model and
+    the repository options, the revision keys beside a repository inside JSON, nothing for the others."""
+    spec = command.spec
+    values = {name: command.value(name) for names in spec.revisions.values() for name in names}
+    in_json: dict[str, trust.Loaded] = {}
+    for option in command.options:
+        if option.json_value is not None:
+            for item in trust.json_loaded(option.name, option.json_value, REPO_KEY):
+                in_json[item.where] = item
+    loaded: list[trust.Loaded] = []
+    for where, repo in repositories:
+        if where in in_json:
+            loaded.append(in_json[where])
+            continue
+        names = spec.revisions.get(where, ())
+        loaded.append(trust.Loaded(where, repo, trust.option_revisions(names, values)))
+    return loaded
 
 
 def _judge_option(option: ParsedOption, judgement: Judgement, repositories: list[tuple[str, str]]) -> bool:
@@ -377,6 +396,8 @@ def _judge_json(name: str, value: Any, judgement: Judgement, repositories: list[
             raise refuse(f"{where}={leaf}", WRITES)
         if not isinstance(leaf, str):
             continue
+        if trust.REVISION_KEY.search(key):
+            trust.refuse_pull_request(where, leaf)
         if leaf.startswith("--"):
             raise refuse(f"{where}={leaf}", "a JSON string that carries an option")
         if QUALIFIED_NAME.match(leaf):

@@ -25,6 +25,7 @@ from farm.engines.environment import check_recipe_environment, recipe_environmen
 from farm.engines.judge import DEFAULT_PATH_ROOTS, Judgement, judge
 from farm.engines.registry import engine_kind, launchable_engines
 from farm.engines.reparse import check_round_trip
+from farm.engines.trust import ANY_COMMIT
 from farm.engines.vllm.spec import CODE_LOADING
 from farm.errors import ArgumentPolicyError
 from farm.recipes.fields import CREDENTIAL_VALUE
@@ -52,7 +53,8 @@ class EnginePolicy:
     """What one host allows beyond the engine's own list. The default allows nothing risky."""
 
     allow_trust_remote_code_models: frozenset[str] = frozenset()
-    """Repositories that may run with remote code trusted; every repository the engine loads must be listed."""
+    """`repository@revision` pairs that may run with remote code trusted (farm.engines.trust.parse_trust_list):
+    every repository the engine loads must be pinned to a listed revision."""
     allow_local_media: bool = False
     """Whether --allowed-local-media-path (the engine reads files of the host) is allowed."""
     allowed_extra_flags: frozenset[str] = frozenset()
@@ -150,7 +152,7 @@ def submit_policy(recipe: Recipe) -> EnginePolicy:
     """What some host may allow, since a host's own policy is not known at submit: remote code for the recipe's
     own model only, local media, code-loading options. The worker judges again with its real policy."""
     return EnginePolicy(
-        allow_trust_remote_code_models=frozenset({recipe.model_id}),
+        allow_trust_remote_code_models=frozenset({f"{recipe.model_id}@{ANY_COMMIT}"}),
         allow_local_media=True,
         allowed_risky_flags=frozenset(CODE_LOADING),
     )

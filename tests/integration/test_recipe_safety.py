@@ -202,3 +202,43 @@ def test_options_that_only_read_still_reach_the_engine(tmp_path: Path) -> None:
     assert received[received.index("--lookup-cache-static") + 1] == "/models/m.gguf"
     received = launch(tmp_path, "sglang", [*SGLANG, "--log-requests-target", "stdout"], port=47193)
     assert received[received.index("--log-requests-target") + 1] == "stdout"
+
+
+# --- 2. trust is (repository, revision) ---
+
+COMMIT = "0123456789abcdef0123456789abcdef01234567"
+TRUSTS = f'[engine.policy]\nallow_trust_remote_code_models = ["org/m@{COMMIT}"]'
+
+
+@pytest.mark.parametrize(
+    ("kind", "argv", "why"),
+    [
+        ("vllm", [*VLLM, "--trust-remote-code"], "pin the repository with --revision"),
+        ("vllm", [*VLLM, "--trust-remote-code", "--revision", "main"], "org/m@main"),
+        ("vllm", [*VLLM, "--trust-remote-code", "--revision", "refs/pr/12"], "pull-request"),
+        ("vllm", [*VLLM, "--trust-remote-code", "--revision", COMMIT, "--code-revision", "refs/pr/1"], "pull-request"),
+        ("sglang", [*SGLANG, "--trust-remote-code", "--revision", "main"], "org/m@main"),
+    ],
+)
+def test_trusted_remote_code_needs_a_listed_revision(tmp_path: Path, kind: str, argv: list[str], why: str) -> None:
+    """Remote code on a repository the host trusts, but at a branch, a pull request or no revision at all: refused
+    at submit, by `farm recipe check` and by a worker whose list names the repository at one commit."""
+    assert_refused_everywhere(tmp_path, kind, argv, why, more=TRUSTS)
+
+
+@pytest.mark.timeout(60)
+def test_trusted_remote_code_at_the_listed_commit_reaches_the_engine(tmp_path: Path) -> None:
+    """The benign control: the listed repository at the listed commit starts with remote code trusted."""
+    received = launch(tmp_path, "vllm", [*VLLM, "--trust-remote-code", "--revision", COMMIT], port=47194, more=TRUSTS)
+    assert "--trust-remote-code" in received
+    assert received[received.index("--revision") + 1] == COMMIT
+
+
+def test_a_profile_trusting_a_bare_repository_is_refused(tmp_path: Path) -> None:
+    """An old-style entry (`org/m` alone) would trust any commit, a pull request's included: the profile is refused
+    naming the entry and the form to write."""
+    from farm.errors import ProfileError
+
+    bare = '[engine.policy]\nallow_trust_remote_code_models = ["org/m"]'
+    with pytest.raises(ProfileError, match=r"org/m@<40-hex commit>"):
+        load_profile(recording_profile(tmp_path, "vllm", more=bare))

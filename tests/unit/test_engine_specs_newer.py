@@ -139,8 +139,11 @@ def test_sglang_refuses_dangerous_options(options: str, why: str) -> None:
 
 def test_sglang_draft_model_is_a_repository_on_the_trust_list() -> None:
     """With remote code trusted, the draft model and tokenizer must be on the host's trust list like the model."""
-    argv = shlex.split(SGLANG_START + "--trust-remote-code --speculative-draft-model-path evil/draft")
-    policy = EnginePolicy(allow_trust_remote_code_models=frozenset({"org/model"}))
+    commit = "a" * 40
+    argv = shlex.split(
+        SGLANG_START + f"--revision {commit} --trust-remote-code --speculative-draft-model-path evil/draft"
+    )
+    policy = EnginePolicy(allow_trust_remote_code_models=frozenset({f"org/model@{commit}"}))
     with pytest.raises(ArgumentPolicyError, match="evil/draft"):
         canonical_command(argv, "sglang", policy, device_count=1)
 

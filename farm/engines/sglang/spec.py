@@ -563,6 +563,12 @@ SGLANG = ArgSpec(
     source=SOURCE,
     prefixes=(("python", "-m", "sglang.launch_server"), ("sglang", "serve")),
     model_option="--model-path",
+    # SGLang loads the model, its tokenizer and config at --revision; the draft at its own revision
+    revisions={
+        "model": ("--revision",),
+        "--tokenizer-path": ("--revision",),
+        "--speculative-draft-model-path": ("--speculative-draft-model-revision",),
+    },
     underscores=False,
     # Without data-parallel attention each `--dp-size` replica runs on its own tp x pp devices.
     device_options=("--tp-size", "--pp-size", "--dp-size"),

@@ -101,6 +101,15 @@ CHOICES: Mapping[str, tuple[str, ...]] = {
 }
 """Closed lists for options whose parser also takes a class name or a path: only the named values pass."""
 
+REVISIONS: Mapping[str, tuple[str, ...]] = {
+    "model": ("--revision", "--code-revision"),
+    "--hf-config-path": ("--revision", "--code-revision"),
+    "--tokenizer": ("--tokenizer-revision",),
+}
+"""What pins each repository vLLM loads: the model and its config path by --revision (the code by --code-revision,
+else by --revision), the tokenizer by --tokenizer-revision; a draft model by the `revision` key of
+--speculative-config (farm.engines.trust)."""
+
 DEVICE_OPTIONS = ("--tensor-parallel-size", "--pipeline-parallel-size", "--data-parallel-size")
 """vLLM uses tensor x pipeline x data parallel devices."""
 
@@ -117,6 +126,7 @@ def _spec(data: Mapping[str, Any], source: str) -> ArgSpec:
         model_option="--model",
         compact_short={r"-O=?(\w+)": "--optimization-level"},
         device_options=DEVICE_OPTIONS,
+        revisions=REVISIONS,
     )
     if CHOICES:
         from dataclasses import replace
