@@ -63,6 +63,8 @@ class EnginePolicy:
     """Code-loading options this host accepts."""
     allow_image_tags: bool = False
     """Container images: whether an image pinned by tag, not digest, may run."""
+    allowed_images: frozenset[str] = frozenset()
+    """Container images: repositories this host runs beside each engine's official ones (farm.engines.container)."""
     allowed_mount_sources: frozenset[str] = frozenset()
     """Container mounts: host paths a recipe may mount besides the model cache."""
     mount_roots: Mapping[str, str] = field(default_factory=dict, compare=False)

@@ -126,6 +126,9 @@ class PolicySection(_Section):
     allowed_extra_flags: tuple[str, ...] = ()
     allowed_risky_flags: tuple[str, ...] = ()
     allow_image_tags: bool = False
+    allowed_images: tuple[str, ...] = Field(
+        (), description="image repositories this host runs beside each engine's official ones (still digest-pinned)"
+    )
     allowed_mount_sources: tuple[str, ...] = ()
     mount_roots: dict[str, str] = Field(
         default_factory=dict,

@@ -16,6 +16,7 @@ from typer.testing import CliRunner
 from farm.cli.app import app
 from farm.errors import ArgumentPolicyError
 from farm.hardware.probe import DeclaredProbe, HardwareReport
+from farm.net import free_port
 from farm.recipes.model import Engine, Recipe, RecipeProvenance
 from farm.worker.engines import default_engine_factory
 from farm.worker.profile import load_profile
@@ -150,7 +151,7 @@ def test_a_value_that_looks_like_an_option_reaches_the_engine_as_one_token(
 ) -> None:
     """The benign control: a value beginning with '-' reaches the engine in the one-token `--opt=value` form its
     argparse keeps as the value; `--trust-remote-code` and a second `--host` never arrive as tokens of their own."""
-    received = launch(tmp_path, kind, argv, port=47191)
+    received = launch(tmp_path, kind, argv, port=free_port())
     assert one_token in received
     assert "--trust-remote-code" not in received
     assert received.count("--host") == 1
@@ -196,11 +197,11 @@ def test_options_that_only_read_still_reach_the_engine(tmp_path: Path) -> None:
         tmp_path,
         "llama.cpp",
         ["llama-server", "-m", "/models/m.gguf", "--lookup-cache-static", "/models/m.gguf"],
-        port=47192,
+        port=free_port(),
         more='[engine.policy]\npath_roots = ["/models"]',
     )
     assert received[received.index("--lookup-cache-static") + 1] == "/models/m.gguf"
-    received = launch(tmp_path, "sglang", [*SGLANG, "--log-requests-target", "stdout"], port=47193)
+    received = launch(tmp_path, "sglang", [*SGLANG, "--log-requests-target", "stdout"], port=free_port())
     assert received[received.index("--log-requests-target") + 1] == "stdout"
 
 
@@ -229,7 +230,8 @@ def test_trusted_remote_code_needs_a_listed_revision(tmp_path: Path, kind: str, 
 @pytest.mark.timeout(60)
 def test_trusted_remote_code_at_the_listed_commit_reaches_the_engine(tmp_path: Path) -> None:
     """The benign control: the listed repository at the listed commit starts with remote code trusted."""
-    received = launch(tmp_path, "vllm", [*VLLM, "--trust-remote-code", "--revision", COMMIT], port=47194, more=TRUSTS)
+    argv = [*VLLM, "--trust-remote-code", "--revision", COMMIT]
+    received = launch(tmp_path, "vllm", argv, port=free_port(), more=TRUSTS)
     assert "--trust-remote-code" in received
     assert received[received.index("--revision") + 1] == COMMIT
 
@@ -242,3 +244,116 @@ def test_a_profile_trusting_a_bare_repository_is_refused(tmp_path: Path) -> None
     bare = '[engine.policy]\nallow_trust_remote_code_models = ["org/m"]'
     with pytest.raises(ProfileError, match=r"org/m@<40-hex commit>"):
         load_profile(recording_profile(tmp_path, "vllm", more=bare))
+
+
+# --- 3. images only from the engine's official repositories or the host's list ---
+
+FAKE_DOCKER = ROOT / "tests" / "fixtures" / "fake_engines" / "fake_docker.py"
+DIGEST = "@sha256:" + "0a" * 32
+
+
+def container_profile(tmp_path: Path, *, more: str = "") -> Path:
+    """A vllm-container host whose docker client is the recording stand-in (tests/fixtures/fake_engines)."""
+    state = tmp_path / "docker-state"
+    state.mkdir(exist_ok=True)
+    wrapper = tmp_path / "docker"
+    wrapper.write_text(f'#!/bin/sh\nFAKE_DOCKER_STATE="{state}" exec "{sys.executable}" "{FAKE_DOCKER}" "$@"\n')
+    wrapper.chmod(0o755)
+    profile = tmp_path / "container.toml"
+    profile.write_text(
+        "\n".join(
+            [
+                'name = "box"',
+                "[hardware]",
+                'hardware_id = "cpu"',
+                "count = 1",
+                "[engine]",
+                'kind = "vllm-container"',
+                "stop_grace_s = 1",
+                "[engine.vllm]",
+                "gpu_free_deadline_s = 0.0",
+                "[engine.container]",
+                f'docker = "{wrapper}"',
+                *more.splitlines(),
+            ]
+        )
+        + "\n"
+    )
+    return profile
+
+
+def draft_launch_recipe(directory: Path, image: str) -> Path:
+    """A registry recipe whose draft launch (`draft_launch`, a docker launch) names the image."""
+    return write_recipe(
+        directory,
+        "vllm",
+        [*VLLM, "--max-model-len", "1024"],
+        draft_launch={"kind": "docker", "image": image, "arguments": ["--model", "org/m", "--max-model-len", "1024"]},
+    )
+
+
+@pytest.mark.parametrize(
+    ("image", "more", "why"),
+    [
+        ("ghcr.io/someone/vllm-fork" + DIGEST, "", "not an image of vllm's official repositories"),
+        ("docker.io/lmsysorg/sglang" + DIGEST, "", "not an image of vllm's official repositories"),
+        ("vllm/vllm-openai:latest", "", "pinned by digest"),
+        ("ghcr.io/someone/vllm-fork" + DIGEST, '[engine.policy]\nallowed_images = ["ghcr.io/other/x"]', "official"),
+    ],
+)
+def test_the_worker_runs_no_image_but_the_engines_own_or_its_listed_ones(
+    tmp_path: Path, image: str, more: str, why: str
+) -> None:
+    """Whichever field names the image (here the registry's draft launch, read by `farm recipe check`), a worker
+    runs only the engine's official repositories or its own list, digest-pinned; the docker client never runs."""
+    from farm.recipes.parse import load_recipe
+
+    recipe = load_recipe(draft_launch_recipe(tmp_path, image))
+    assert recipe.container is not None
+    assert recipe.container.image == image
+    profile = load_profile(container_profile(tmp_path, more=more))
+    with pytest.raises(ArgumentPolicyError, match=why):
+        default_engine_factory(recipe, profile, 47195, tmp_path / "engine.log", probe())
+    assert not (tmp_path / "docker-state" / "calls.jsonl").exists()
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize(
+    ("image", "more"),
+    [
+        ("docker.io/vllm/vllm-openai:v0.32.0" + DIGEST, ""),
+        ("ghcr.io/someone/vllm-fork" + DIGEST, '[engine.policy]\nallowed_images = ["ghcr.io/someone/vllm-fork"]'),
+    ],
+)
+def test_an_official_or_listed_image_reaches_docker(tmp_path: Path, image: str, more: str) -> None:
+    """The benign control: vLLM's own image, or an image the host lists, reaches the recording docker client."""
+    from farm.recipes.parse import load_recipe
+
+    recipe = load_recipe(draft_launch_recipe(tmp_path, image))
+    assert runner.invoke(app, ["recipe", "check", str(tmp_path / "recipe.json")]).exit_code == 0
+    profile = load_profile(container_profile(tmp_path, more=more))
+    engine = default_engine_factory(recipe, profile, free_port(), tmp_path / "engine.log", probe())
+    try:
+        engine.start()
+        engine.wait_ready(30)
+    finally:
+        engine.stop()
+    runs = [
+        json.loads(line)["argv"]
+        for line in (tmp_path / "docker-state" / "calls.jsonl").read_text().splitlines()
+        if json.loads(line)["argv"][0] == "run"
+    ]
+    assert len(runs) == 1
+    assert image in runs[0]
+
+
+def test_a_llama_cpp_image_must_be_a_server_tag() -> None:
+    """From llama.cpp's own repository only the `server` tags start llama-server (`full` runs a tools script)."""
+    from farm.engines.container import check_image
+    from farm.engines.policy import DEFAULT_POLICY
+
+    check_image("ghcr.io/ggml-org/llama.cpp:server-cuda" + DIGEST, DEFAULT_POLICY, "llama.cpp")
+    with pytest.raises(ArgumentPolicyError, match="'server' tags"):
+        check_image("ghcr.io/ggml-org/llama.cpp:full" + DIGEST, DEFAULT_POLICY, "llama.cpp")
+    with pytest.raises(ArgumentPolicyError, match="official"):
+        check_image("ghcr.io/ggml-org/llama.cpp-fork:server" + DIGEST, DEFAULT_POLICY, "llama.cpp")

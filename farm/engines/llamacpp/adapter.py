@@ -124,6 +124,11 @@ WRITES: Mapping[str, str] = {
 model and draft, --lora, --control-vector, --mmproj, --grammar-file, --chat-template-file,
 --lookup-cache-static)."""
 
+OFFICIAL_IMAGES: tuple[str, ...] = ("ghcr.io/ggml-org/llama.cpp",)
+"""llama.cpp's own image repository; only its `server` tags (`server`, `server-cuda`, `server-vulkan`...) start
+llama-server (`full` runs a tools script, `light` the CLI), so an image from it must carry a `server` tag."""
+IMAGE_TAG_PREFIX = "server"
+
 SWITCH_VALUES: Mapping[str, bool | None] = {
     "on": True,
     "1": True,
