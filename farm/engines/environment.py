@@ -1,54 +1,37 @@
-"""The environment a recipe may give its engine: an allowlist, in one place.
+"""The environment a recipe may give its engine: an allowlist by exact name, in one place.
 
 A recipe's environment (`tokenized.environment`, leading `VAR=value` words, a container's `environment`) tunes
 the engine; it never reaches the worker's own tools (the docker client), never carries a secret (tokens come from
 the worker's environment), and never sets what the argument policy judges (an engine option by environment,
-a listening address, a plugin, a path).
+a listening address, a plugin, a path). A name passes only where farm.engines.environment_names (or an engine's
+table generated from its package) knows it as tuning, and its value only where it is of that name's kind (a
+switch, a number, a plain word): names that load libraries, redirect downloads, switch off checksums or name
+files are refused with their reason, and so is every name the farm does not know.
 """
 
 from __future__ import annotations
 
+import functools
+import json
 import re
 from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
 
-from farm.errors import ArgumentPolicyError
-
-ALLOWED_PREFIXES = (
-    "VLLM_",
-    "NCCL_",
-    "CUDA_",
-    "CUBLAS_",
-    "CUDNN_",
-    "TORCH_",
-    "PYTORCH_",
-    "OMP_",
-    "MKL_",
-    "KMP_",
-    "OPENBLAS_",
-    "HF_",
-    "HUGGINGFACE_",
-    "TRANSFORMERS_",
-    "TOKENIZERS_",
-    "SGLANG_",
-    "SGL_",
-    "GGML_",
-    "OLLAMA_",
-    "MLX_",
-    "HIP_",
-    "HSA_",
-    "ROCM_",
-    "ROCR_",
-    "NVIDIA_",
-    "TRITON_",
-    "FLASHINFER_",
-    "UCX_",
-    "GLOO_",
-    "TP_",
-    "SAFETENSORS_",
-    "B12X_",
-    "CUTE_DSL_",
+from farm.engines.environment_names import (
+    ENGINE_STRINGS,
+    ENGINE_TABLES,
+    FORMER_NAMES,
+    NUMBER,
+    OLLAMA,
+    OWN_PREFIXES,
+    REFUSED,
+    REFUSED_PREFIXES,
+    RUNTIME,
+    SWITCH,
+    TOKEN,
 )
-"""Name prefixes of tuning variables a recipe may set."""
+from farm.errors import ArgumentPolicyError
 
 _CACHE_PATH = (
     "a cache directory on the recipe author's machine: the worker's own cache (under its roots) applies, and "
@@ -90,12 +73,6 @@ DROPPED_NAMES = {
 """Variables a recipe may carry that are dropped, not refused: they name where the author's machine keeps files,
 which says nothing about what runs. Credentials (is_secret_name) are dropped the same way."""
 
-ALLOWED_NAMES = frozenset({"TOKENIZERS_PARALLELISM", "MALLOC_ARENA_MAX", "TZ", "USE_PINNED_ONECCL"})
-
-BENIGN_NAMES = frozenset({"NCCL_CUMEM_HOST_ENABLE", "VLLM_XPU_HOST_STAGED_COLLECTIVES"})
-"""Tuning variables whose names trip a refusal pattern without meaning it (`_HOST_` here is host memory: NCCL's
-cuMem allocations, collectives staged through host memory on Intel XPUs; not an address)."""
-
 _SECRET = re.compile(r"(TOKEN(?!S|IZ)|KEY|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH)", re.I)
 _REFUSED_PARTS: tuple[tuple[re.Pattern[str], str], ...] = (
     (_SECRET, "a secret: tokens come from the worker's own environment, never from a recipe"),
@@ -106,12 +83,14 @@ _REFUSED_PARTS: tuple[tuple[re.Pattern[str], str], ...] = (
     ),
     (re.compile(r"(^|_)(DIR|PATH|ROOT|HOME|CACHE|FILE|PREFIX)(_|$)"), "names a path on the worker"),
     (re.compile(r"USE_MODELSCOPE|USAGE_STATS|TRACE|OTEL|OTLP"), "sends data or downloads beyond the farm's checks"),
+    (
+        re.compile(r"(^|_)(REPO|REPOSITORY|MIRROR|BUCKET|REGION|S3|GCS)(_|$)"),
+        "changes where or how downloads come from, past the farm's checks of what the engine loads",
+    ),
+    (re.compile(r"DUMP"), "writes dumps of the process or its tensors to disk"),
+    (re.compile(r"(^|_)(TEST|CI)(_|$)"), "a test hook of the engine, not a setting of a benchmark"),
     (re.compile(r"^HF_HUB_OFFLINE$|^TRANSFORMERS_OFFLINE$"), "the worker's profile decides whether downloads happen"),
 )
-_REFUSED_PREFIXES = {
-    "LLAMA_ARG_": "llama-server reads it as an option, past the argument policy",
-    "SGLANG_ARG": "the engine reads it as an option, past the argument policy",
-}
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _VALUE = re.compile(r"^[\w.,:+=@/ -]*$")
 
@@ -119,21 +98,110 @@ ENV_LIMIT = 64
 """At most this many variables: more is not tuning."""
 
 
-def refused_reason(name: str) -> str | None:
-    """Why a recipe may not set `name`; None when it may."""
+def refused_reason(name: str, engine: str = "vllm") -> str | None:
+    """Why a recipe may not give `engine` the variable `name`, whatever its value; None when the farm knows the
+    name as plain tuning (its value is judged by check_recipe_environment)."""
+    verdict = _judged_name(name, engine)
+    return verdict if isinstance(verdict, str) else None
+
+
+def value_refused_reason(name: str, value: str, engine: str = "vllm") -> str | None:
+    """Why `name=value` may not reach `engine`: the name's reason, or the value not of the name's kind."""
+    verdict = _judged_name(name, engine)
+    if isinstance(verdict, str):
+        return verdict
+    kind, choices = verdict
+    if choices:
+        return None if value in choices else f"not one of {', '.join(choices)}"
+    if not _KIND_VALUE[kind].match(value):
+        return f"the value must be {_KIND_WORDS[kind]}"
+    return None
+
+
+def _judged_name(name: str, engine: str) -> str | tuple[str, tuple[str, ...]]:
+    """A refusal's reason, or the kind of value the name takes (with its choices where the engine lists them)."""
     if not _NAME.match(name):
         return "not a valid variable name"
-    for prefix, why in _REFUSED_PREFIXES.items():
-        if name.startswith(prefix):
-            return why
-    if name not in ALLOWED_NAMES and not name.startswith(ALLOWED_PREFIXES):
-        return f"not on the farm's list of tuning variables (prefixes {', '.join(ALLOWED_PREFIXES[:6])}, ...)"
-    if name in BENIGN_NAMES:
-        return None
-    for pattern, why in _REFUSED_PARTS:
-        if pattern.search(name):
-            return why
+    own = _canonical(engine)
+    # SGLang rewrites every SGL_ name to SGLANG_ at start: judge the name it reads.
+    read_as = "SGLANG_" + name[4:] if own == "sglang" and name.startswith("SGL_") else name
+    for candidate in dict.fromkeys((name, read_as)):
+        if candidate in REFUSED:
+            return REFUSED[candidate]
+        for prefix, why in REFUSED_PREFIXES.items():
+            if candidate.startswith(prefix):
+                return why
+        if not any(candidate in table for table in (RUNTIME, FORMER_NAMES, ENGINE_STRINGS, OLLAMA)):
+            # a hand-listed name was read and judged; a name from a generated table is screened by its words
+            for pattern, why in _REFUSED_PARTS:
+                if pattern.search(candidate):
+                    return why
+    for candidate in dict.fromkeys((read_as, name)):
+        known = _known_kind(candidate, own)
+        if known is not None:
+            return known
+    return (
+        f"not on the farm's list of variables {own} or its runtime read as plain tuning (exact names: "
+        "farm/engines/environment_names.py and the engines' tables generated from their packages)"
+    )
+
+
+def _known_kind(name: str, engine: str) -> tuple[str, tuple[str, ...]] | str | None:
+    for table in (RUNTIME, FORMER_NAMES, ENGINE_STRINGS, OLLAMA if engine == "ollama" else {}):
+        if name in table:
+            return table[name][0], ()
+    for package in ENGINE_TABLES.get(engine, ()):
+        if not name.startswith(OWN_PREFIXES[package]):
+            continue
+        declared = _generated(package).get(name)
+        if declared is None:
+            continue
+        kind = declared["kind"]
+        if kind == "choice":
+            return TOKEN, tuple(declared["choices"])
+        if kind in _DECLARED_KINDS:
+            return _DECLARED_KINDS[kind], ()
+        return (
+            f"{package} declares it a {kind} (a path, a URL or a module name can be one); not on the farm's list "
+            "of plain words"
+        )
     return None
+
+
+def _canonical(engine: str) -> str:
+    from farm.engines.registry import ALIASES
+
+    lowered = engine.strip().lower()
+    if lowered.startswith("vllm"):
+        return "vllm"
+    return ALIASES.get(lowered, lowered)
+
+
+_GENERATED_FILES = {
+    "vllm": "vllm_environment.json",
+    "sglang": "sglang_environment.json",
+    "llama.cpp": "llama_server_environment.json",
+    "flashinfer": "flashinfer_environment.json",
+}
+_DECLARED_KINDS = {"bool": SWITCH, "int": NUMBER, "float": NUMBER, "unknown": TOKEN}
+_KIND_VALUE = {
+    SWITCH: re.compile(r"^(?i:0|1|true|false|yes|no|on|off)$"),
+    NUMBER: re.compile(r"^-?[0-9]+(\.[0-9]+)?$"),
+    TOKEN: re.compile(r"^[A-Za-z0-9_.,:+^-]{0,128}$"),
+}
+_KIND_WORDS = {
+    SWITCH: "a switch (0/1, true/false, yes/no, on/off)",
+    NUMBER: "a number",
+    TOKEN: "a plain word or list (letters, digits, _.,:+^-; no path, no URL), at most 128 characters",
+}
+
+
+@functools.cache
+def _generated(package: str) -> dict[str, dict[str, Any]]:
+    """A generated table (deploy/gen_engine_environment.py): name -> {"kind", "choices"}."""
+    document = json.loads((Path(__file__).parent / _GENERATED_FILES[package]).read_text())
+    variables: dict[str, dict[str, Any]] = document["variables"]
+    return variables
 
 
 def dropped_names(environment: Mapping[str, str]) -> dict[str, str]:
@@ -164,7 +232,7 @@ def check_recipe_environment(environment: Mapping[str, str], engine: str) -> dic
     for name, value in environment.items():
         if _NAME.match(name) and (is_secret_name(name) or name in DROPPED_NAMES):
             continue
-        why = refused_reason(name)
+        why = refused_reason(name, engine)
         if why is not None:
             raise ArgumentPolicyError(f"{name!r}: {why} ({engine} recipe)", field="environment")
         plain = _unquoted(value)
@@ -173,6 +241,9 @@ def check_recipe_environment(environment: Mapping[str, str], engine: str) -> dic
                 f"{name}: the value must be plain text (letters, digits, ._,:+=@/ -), at most 1024 characters",
                 field="environment",
             )
+        why = value_refused_reason(name, plain, engine)
+        if why is not None:
+            raise ArgumentPolicyError(f"{name}={plain!r}: {why} ({engine} recipe)", field="environment")
         kept[name] = plain
     return kept
 
