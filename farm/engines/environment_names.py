@@ -1,20 +1,25 @@
-"""The names a recipe's environment may carry, by exact name, each with its reason.
+"""The names a recipe's environment may carry, by exact name, each with its reason: what every engine's runtime
+shares. Each engine's own names live in its home (farm/engines/<engine>/environment.py, an EngineEnvironment).
 
-Three sources, checked in this order by farm.engines.environment:
+farm.engines.environment checks, in this order:
 
-1. REFUSED: names refused whatever their value, each with why. They load a library or code, redirect a download,
-   switch off a checksum, name a file the engine writes (or reads), open a listener, or inject test faults.
-2. The runtime tables (RUNTIME): the CUDA/ROCm/NCCL/PyTorch/OpenMP/hub variables every engine's runtime reads,
-   hand-listed from their documentation, each allowed one with what it tunes.
-3. The engines' own declared variables, generated from their packages by deploy/gen_engine_environment.py
-   (vllm_environment.json, sglang_environment.json, llama_server_environment.json, flashinfer_environment.json):
-   a declared switch or number tunes the engine and passes with a value of its kind; a declared string (a path,
-   a URL, a module name) passes only where ENGINE_STRINGS names it with its reason.
+1. refused names (REFUSED here, and each engine's own), whatever their value, each with why: they load a library
+   or code, redirect a download, switch off a checksum, name a file the engine writes (or reads), open a listener,
+   or inject test faults; and refused families (REFUSED_PREFIXES, and the engine's);
+2. the runtime tables (RUNTIME): the CUDA/ROCm/NCCL/PyTorch/OpenMP/hub variables, hand-listed from their
+   documentation, each allowed one with what it tunes; and the engine's own hand-listed names;
+3. the tables generated from the packages by deploy/gen_engine_environment.py (each engine's environment.json,
+   FlashInfer's flashinfer_environment.json here): a declared switch or number passes with a value of its kind; a
+   declared string (a path, a URL, a module name) passes only where a hand list names it.
 
 A name in none of them is refused: the farm passes what it knows, not what a prefix suggests.
 """
 
 from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
 
 SWITCH = "switch"
 """A value 0/1/true/false/yes/no/on/off."""
@@ -23,17 +28,17 @@ NUMBER = "number"
 TOKEN = "token"  # noqa: S105 (a kind of value, a plain word; not a credential)
 """A short word or list of words (letters, digits, `_.,:+^-`): no path, no URL, no space."""
 
-_LOADS = "loads code or a library into the engine"
-_TOOL = "loads a tool library into every process of the runtime (a profiler or tracer hook runs any code)"
-_DOWNLOADS = "changes where or how downloads come from, past the farm's checks of what the engine loads"
-_CHECKSUM = "switches off a checksum of downloaded kernel binaries"
-_WRITES = "names a file or directory the engine writes (a log, a dump, a trace), which could overwrite the host's files"
-_READS = "names a file the engine reads as configuration, which the recipe cannot ship"
-_LISTENS = "sets where the engine listens or connects"
-_DUMPS = "writes core dumps or debug dumps of the process to disk"
-_TESTING = "injects the engine's own test faults (crashes, stalls, random failures)"
-_DEVICES = "chooses the host's network devices: the host's own setting"
-_PICKLE = "loads code: it deserializes with pickle, which runs code from what it reads"
+LOADS = "loads code or a library into the engine"
+TOOL = "loads a tool library into every process of the runtime (a profiler or tracer hook runs any code)"
+DOWNLOADS = "changes where or how downloads come from, past the farm's checks of what the engine loads"
+CHECKSUM = "switches off a checksum of downloaded kernel binaries"
+WRITES = "names a file or directory the engine writes (a log, a dump, a trace), which could overwrite the host's files"
+READS = "names a file the engine reads as configuration, which the recipe cannot ship"
+LISTENS = "sets where the engine listens or connects"
+DUMPS = "writes core dumps or debug dumps of the process to disk"
+TESTING = "injects the engine's own test faults (crashes, stalls, random failures)"
+DEVICES = "chooses the host's network devices: the host's own setting"
+PICKLE = "loads code: it deserializes with pickle, which runs code from what it reads"
 
 REFUSED: dict[str, str] = {
     # the dynamic loader and the interpreter
@@ -42,157 +47,112 @@ REFUSED: dict[str, str] = {
         for name in ("LD_PRELOAD", "LD_LIBRARY_PATH", "LD_AUDIT", "PYTHONPATH", "PYTHONSTARTUP", "PYTHONHOME")
     },
     # CUDA and its libraries
-    "CUDA_INJECTION64_PATH": _TOOL,
-    "CUDA_INJECTION32_PATH": _TOOL,
-    "CUDA_CACHE_PATH": _WRITES,
-    "CUDA_COREDUMP_FILE": _DUMPS,
-    "CUDA_COREDUMP_PIPE": _DUMPS,
-    "CUDA_ENABLE_COREDUMP_ON_EXCEPTION": _DUMPS,
-    "CUDA_ENABLE_CPU_COREDUMP_ON_EXCEPTION": _DUMPS,
-    "CUDA_ENABLE_LIGHTWEIGHT_COREDUMP": _DUMPS,
-    "CUDA_ENABLE_USER_TRIGGERED_COREDUMP": _DUMPS,
-    "CUDA_MPS_PIPE_DIRECTORY": _LISTENS,
-    "CUDA_MPS_LOG_DIRECTORY": _WRITES,
-    "CUDA_HOME": _LOADS,
-    "CUDA_PATH": _LOADS,
-    "CUBLAS_LOGDEST_DBG": _WRITES,
-    "CUBLASLT_LOG_FILE": _WRITES,
-    "CUDNN_LOGDEST_DBG": _WRITES,
-    "CUDNN_FRONTEND_LOG_FILE": _WRITES,
+    "CUDA_INJECTION64_PATH": TOOL,
+    "CUDA_INJECTION32_PATH": TOOL,
+    "CUDA_CACHE_PATH": WRITES,
+    "CUDA_COREDUMP_FILE": DUMPS,
+    "CUDA_COREDUMP_PIPE": DUMPS,
+    "CUDA_ENABLE_COREDUMP_ON_EXCEPTION": DUMPS,
+    "CUDA_ENABLE_CPU_COREDUMP_ON_EXCEPTION": DUMPS,
+    "CUDA_ENABLE_LIGHTWEIGHT_COREDUMP": DUMPS,
+    "CUDA_ENABLE_USER_TRIGGERED_COREDUMP": DUMPS,
+    "CUDA_MPS_PIPE_DIRECTORY": LISTENS,
+    "CUDA_MPS_LOG_DIRECTORY": WRITES,
+    "CUDA_HOME": LOADS,
+    "CUDA_PATH": LOADS,
+    "CUBLAS_LOGDEST_DBG": WRITES,
+    "CUBLASLT_LOG_FILE": WRITES,
+    "CUDNN_LOGDEST_DBG": WRITES,
+    "CUDNN_FRONTEND_LOG_FILE": WRITES,
     # NCCL (https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/env.html)
-    "NCCL_NET_PLUGIN": _LOADS,
-    "NCCL_TUNER_PLUGIN": _LOADS,
-    "NCCL_PROFILER_PLUGIN": _LOADS,
-    "NCCL_ENV_PLUGIN": _LOADS,
+    "NCCL_NET_PLUGIN": LOADS,
+    "NCCL_TUNER_PLUGIN": LOADS,
+    "NCCL_PROFILER_PLUGIN": LOADS,
+    "NCCL_ENV_PLUGIN": LOADS,
     "NCCL_NET": "chooses the network transport by name, a plugin's among them",
-    "NCCL_DEBUG_FILE": _WRITES,
-    "NCCL_TOPO_DUMP_FILE": _WRITES,
-    "NCCL_GRAPH_DUMP_FILE": _WRITES,
-    "NCCL_TOPO_FILE": _READS,
-    "NCCL_GRAPH_FILE": _READS,
-    "NCCL_CONF_FILE": _READS,
-    "NCCL_SOCKET_IFNAME": _DEVICES,
-    "NCCL_SOCKET_FAMILY": _DEVICES,
-    "NCCL_IB_HCA": _DEVICES,
-    "NCCL_COMM_ID": _LISTENS,
-    "NCCL_HOSTID": _LISTENS,
+    "NCCL_DEBUG_FILE": WRITES,
+    "NCCL_TOPO_DUMP_FILE": WRITES,
+    "NCCL_GRAPH_DUMP_FILE": WRITES,
+    "NCCL_TOPO_FILE": READS,
+    "NCCL_GRAPH_FILE": READS,
+    "NCCL_CONF_FILE": READS,
+    "NCCL_SOCKET_IFNAME": DEVICES,
+    "NCCL_SOCKET_FAMILY": DEVICES,
+    "NCCL_IB_HCA": DEVICES,
+    "NCCL_COMM_ID": LISTENS,
+    "NCCL_HOSTID": LISTENS,
     "NCCL_RAS_ENABLE": "opens NCCL's RAS listener",
-    "NCCL_RAS_ADDR": _LISTENS,
+    "NCCL_RAS_ADDR": LISTENS,
     # PyTorch
-    "TORCH_LOGS_OUT": _WRITES,
-    "TORCH_TRACE": _WRITES,
+    "TORCH_LOGS_OUT": WRITES,
+    "TORCH_TRACE": WRITES,
     "TORCH_COMPILE_DEBUG": "writes the compiler's debug tree into the working directory",
-    "TORCH_COMPILE_DEBUG_DIR": _WRITES,
-    "TORCH_NCCL_DUMP_ON_TIMEOUT": _DUMPS,
-    "TORCH_NCCL_DEBUG_INFO_TEMP_FILE": _WRITES,
-    "TORCH_NCCL_DEBUG_INFO_PIPE_FILE": _WRITES,
-    "TORCH_EXTENSIONS_DIR": _LOADS,
-    "TORCH_HOME": _DOWNLOADS,
-    "TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD": _PICKLE,
-    "PYTORCH_TUNABLEOP_FILENAME": _WRITES,
-    "TORCHINDUCTOR_DEBUG_DIR": _WRITES,
+    "TORCH_COMPILE_DEBUG_DIR": WRITES,
+    "TORCH_NCCL_DUMP_ON_TIMEOUT": DUMPS,
+    "TORCH_NCCL_DEBUG_INFO_TEMP_FILE": WRITES,
+    "TORCH_NCCL_DEBUG_INFO_PIPE_FILE": WRITES,
+    "TORCH_EXTENSIONS_DIR": LOADS,
+    "TORCH_HOME": DOWNLOADS,
+    "TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD": PICKLE,
+    "PYTORCH_TUNABLEOP_FILENAME": WRITES,
+    "TORCHINDUCTOR_DEBUG_DIR": WRITES,
     # Triton
     "TRITON_PTXAS_PATH": "runs another assembler binary",
     "TRITON_PTXAS_BLACKWELL_PATH": "runs another assembler binary",
-    "TRITON_LIBCUDA_PATH": _LOADS,
-    "TRITON_LIBDEVICE_PATH": _LOADS,
-    "TRITON_CUDACRT_PATH": _LOADS,
-    "TRITON_CUDART_PATH": _LOADS,
-    "TRITON_CUPTI_LIB_PATH": _TOOL,
-    "TRITON_HOME": _WRITES,
+    "TRITON_LIBCUDA_PATH": LOADS,
+    "TRITON_LIBDEVICE_PATH": LOADS,
+    "TRITON_CUDACRT_PATH": LOADS,
+    "TRITON_CUDART_PATH": LOADS,
+    "TRITON_CUPTI_LIB_PATH": TOOL,
+    "TRITON_HOME": WRITES,
     "TRITON_KERNEL_OVERRIDE": "loads kernels from an override directory instead of compiling them",
-    "TRITON_OVERRIDE_DIR": _LOADS,
-    "TRITON_KERNEL_DUMP": _WRITES,
-    "TRITON_DUMP_DIR": _WRITES,
+    "TRITON_OVERRIDE_DIR": LOADS,
+    "TRITON_KERNEL_DUMP": WRITES,
+    "TRITON_DUMP_DIR": WRITES,
     # ROCm
-    "HSA_TOOLS_LIB": _TOOL,
-    "HSA_TOOLS_REPORT_LOAD_FAILURE": _TOOL,
-    "ROCP_TOOL_LIB": _TOOL,
-    "ROCTX_TOOL_LIB": _TOOL,
-    "HIP_PATH": _LOADS,
-    "ROCM_PATH": _LOADS,
-    "ROCM_HOME": _LOADS,
+    "HSA_TOOLS_LIB": TOOL,
+    "HSA_TOOLS_REPORT_LOAD_FAILURE": TOOL,
+    "ROCP_TOOL_LIB": TOOL,
+    "ROCTX_TOOL_LIB": TOOL,
+    "HIP_PATH": LOADS,
+    "ROCM_PATH": LOADS,
+    "ROCM_HOME": LOADS,
     # the model hub
-    "HF_ENDPOINT": _DOWNLOADS,
-    "HF_HUB_ENABLE_HF_TRANSFER": _DOWNLOADS,
-    "HF_HUB_DISABLE_XET": _DOWNLOADS,
-    "HF_XET_HIGH_PERFORMANCE": _DOWNLOADS,
-    "HF_XET_CACHE": _WRITES,
-    "HF_HUB_USER_AGENT_ORIGIN": _DOWNLOADS,
-    "HF_ALLOW_CODE_EVAL": _LOADS,
+    "HF_ENDPOINT": DOWNLOADS,
+    "HF_HUB_ENABLE_HF_TRANSFER": DOWNLOADS,
+    "HF_HUB_DISABLE_XET": DOWNLOADS,
+    "HF_XET_HIGH_PERFORMANCE": DOWNLOADS,
+    "HF_XET_CACHE": WRITES,
+    "HF_HUB_USER_AGENT_ORIGIN": DOWNLOADS,
+    "HF_ALLOW_CODE_EVAL": LOADS,
     "HF_HUB_DISABLE_IMPLICIT_TOKEN": "the worker's profile decides which credential downloads use",
     # FlashInfer: its kernel-binary repository and its JIT
-    "FLASHINFER_CUBINS_REPOSITORY": _DOWNLOADS,
-    "FLASHINFER_CUBIN_CHECKSUM_DISABLED": _CHECKSUM,
-    "FLASHINFER_CUBIN_DIR": _LOADS,
+    "FLASHINFER_CUBINS_REPOSITORY": DOWNLOADS,
+    "FLASHINFER_CUBIN_CHECKSUM_DISABLED": CHECKSUM,
+    "FLASHINFER_CUBIN_DIR": LOADS,
     "FLASHINFER_NVCC": "runs another compiler binary",
     "FLASHINFER_NVCC_LAUNCHER": "runs a command before the compiler",
     "FLASHINFER_CXX_LAUNCHER": "runs a command before the compiler",
     "FLASHINFER_KDA_PTXAS": "runs another assembler binary",
-    "FLASHINFER_LOGDEST": _WRITES,
-    "FLASHINFER_JIT_BUILD_LOG": _WRITES,
-    "FLASHINFER_AUTOTUNER_LOAD_FROM_FILE": _READS,
-    "FLASHINFER_DSL_FMHA_LOCAL_DIR": _LOADS,
-    "CUTE_CUBIN_PATH": _LOADS,
+    "FLASHINFER_LOGDEST": WRITES,
+    "FLASHINFER_JIT_BUILD_LOG": WRITES,
+    "FLASHINFER_AUTOTUNER_LOAD_FROM_FILE": READS,
+    "FLASHINFER_DSL_FMHA_LOCAL_DIR": LOADS,
+    "CUTE_CUBIN_PATH": LOADS,
     "CUTE_DSL_KEEP": "keeps the compiler's intermediate files in the working directory",
     "CUTE_DSL_COMPILER_OPT": "passes options to the kernel compiler",
-    "GGML_OPENVINO_DEBUG_OUTPUT": _WRITES,
-    # vLLM (vllm/envs.py)
-    "VLLM_ALLOW_INSECURE_SERIALIZATION": _PICKLE,
-    "VLLM_ALLOW_RUNTIME_LORA_UPDATING": "lets API clients load adapters at run time",
-    "VLLM_SERVER_DEV_MODE": "opens development endpoints (collective_rpc, reset, sleep) on the API",
-    "VLLM_USE_MODELSCOPE": _DOWNLOADS,
-    "VLLM_TRACE_FUNCTION": _WRITES,
-    "VLLM_ASSETS_CACHE_MODEL_CLEAN": "deletes downloaded model files after loading",
-    "VLLM_MEDIA_URL_ALLOW_REDIRECTS": _DOWNLOADS,
-    "VLLM_ENABLE_RESPONSES_API_STORE": "keeps every response in the engine's memory",
-    "VLLM_NCCL_SO_PATH": _LOADS,
-    "VLLM_CUDART_SO_PATH": _LOADS,
-    "VLLM_CUDA_COMPATIBILITY_PATH": _LOADS,
-    "VLLM_RUST_FRONTEND_PATH": _LOADS,
-    "VLLM_PLUGINS": _LOADS,
-    "VLLM_DEBUG_DUMP_PATH": _WRITES,
-    "VLLM_TORCH_PROFILER_DIR": _WRITES,
-    # SGLang (sglang/srt/environ.py)
-    "SGLANG_CUDA_COREDUMP": _DUMPS,
-    "SGLANG_CUDA_COREDUMP_BEFORE_CRASH": _DUMPS,
-    "SGLANG_PYSPY_DUMP_BEFORE_CRASH": "runs py-spy on the engine and writes its dump",
-    "SGLANG_USE_MODELSCOPE": _DOWNLOADS,
-    "SGLANG_USE_PICKLE_IPC": _PICKLE,
-    "SGLANG_RUST_SERVER": "replaces the HTTP server the farm talks to",
-    "SGLANG_LOAD_SNAPSHOT_USE_ZMQ": _LISTENS,
-    "SGLANG_IS_IN_CI": "the engine's CI mode, not a setting of a benchmark",
-    "SGLANG_IS_IN_CI_AMD": "the engine's CI mode, not a setting of a benchmark",
-    "SGLANG_PLUGINS": _LOADS,
-    "SGLANG_EXTERNAL_MODEL_PACKAGE": _LOADS,
-    "SGLANG_EXTERNAL_MM_PROCESSOR_PACKAGE": _LOADS,
-    "SGLANG_HTTP_SERVER_APP_PATH": _LOADS,
-    # llama.cpp / ggml
-    "GGML_BACKEND_PATH": _LOADS,
-    "GGML_ET_KERNELS_PATH": _LOADS,
-    "GGML_BACKTRACE_LLDB": "runs a debugger on the engine",
-    "GGML_VULKAN_OUTPUT_TENSOR": _WRITES,
-    "LLAMA_SERVER_CHILD_MODE": "runs the server as another process's child",
-    "LLAMA_APP_CMD": "runs another command",
-    # Ollama
-    "OLLAMA_LLM_LIBRARY": _LOADS,
-    "OLLAMA_MODELS": "names a path on the worker",
-    "OLLAMA_ORIGINS": _LISTENS,
 }
 """Refused whatever the value, each with its reason."""
 
 REFUSED_PREFIXES: dict[str, str] = {
     "LLAMA_ARG_": "llama-server reads it as an option, past the argument policy",
     "SGLANG_ARG": "the engine reads it as an option, past the argument policy",
-    "SGLANG_TEST_": _TESTING,
     "LD_": "loads code: the dynamic loader's settings (preloads, audit libraries, search paths)",
-    "GGML_RPC_": _LISTENS,
-    "GGML_RDMA_": _LISTENS,
-    "GGML_REMOTING_": _LISTENS,
-    "AIP_": "llama-server's Vertex AI mode (its own port and routes)",
-    "MOONCAKE_": _LISTENS,
+    "MOONCAKE_": LISTENS,
     "B12X_PROBE_": "runs a probe command on a source tree",
 }
+"""Families refused whatever the engine (an engine's options by environment too: a container image may run
+another server than the recipe's engine)."""
 
 _NCCL = "NCCL transport and channel tuning (NCCL's documented variables)"
 _NCCL_DEBUG = "NCCL's log level and subsystems (to the engine log)"
@@ -376,81 +336,39 @@ RUNTIME: dict[str, tuple[str, str]] = {
 }
 """Runtime variables every engine may be given: name -> (kind of value, what it tunes)."""
 
-ENGINE_STRINGS: dict[str, tuple[str, str]] = {
+LIBRARY_TUNING: dict[str, tuple[str, str]] = {
     "FLASHINFER_CUDA_ARCH_LIST": (TOKEN, _ARCH),
     "CUTE_DSL_ARCH": (TOKEN, _ARCH),
-    "VLLM_CPU_OMP_THREADS_BIND": (TOKEN, "the CPUs vLLM's CPU backend binds its threads to"),
-    "VLLM_ATTENTION_BACKEND": (TOKEN, "the attention backend by its name in vLLM's fixed list"),
-    "VLLM_DISABLED_KERNELS": (TOKEN, "kernels vLLM may not pick, by name"),
-    "VLLM_LOGGING_LEVEL": (TOKEN, "vLLM's log level"),
-    "VLLM_PP_LAYER_PARTITION": (TOKEN, "how pipeline stages split the layers (numbers)"),
-    "SGLANG_MAMBA_SSM_DTYPE": (TOKEN, "a data type by name"),
-    "SGLANG_MAMBA_CONV_DTYPE": (TOKEN, "a data type by name"),
-}
-"""Engine variables declared as strings (or whose kind the source does not say) that are plain tuning words."""
-
-FORMER_NAMES: dict[str, tuple[str, str]] = {
-    "VLLM_USE_V1": (SWITCH, "an older vLLM's V1 engine switch"),
-    "VLLM_FLASH_ATTN_VERSION": (NUMBER, "an older vLLM's FlashAttention version"),
-    "VLLM_MAX_TOKENS_PER_EXPERT": (NUMBER, "a MoE kernel's token budget in vLLM builds that read it"),
-    "VLLM_XPU_ENABLE_XPU_GRAPH": (SWITCH, "a vLLM XPU build's graph switch (registry XPU recipes)"),
-    "VLLM_XPU_HOST_STAGED_COLLECTIVES": (SWITCH, "a patched vLLM XPU build's collectives through host memory"),
-    "SGLANG_ENABLE_DEEP_GEMM": (SWITCH, "an older SGLang's DeepGEMM switch"),
-    "SGLANG_ENABLE_SPEC_V2": (SWITCH, "an older SGLang's speculative decoding v2 switch"),
-    "SGLANG_EXL3_MAX_BATCH_TOKENS": (NUMBER, "an SGLang EXL3 overlay build's batch budget"),
-    "SGLANG_DISABLE_TP_MEMORY_INBALANCE_CHECK": (SWITCH, "an older SGLang's TP memory balance check"),
     "B12X_MHC_MAX_TOKENS": (NUMBER, "a B12X kernel's token budget in builds that read it"),
     "B12X_ENABLE_DYNAMIC_DOWN_SCALE": (SWITCH, "a B12X kernel switch in builds that read it"),
-    **{
-        f"GGML_SYCL_{name}": (SWITCH, "llama.cpp's SYCL backend switches (its SYCL guide; some from SYCL forks)")
-        for name in (
-            "DISABLE_OPT",
-            "DISABLE_GRAPH",
-            "DISABLE_DNN",
-            "PRIORITIZE_DMMV",
-            "ASYNC_CPY_TENSOR",
-            "ASYNC_PEER_COPY",
-            "COMM_ALLREDUCE",
-            "COMM_SINGLE_KERNEL",
-        )
-    },
 }
-"""Switches and numbers the engines' current packages no longer read (or a fork's build reads), kept because
-registry recipes carry them; a value of their kind only, so they cannot carry a path or a module."""
+"""FlashInfer's (and its CuTe DSL and B12X kernels') variables the farm lists by hand: words its package reads
+without a declared kind, and switches of builds registry recipes ran."""
 
-OWN_PREFIXES: dict[str, tuple[str, ...]] = {
-    "vllm": ("VLLM_",),
-    "sglang": ("SGLANG_", "SGL_"),
-    "llama.cpp": ("GGML_", "LLAMA_"),
-    "flashinfer": ("FLASHINFER_", "B12X_", "CUTE_DSL_"),
+LIBRARIES: dict[str, tuple[tuple[str, ...], str]] = {
+    "flashinfer": (("FLASHINFER_", "B12X_", "CUTE_DSL_"), "flashinfer_environment.json"),
 }
-"""Of each generated table, the names the farm takes as that package's own (the rest, like HOME or HF_TOKEN in
-llama.cpp's sources, are judged by the other tables)."""
+"""Kernel libraries that engines load, each with the prefixes of its own names and its generated table (in this
+folder, from flashinfer-python 0.7.4 by deploy/gen_engine_environment.py)."""
 
-ENGINE_TABLES: dict[str, tuple[str, ...]] = {
-    "vllm": ("vllm", "flashinfer"),
-    "sglang": ("sglang", "flashinfer"),
-    "llama.cpp": ("llama.cpp",),
-}
-"""Which generated tables apply to each engine: its own, and FlashInfer's for the engines that load it."""
 
-OLLAMA: dict[str, tuple[str, str]] = {
-    **{
-        name: (NUMBER, "Ollama's scheduling and memory tuning")
-        for name in (
-            "OLLAMA_NUM_PARALLEL",
-            "OLLAMA_MAX_LOADED_MODELS",
-            "OLLAMA_MAX_QUEUE",
-            "OLLAMA_CONTEXT_LENGTH",
-            "OLLAMA_GPU_OVERHEAD",
-        )
-    },
-    **{
-        name: (SWITCH, "Ollama's scheduling and memory tuning")
-        for name in ("OLLAMA_FLASH_ATTENTION", "OLLAMA_SCHED_SPREAD", "OLLAMA_NEW_ENGINE", "OLLAMA_DEBUG")
-    },
-    "OLLAMA_KV_CACHE_TYPE": (TOKEN, "Ollama's KV cache type"),
-    "OLLAMA_KEEP_ALIVE": (TOKEN, "how long Ollama keeps a model loaded"),
-    "OLLAMA_LOAD_TIMEOUT": (TOKEN, "how long Ollama waits for a model to load"),
-}
-"""Ollama's documented tuning variables (ollama envconfig)."""
+@dataclass(frozen=True)
+class EngineEnvironment:
+    """What one engine's home says of the variables it reads (farm/engines/<engine>/environment.py)."""
+
+    refused: Mapping[str, str] = field(default_factory=dict)
+    """Names refused whatever the value, each with its reason."""
+    refused_prefixes: Mapping[str, str] = field(default_factory=dict)
+    """Families of names refused, each with its reason."""
+    tuning: Mapping[str, tuple[str, str]] = field(default_factory=dict)
+    """Names listed by hand: name -> (kind of value, what it tunes). Strings the package declares that are plain
+    words, and switches older releases or forks read that registry recipes carry."""
+    own_prefixes: tuple[str, ...] = ()
+    """The prefixes of the engine's own names in its generated table (the rest, like HOME or HF_TOKEN in
+    llama.cpp's sources, are judged by the runtime tables)."""
+    declared: Path | None = None
+    """The table generated from the engine's package (deploy/gen_engine_environment.py), if it has one."""
+    libraries: tuple[str, ...] = ()
+    """Kernel libraries (LIBRARIES) the engine loads, whose variables it reads too."""
+    rewrites: tuple[tuple[str, str], ...] = ()
+    """Prefixes the engine renames at start (SGLang reads SGL_X as SGLANG_X): a name is judged as what it reads."""

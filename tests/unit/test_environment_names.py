@@ -3,19 +3,29 @@ engines' generated tables gets a verdict, and a value is judged by the kind its 
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
-from farm.engines.environment import _generated, check_recipe_environment, refused_reason, value_refused_reason
-from farm.engines.environment_names import ENGINE_STRINGS, OWN_PREFIXES, REFUSED, RUNTIME
+import farm.engines
+from farm.engines.environment import (
+    _generated,
+    check_recipe_environment,
+    engine_environment,
+    refused_reason,
+    value_refused_reason,
+)
+from farm.engines.environment_names import LIBRARIES, REFUSED, RUNTIME
 from farm.errors import ArgumentPolicyError
 
 ENGINES = ("vllm", "sglang", "llama.cpp", "ollama", "tabbyapi")
+ENGINES_DIR = Path(farm.engines.__file__).parent
 
 
 @pytest.mark.parametrize("engine", ENGINES)
 def test_every_refused_name_is_refused_with_its_reason(engine: str) -> None:
-    """A name on the refused list never passes, whichever engine the recipe names, and says why."""
-    for name, why in REFUSED.items():
+    """A name on the shared refused list or the engine's own never passes for that engine, and says why."""
+    for name, why in {**REFUSED, **engine_environment(engine).refused}.items():
         assert refused_reason(name, engine) == why, name
 
 
@@ -26,18 +36,20 @@ def test_runtime_names_pass_for_every_engine() -> None:
             assert refused_reason(name, engine) is None, (name, engine)
 
 
-@pytest.mark.parametrize("package", ["vllm", "sglang", "llama.cpp", "flashinfer"])
-def test_every_generated_name_gets_a_verdict(package: str) -> None:
-    """Each name an engine's package reads is either refused with a reason or passes with a kind of value; a
-    declared string passes only where the farm lists it as a plain word."""
-    engine = "vllm" if package == "flashinfer" else package
-    table = _generated(package)
+@pytest.mark.parametrize("engine", ["vllm", "sglang", "llama.cpp"])
+def test_every_generated_name_gets_a_verdict(engine: str) -> None:
+    """Each name an engine's package (and FlashInfer's, for the engines that load it) reads is refused with a reason
+    or passes with a kind of value; a declared string passes only where a hand list names it."""
+    home = engine_environment(engine)
+    assert home.declared is not None
+    tables = [(home.own_prefixes, _generated(str(home.declared)))]
+    tables += [(LIBRARIES[lib][0], _generated(str(ENGINES_DIR / LIBRARIES[lib][1]))) for lib in home.libraries]
     passed = 0
-    for name, declared in table.items():
-        why = refused_reason(name, engine)
-        if why is None and name.startswith(OWN_PREFIXES[package]):
-            passed += 1
-            assert declared["kind"] not in ("str", "json", "list") or name in ENGINE_STRINGS, name
+    for prefixes, table in tables:
+        for name, declared in table.items():
+            if name.startswith(prefixes) and refused_reason(name, engine) is None:
+                passed += 1
+                assert declared["kind"] not in ("str", "json", "list") or name in home.tuning or "_ARCH" in name, name
     assert passed > 100
 
 
