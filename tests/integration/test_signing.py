@@ -184,7 +184,8 @@ def test_a_change_behind_the_store_is_caught_by_verify(
     found = verdicts(store)
     assert found[untouched] == (Verdict.VERIFIED, "")
     verdict, reason = found[changed]
-    assert verdict is Verdict.CHANGED and verdict.failed
+    assert verdict is Verdict.CHANGED
+    assert verdict.failed
     assert named in reason
     assert not verified_flag(raw, changed)
     assert verified_flag(raw, untouched)
@@ -198,7 +199,8 @@ def test_an_unknown_key_is_reported_as_unknown_not_as_tampering(
     key = HostKey.generate()
     job_id = deliver(store, make_recipe(), make_result(), key, register=False)
     verdict, reason = verdicts(store)[job_id]
-    assert verdict is Verdict.UNKNOWN_KEY and verdict.failed
+    assert verdict is Verdict.UNKNOWN_KEY
+    assert verdict.failed
     assert reason == f"signed by unknown key {key.key_id}"
     assert not verified_flag(raw, job_id)
     key_id, checks = store.trust_key(key.public.line("host-a"))
@@ -212,7 +214,8 @@ def test_an_unsigned_run_is_reported_unsigned_and_never_verified(
     """A run delivered without a signature is `unsigned`: not a failure of verify, never verified."""
     job_id = deliver(store, make_recipe(), make_result(), None)
     verdict, _ = verdicts(store)[job_id]
-    assert verdict is Verdict.UNSIGNED and not verdict.failed
+    assert verdict is Verdict.UNSIGNED
+    assert not verdict.failed
     assert not verified_flag(raw, job_id)
 
 
