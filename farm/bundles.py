@@ -26,7 +26,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Any
 
-from sqlalchemy import Connection, bindparam, insert, select
+from sqlalchemy import Connection, LargeBinary, bindparam, insert, select, type_coerce
 
 import farm
 from farm.domain import Figure, JobState, RunSignature, summarize
@@ -35,7 +35,9 @@ from farm.filters import ResultFilter
 from farm.signing.keys import PublicKey
 from farm.signing.runs import RunContent, Verdict, check
 from farm.store import Store, signatures
-from farm.store.models import Job, RecipeRow, Run, RunSignatureRow, RunSummary, Sample
+from farm.store.models import Job, MeasurementRow, RecipeRow, Run, RunSignatureRow, RunSummary, Sample
+from farm.store.params_codec import decode as decode_params
+from farm.store.params_codec import encode as encode_params
 from farm.store.records import RunState
 
 BUNDLE_FORMAT = "farm-bundle/v1"
@@ -154,6 +156,15 @@ def _export_lines(
     ):
         if data is not None:
             samples.setdefault(run_id, {}).setdefault(figure_key, {})[index] = base64.b64encode(data).decode("ascii")
+    params: dict[tuple[int, str], str] = {
+        (run_id, key): base64.b64encode(data).decode("ascii")
+        for run_id, key, data in conn.execute(
+            select(MeasurementRow.run_id, MeasurementRow.key, type_coerce(MeasurementRow.params, LargeBinary)).where(
+                MeasurementRow.run_id.in_(ids)
+            ),
+            {"run_ids": run_ids},
+        )
+    }
     for run_id in run_ids:
         content, problems = contents[run_id]
         name = f"{content.job_id} attempt {content.attempt}"
@@ -199,7 +210,7 @@ def _export_lines(
                     "failed_requests": content.failed_requests,
                     "total_requests": content.total_requests,
                 },
-                "figures": list(content.figures),
+                "figures": [{**f, "params_bytes": params[(run_id, f["key"])]} for f in content.figures],
                 "samples": {
                     k: [by_index[i] for i in sorted(by_index)] for k, by_index in samples.get(run_id, {}).items()
                 },
@@ -219,6 +230,8 @@ class _BundleRun:
     job: dict[str, Any]
     run: dict[str, Any]
     figures: list[dict[str, Any]]
+    params: dict[str, bytes]
+    """Each figure's params as the store keeps them (farm.store.params_codec), by key."""
     samples: dict[str, list[bytes]]
     provenance: dict[str, Any]
     signature: RunSignature
@@ -290,7 +303,13 @@ def read_bundle(path: Path) -> _Bundle:
                                 line=number,
                                 job=dict(item["job"]),
                                 run=dict(item["run"]),
-                                figures=[dict(f) for f in item["figures"]],
+                                figures=[
+                                    {k: v for k, v in dict(f).items() if k != "params_bytes"} for f in item["figures"]
+                                ],
+                                params={
+                                    str(f["key"]): base64.b64decode(f["params_bytes"], validate=True)
+                                    for f in item["figures"]
+                                },
                                 samples={
                                     str(k): [base64.b64decode(b, validate=True) for b in blobs]
                                     for k, blobs in dict(item["samples"]).items()
@@ -321,6 +340,12 @@ def _run_problems(run: _BundleRun, bundle: _Bundle, trusted: set[str]) -> tuple[
     except (ValueError, KeyError, TypeError) as exc:
         return Verdict.CHANGED, [f"{type(exc).__name__}: {exc}"]
     problems = list(result.problems) if result.verdict.failed else []
+    for figure in run.figures:
+        blob = run.params.get(str(figure.get("key")), b"")
+        if hashlib.sha256(blob).hexdigest() != figure.get("params_sha256"):
+            problems.append(f"figure {figure.get('key')}: its params do not hash to what was signed")
+        elif encode_params(decode_params(blob)) != blob:
+            problems.append(f"figure {figure.get('key')}: this farm would store its params as other bytes")
     sha = str(run.job.get("recipe_sha256"))
     document = bundle.recipes.get(sha)
     if document is None:
@@ -465,7 +490,7 @@ def _store_run(
             values=tuple(float(v) for v in f["values"]),
             summary=summarize([float(v) for v in f["values"]]),
             workload=f.get("workload"),
-            params=dict(f.get("params") or {}),
+            params=decode_params(run.params[str(f["key"])]),
             requested_repeats=f.get("requested_repeats"),
         )
         for f in run.figures

@@ -10,11 +10,10 @@ A run's statement is a small JSON object that binds, by sha256, four parts:
 
 The digest is sha256 of the statement's canonical JSON; the signature is Ed25519 over `SIGNED_PREFIX` + digest.
 Canonical JSON, so that any program can write the same bytes: keys sorted by code point, no whitespace,
-ASCII only (`\\uXXXX`, lower-case hex, surrogate pairs beyond the BMP), every NUL made U+FFFD first (the store
-keeps NUL so: farm.store.db), tuples as lists, and numbers by value: an integer, or a float with an integral
-value, as its exact decimal integer (`600.0` is `600`); any other float as the shortest decimal that reads
-back as the same binary64 (Python's `repr`); NaN and infinities refused. So a float a database hands back as
-an integer, or an integer as a float, still digests the same.
+ASCII only (`\\uXXXX`, lower-case hex, surrogate pairs beyond the BMP), integers as integers, floats as the
+shortest decimal that reads back as the same binary64 in Python's `repr` form (`600.0`, `1e-07`); NaN and
+infinities refused: what Python's `json.dumps(v, sort_keys=True, separators=(",", ":"))` writes. The signer
+first normalizes the run (`normalized`) so that every store hands back exactly what was signed.
 """
 
 from __future__ import annotations
@@ -36,16 +35,18 @@ class CanonicalError(ValueError):
     """A value that has no canonical form (NaN, infinity, a key that is not a string, an unknown type)."""
 
 
-def _plain(value: Any) -> Any:
-    """`value` with every number put in its canonical shape and every string's NUL made U+FFFD."""
-    if value is None or isinstance(value, bool):
-        return value
-    if isinstance(value, int):
+def normalized(value: Any) -> Any:
+    """`value` as the signer keeps it, so that every store gives it back the same: every string's NUL made U+FFFD,
+    -0.0 made 0.0 and a float with an integral value of magnitude 1e16 or more made that integer (PostgreSQL's
+    JSONB keeps neither), tuples made lists. CanonicalError for NaN, infinities, non-string keys, other types."""
+    if value is None or isinstance(value, bool | int):
         return value
     if isinstance(value, float):
         if not math.isfinite(value):
             raise CanonicalError(f"{value!r} has no canonical form")
-        return int(value) if value.is_integer() else value
+        if value == 0.0:
+            return 0.0
+        return int(value) if abs(value) >= 1e16 and value.is_integer() else value
     if isinstance(value, str):
         return value.replace("\x00", "\ufffd") if "\x00" in value else value
     if isinstance(value, Mapping):
@@ -53,16 +54,20 @@ def _plain(value: Any) -> Any:
         for key, item in value.items():
             if not isinstance(key, str):
                 raise CanonicalError(f"a key {key!r} that is not a string has no canonical form")
-            out[key.replace("\x00", "\ufffd")] = _plain(item)
+            out[key.replace("\x00", "\ufffd")] = normalized(item)
         return out
     if isinstance(value, list | tuple):
-        return [_plain(item) for item in value]
+        return [normalized(item) for item in value]
     raise CanonicalError(f"a {type(value).__name__} has no canonical form")
 
 
 def canonical_json(value: Any) -> bytes:
-    """The canonical JSON bytes of a JSON-like value (see the module docstring)."""
-    return json.dumps(_plain(value), sort_keys=True, separators=(",", ":"), ensure_ascii=True).encode("ascii")
+    """The canonical JSON bytes of a normalized JSON-like value (see the module docstring)."""
+    try:
+        text = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=True, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise CanonicalError(str(exc)) from exc
+    return text.encode("ascii")
 
 
 def sha256_hex(data: bytes) -> str:
@@ -77,10 +82,11 @@ def figure_document(
     unit: str,
     workload: str | None,
     values: Sequence[float],
-    params: Mapping[str, Any],
+    params_sha256: str,
     requested_repeats: int | None,
 ) -> dict[str, Any]:
-    """One figure as it is signed."""
+    """One figure as it is signed: its parameters by the sha256 of their stored bytes (farm.store.params_codec),
+    as samples are, so a check need not decode them."""
     return {
         "key": key,
         "kind": kind,
@@ -88,7 +94,7 @@ def figure_document(
         "unit": unit,
         "workload": workload,
         "values": list(values),
-        "params": dict(params),
+        "params_sha256": params_sha256,
         "requested_repeats": requested_repeats,
     }
 

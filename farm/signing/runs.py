@@ -18,6 +18,7 @@ from typing import Any
 from farm.domain import Figure, RunResult, RunSignature
 from farm.signing import canonical
 from farm.signing.keys import HostKey, PublicKey
+from farm.store.params_codec import encode as encode_params
 from farm.store.sample_codec import encode as encode_samples
 
 
@@ -79,14 +80,15 @@ class RunContent:
 
 
 def figure_document(figure: Figure) -> dict[str, Any]:
+    """A figure as it is signed (its values normalized, its params by the sha256 of the bytes the store keeps)."""
     return canonical.figure_document(
         key=figure.key,
         kind=figure.kind,
         metric=figure.metric,
         unit=figure.unit,
         workload=figure.workload,
-        values=[float(value) for value in figure.values],
-        params=figure.params,
+        values=canonical.normalized([float(value) for value in figure.values]),
+        params_sha256=hashlib.sha256(encode_params(dict(figure.params))).hexdigest(),
         requested_repeats=figure.requested_repeats,
     )
 
@@ -129,8 +131,17 @@ def sign(content: RunContent, key: HostKey) -> RunSignature:
 
 
 def sign_result(job_id: str, attempt: int, worker_id: str, result: RunResult, key: HostKey) -> RunResult:
-    """The result with its signature (made over everything but its artifacts, which are not signed)."""
-    return replace(result, signature=sign(content_of(job_id, attempt, worker_id, result), key))
+    """The result, normalized (canonical.normalized: what every store gives back unchanged), with its signature
+    (made over everything but its artifacts, which are not signed). CanonicalError (a ValueError) for a result
+    with no canonical form."""
+    normal = replace(
+        result,
+        provenance=canonical.normalized(dict(result.provenance)),
+        figures=tuple(
+            replace(figure, values=tuple(canonical.normalized(list(figure.values)))) for figure in result.figures
+        ),
+    )
+    return replace(normal, signature=sign(content_of(job_id, attempt, worker_id, normal), key))
 
 
 @dataclass(frozen=True)

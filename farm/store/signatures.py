@@ -20,9 +20,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, bindparam, select, update
+from sqlalchemy import Connection, LargeBinary, bindparam, select, type_coerce, update
 
-from farm.domain import RunSignature, summarize
+from farm.domain import RunSignature
 from farm.errors import SigningError
 from farm.signing.keys import PublicKey, is_fingerprint
 from farm.signing.runs import Check, RunContent, Verdict, check
@@ -188,18 +188,6 @@ def record_delivery(
     return result
 
 
-def _summary_problems(key: str, row: Any) -> list[str]:
-    """A stored figure whose summary columns no longer follow from its values (what readers show)."""
-    values = [float(value) for value in row.values]
-    expected = summarize(values)
-    for name in ("n", "mean", "median", "min", "max", "stdev", "spread"):
-        stored = getattr(row, name)
-        wanted = getattr(expected, name)
-        if not math.isclose(float(stored), float(wanted), rel_tol=1e-9, abs_tol=1e-12):
-            return [f"figure {key}: its {name} {stored} does not follow from its values"]
-    return []
-
-
 def stored_contents(conn: Connection, run_ids: Sequence[int]) -> dict[int, tuple[RunContent, list[str]]]:
     """The signed content of stored runs as the store holds it now (figures, the sha256 of each repeat's sample
     bytes, provenance), with any stored summary that no longer follows from its figure's values."""
@@ -215,6 +203,7 @@ def stored_contents(conn: Connection, run_ids: Sequence[int]) -> dict[int, tuple
     m = MeasurementRow
     figures: dict[int, list[dict[str, Any]]] = defaultdict(list)
     problems: dict[int, list[str]] = defaultdict(list)
+    params_bytes = type_coerce(m.params, LargeBinary)  # hashed as stored, never decoded
     for row in conn.execute(
         select(
             m.run_id,
@@ -224,18 +213,16 @@ def stored_contents(conn: Connection, run_ids: Sequence[int]) -> dict[int, tuple
             m.unit,
             m.workload,
             m.values,
-            m.params,
+            params_bytes.label("params"),
             m.requested_repeats,
             m.n,
             m.mean,
-            m.median,
             m.min,
             m.max,
-            m.stdev,
-            m.spread,
         ).where(m.run_id.in_(ids)),
         {"run_ids": list(run_ids)},
     ):
+        values = row.values
         figures[row.run_id].append(
             {
                 "key": row.key,
@@ -243,12 +230,17 @@ def stored_contents(conn: Connection, run_ids: Sequence[int]) -> dict[int, tuple
                 "metric": row.metric,
                 "unit": row.unit,
                 "workload": row.workload,
-                "values": list(row.values),
-                "params": dict(row.params or {}),
+                "values": values,
+                "params_sha256": hashlib.sha256(row.params).hexdigest(),
                 "requested_repeats": row.requested_repeats,
             }
         )
-        problems[row.run_id] += _summary_problems(row.key, row)
+        if (
+            row.n != len(values)
+            or (values and (row.min != min(values) or row.max != max(values)))
+            or (values and not math.isclose(row.mean, math.fsum(values) / len(values), rel_tol=1e-9))
+        ):
+            problems[row.run_id].append(f"figure {row.key}: its stored summary does not follow from its values")
     repeats: dict[int, dict[str, dict[int, str]]] = defaultdict(lambda: defaultdict(dict))
     for run_id, key, index, data, legacy in conn.execute(
         select(Sample.run_id, Sample.figure_key, Sample.repeat_index, Sample.data, Sample.samples).where(

@@ -153,7 +153,7 @@ def _attempt(conn: sa.Connection, run_id: int) -> None:
     ("change", "named"),
     [
         (_change_figure, "figures changed"),
-        (_change_summary, f"figure {KEYS[0]}: its mean"),
+        (_change_summary, f"figure {KEYS[0]}: its stored summary"),
         (_change_sample, "samples changed"),
         (_provenance_change(_argv), "provenance changed"),
         (_provenance_change(_image), "provenance changed"),
