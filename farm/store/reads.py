@@ -62,6 +62,8 @@ def conditions(filters: ResultFilter, table: Any = RunSummary) -> list[ColumnEle
     where: list[ColumnElement[bool]] = []
     if filters.real_only:
         where.append(table.origin != Origin.SIMULATED.value)
+    if filters.verified_only and table is RUN_SUMMARY:
+        where.append(table.verified.is_(True))
     origins = filters.origin_statuses
     if origins and not (filters.statuses and set(filters.statuses) - origins):
         # Only measured/simulated asked: select runs by origin. With complete/incomplete too, an entry passes
@@ -114,6 +116,12 @@ def _engine_condition(table: Any, wanted: str) -> ColumnElement[bool]:
     return or_(table.engine_name == wanted, _version_condition(table, wanted))
 
 
+def _selects_runs(filters: ResultFilter) -> bool:
+    """Whether the filters select runs within a group (by time, job, or verification), so `group_stats`, pooled
+    over every run of a group, cannot answer."""
+    return filters.since is not None or filters.until is not None or bool(filters.job_ids) or filters.verified_only
+
+
 def _filtered(query: Q, filters: ResultFilter) -> Q:
     """The query (a select over run_summaries) restricted by the filters."""
     where = conditions(filters)
@@ -134,7 +142,7 @@ def leaderboard(store: Store, filters: ResultFilter) -> list[LeaderboardRow]:
     Filters that select whole groups (model, hardware, engine, origin) read `group_stats`, kept pooled as
     runs are stored: a few rows per group at any number of runs. Filters that select runs (since, until, job)
     pool `measurements` over the selected `run_summaries` instead."""
-    if filters.since is None and filters.until is None and not filters.job_ids:
+    if not _selects_runs(filters):
         return _leaderboard_from_stats(store, filters)
     stats_query = _filtered(
         select(
@@ -177,11 +185,8 @@ def leaderboard(store: Store, filters: ResultFilter) -> list[LeaderboardRow]:
             )
             for r in conn.execute(stats_query)
         ]
-        job_ids = {
-            (sha, cls, name, version, origin): text.split(",")
-            for sha, cls, name, version, origin, text in conn.execute(jobs_query)
-        }
-    return rows(stats, job_ids)
+        job_ids, verified = _jobs_and_verified(conn.execute(jobs_query))
+    return rows(stats, job_ids, verified)
 
 
 def _jobs_by_group(store: Store, filters: ResultFilter) -> Any:
@@ -198,7 +203,18 @@ def _jobs_by_group(store: Store, filters: ResultFilter) -> Any:
         if store.url.startswith("postgres")
         else func.group_concat(RunSummary.job_id, ",")
     )
-    return _filtered(select(*group, joined).group_by(*group), filters)
+    verified = func.sum(case((RunSummary.verified.is_(True), 1), else_=0))
+    return _filtered(select(*group, joined, verified).group_by(*group), filters)
+
+
+def _jobs_and_verified(found: Any) -> tuple[dict[Any, list[str]], dict[Any, int]]:
+    """Each group's job ids and how many of its runs are verified, from `_jobs_by_group`'s rows."""
+    job_ids: dict[Any, list[str]] = {}
+    verified: dict[Any, int] = {}
+    for sha, cls, name, version, origin, text, count in found:
+        job_ids[(sha, cls, name, version, origin)] = text.split(",")
+        verified[(sha, cls, name, version, origin)] = int(count or 0)
+    return job_ids, verified
 
 
 def _leaderboard_from_stats(store: Store, filters: ResultFilter) -> list[LeaderboardRow]:
@@ -209,18 +225,15 @@ def _leaderboard_from_stats(store: Store, filters: ResultFilter) -> list[Leaderb
     jobs_query = _jobs_by_group(store, filters)
     with store._read("cannot read the leaderboard") as conn:
         stats = [GroupStat(*row) for row in conn.execute(stats_query)]  # the columns are GroupStat's, in order
-        job_ids = {
-            (sha, cls, name, version, origin): text.split(",")
-            for sha, cls, name, version, origin, text in conn.execute(jobs_query)
-        }
-    return rows(stats, job_ids)
+        job_ids, verified = _jobs_and_verified(conn.execute(jobs_query))
+    return rows(stats, job_ids, verified)
 
 
 def _entry_groups(store: Store, filters: ResultFilter) -> dict[tuple[Any, ...], tuple[str, float]]:
     """(group columns, key) → (unit, pooled mean) of every entry, computed in SQL: what ranking needs.
 
     From `group_stats` when no filter selects runs by time or job; else pooled from the selected runs."""
-    if filters.since is None and filters.until is None and not filters.job_ids:
+    if not _selects_runs(filters):
         stat = GroupFigureStat
         kept = select(
             stat.recipe_id,

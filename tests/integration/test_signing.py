@@ -270,3 +270,24 @@ def private_forms(private: Any, serialization: Any) -> list[str]:
     ).decode()
     body = "".join(line for line in pem.splitlines() if not line.startswith("-----"))
     return [body, raw.hex(), base64.b64encode(raw).decode(), repr(raw)[2:-1]]
+
+
+def test_the_leaderboard_marks_verified_rows_and_can_show_only_them(
+    store: Store, make_recipe: Callable[..., Recipe], make_result: Callable[..., RunResult]
+) -> None:
+    """A group whose runs are all verified is marked verified; `verified_only` leaves out the runs that are not,
+    whichever table the leaderboard reads (group_stats unfiltered, the runs when filtered)."""
+    from farm.filters import ResultFilter
+    from farm.store import reads
+
+    trusted, other = HostKey.generate(), HostKey.generate()
+    verified_job = deliver(store, make_recipe("recipe-a"), make_result(), trusted)
+    store.trust_key(trusted.key_id)
+    untrusted_job = deliver(store, make_recipe("recipe-b"), make_result(), other, worker="host-b-w1")
+    board = {row.recipe_id: row for row in reads.leaderboard(store, ResultFilter())}
+    assert board["recipe-a"].verified
+    assert board["recipe-a"].to_json()["verified"] is True
+    assert not board["recipe-b"].verified
+    only = reads.leaderboard(store, ResultFilter(verified_only=True))
+    assert [(row.recipe_id, row.job_ids) for row in only] == [("recipe-a", (verified_job,))]
+    assert untrusted_job not in {job for row in only for job in row.job_ids}
