@@ -106,7 +106,8 @@ def rows(
                     job_ids=tuple(sorted((job_ids or {}).get(group, ()))),
                     origin=decode.origin,
                     requested=decode.requested,
-                    verified_runs=(verified or {}).get(group, 0),
+                    verified_runs=(count := (verified or {}).get(group, 0)),
+                    verified=count > 0 and count >= len((job_ids or {}).get(group, ())),
                 )
             )
     out.sort(key=lambda row: (ORIGIN_ORDER.get(row.origin, 9), row.model_id, row.workload, -row.decode_tok_s.mean))

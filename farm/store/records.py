@@ -100,15 +100,12 @@ class LeaderboardRow:
     """1 is the fastest decode of its workload among rows of the same origin."""
     verified_runs: int = 0
     """The group's runs signed by a trusted key that matched their signatures at their last check."""
+    verified: bool = False
+    """Every run of the row is verified (farm.signing): what readers mark, as they mark simulated rows."""
 
     @property
     def incomplete(self) -> bool:
         return self.requested is not None and self.decode_tok_s.n < self.requested
-
-    @property
-    def verified(self) -> bool:
-        """Every run of the row is verified (farm.signing): what readers mark, as they mark simulated rows."""
-        return self.verified_runs > 0 and self.verified_runs >= len(self.job_ids)
 
     def to_json(self) -> dict[str, Any]:
         """The row as JSON data: every field, `decode_tok_s` as its own object (what `dataclasses.asdict` gives,
@@ -117,7 +114,6 @@ class LeaderboardRow:
         stat = self.decode_tok_s
         data["decode_tok_s"] = {"n": stat.n, "mean": stat.mean, "min": stat.min, "max": stat.max, "spread": stat.spread}
         data["job_ids"] = list(self.job_ids)
-        data["verified"] = self.verified
         return data
 
 
