@@ -47,6 +47,54 @@ class KeyView:
 
 
 @dataclass(frozen=True)
+class StoredSignature:
+    """A succeeded run's signature as stored, with the verdict of its last check (what the API serves)."""
+
+    job_id: str
+    attempt: int
+    worker_id: str
+    status: str
+    """farm.signing.runs.Verdict; `unsigned` when nobody signed the run."""
+    key_id: str | None = None
+    scheme: str | None = None
+    signature: str | None = None
+    digest: str | None = None
+    figures_sha256: str | None = None
+    samples_sha256: str | None = None
+    provenance_sha256: str | None = None
+    checked_at: datetime | None = None
+    origin_farm: str | None = None
+
+
+def stored_signature(conn: Connection, job_id: str) -> StoredSignature | None:
+    """The signature of the job's succeeded run (None when it has none)."""
+    row = conn.execute(
+        select(RunSummary.job_id, RunSummary.attempt, RunSummary.worker_id, RunSignatureRow)
+        .join(RunSignatureRow, RunSignatureRow.run_id == RunSummary.run_id, isouter=True)
+        .where(RunSummary.job_id == job_id)
+    ).first()
+    if row is None:
+        return None
+    if row.key_id is None:
+        return StoredSignature(row.job_id, row.attempt, row.worker_id, Verdict.UNSIGNED.value)
+    return StoredSignature(
+        job_id=row.job_id,
+        attempt=row.attempt,
+        worker_id=row.worker_id,
+        status=row.status,
+        key_id=row.key_id,
+        scheme=row.scheme,
+        signature=row.signature,
+        digest=row.digest,
+        figures_sha256=row.figures_sha256,
+        samples_sha256=row.samples_sha256,
+        provenance_sha256=row.provenance_sha256,
+        checked_at=row.checked_at,
+        origin_farm=row.origin_farm,
+    )
+
+
+@dataclass(frozen=True)
 class RunCheck:
     """One stored run checked by `verify`."""
 

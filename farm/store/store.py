@@ -86,7 +86,7 @@ if TYPE_CHECKING:
 
     from farm.recipes.model import Recipe  # only named in signatures: the store's readers start without pydantic
     from farm.signing.keys import PublicKey
-    from farm.store.signatures import KeyView, RunCheck
+    from farm.store.signatures import KeyView, RunCheck, StoredSignature
 
 HOST_LOST_MESSAGE = "the worker's lease expired: host lost"
 
@@ -1243,3 +1243,13 @@ class Store:
 
         with self._read("cannot read the keys") as conn:
             return signatures.list_keys(conn)
+
+    def signature(self, job_id: str) -> StoredSignature:
+        """The signature of the job's succeeded run and its last verdict; JobNotFound when it has no such run."""
+        from farm.store import signatures
+
+        with self._read(f"cannot read the signature of job {job_id!r}") as conn:
+            found = signatures.stored_signature(conn, job_id)
+        if found is None:
+            raise JobNotFound(f"job {job_id!r} has no succeeded run")
+        return found
