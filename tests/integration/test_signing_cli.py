@@ -107,7 +107,8 @@ def test_a_worker_signs_its_run_and_every_command_checks_it(tmp_path: Path, capf
                 _get(base + "/healthz")
                 break
             except OSError:
-                assert serve.poll() is None and time.monotonic() < deadline, "farm serve did not start"
+                if serve.poll() is not None or time.monotonic() > deadline:
+                    pytest.fail("farm serve did not start")
                 time.sleep(0.2)
         keys = _get(base + "/v1/keys")
         assert [(k["key_id"], k["trusted"]) for k in keys["keys"]] == [(key.key_id, True)]
