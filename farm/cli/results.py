@@ -195,7 +195,7 @@ def aggregate_command(
             incomplete = incomplete or e.incomplete
             table.add_row(
                 e.recipe.recipe_id[:40],
-                e.hardware_class + (" (sim)" if e.simulated else ""),
+                e.hardware_class + (" (sim)" if e.simulated else "") + (" (verified)" if e.verified else ""),
                 f"{e.engine_name} {(e.engine_version or '').split('+')[0]}",
                 e.key,
                 e.unit,

@@ -397,6 +397,7 @@ _RUN_COLUMNS = (
     RunSummary.hardware_id,
     RunSummary.hardware_count,
     RunSummary.requested_repeats,
+    RunSummary.verified,
 )
 _PROVENANCE_COLUMNS = (
     RunSummary.run_id,
@@ -517,6 +518,8 @@ class _RunSet:
     first_at: datetime
     last_at: datetime
     provenance: tuple[ProvenanceSummary, ...]
+    verified: bool
+    """Every run of the list is verified (run_summaries.verified)."""
 
 
 def _run_set(group: _Group, run_ids_text: str) -> _RunSet:
@@ -531,6 +534,7 @@ def _run_set(group: _Group, run_ids_text: str) -> _RunSet:
         first_at=times[order[0]][0],
         last_at=times[order[-1]][0],
         provenance=() if group.provenance is None else tuple(_provenance(group.provenance[ids[i]]) for i in order),
+        verified=all(bool(row.verified) for row in rows),
     )
 
 
@@ -612,6 +616,7 @@ def _entry(
         provenance=run_set.provenance,
         rank=ranks.get((*group.columns, row.key)),
         origin=origin,
+        verified=run_set.verified,
     )
 
 

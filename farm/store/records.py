@@ -216,6 +216,8 @@ class Entry:
     provenance: tuple[ProvenanceSummary, ...] = ()
     rank: int | None = None
     origin: str = "launched"
+    verified: bool = False
+    """Every run the entry pools is signed by a trusted key and matched its signature at its last check."""
 
     @property
     def incomplete(self) -> bool:

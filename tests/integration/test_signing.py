@@ -291,3 +291,24 @@ def test_the_leaderboard_marks_verified_rows_and_can_show_only_them(
     only = reads.leaderboard(store, ResultFilter(verified_only=True))
     assert [(row.recipe_id, row.job_ids) for row in only] == [("recipe-a", (verified_job,))]
     assert untrusted_job not in {job for row in only for job in row.job_ids}
+
+
+def test_aggregated_entries_are_marked_verified_and_can_be_only_those(
+    store: Store, make_recipe: Callable[..., Recipe], make_result: Callable[..., RunResult]
+) -> None:
+    """`aggregate`, `results` and the exports read entries: an entry pooling only verified runs is marked
+    verified (in its JSON too); the `verified` filter keeps only those runs."""
+    from farm.filters import ResultFilter
+    from farm.report.aggregate import entry_json
+    from farm.store import reads
+
+    trusted = HostKey.generate()
+    deliver(store, make_recipe("recipe-a"), make_result(), trusted)
+    store.trust_key(trusted.key_id)
+    deliver(store, make_recipe("recipe-b"), make_result(), None)
+    entries = {e.recipe.recipe_id: e for e in reads.iter_entries(store, ResultFilter())}
+    assert entries["recipe-a"].verified
+    assert entry_json(entries["recipe-a"])["verified"] is True
+    assert not entries["recipe-b"].verified
+    only = list(reads.iter_entries(store, ResultFilter(verified_only=True)))
+    assert {e.recipe.recipe_id for e in only} == {"recipe-a"}
