@@ -14,10 +14,10 @@ whole store: every figure, the bytes of every repeat's samples, every provenance
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import os
 import sys
-import time
 from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
@@ -25,7 +25,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import store_scale  # noqa: E402 - the sibling benchmark, found through the path above
+store_scale: Any = importlib.import_module("store_scale")  # the sibling benchmark, on the path just above
 
 from farm.domain import RunResult  # noqa: E402
 from farm.logs import configure  # noqa: E402
@@ -33,7 +33,7 @@ from farm.signing.keys import HostKey  # noqa: E402
 from farm.signing.runs import sign_result  # noqa: E402
 from farm.store import Store  # noqa: E402
 
-KEY_DIR = Path("/tmp/farm-bench-verify-key")  # noqa: S108 - a benchmark's own scratch key
+KEY_DIR = Path("/tmp/farm-bench-verify-key")
 
 
 class SigningStore(Store):
@@ -61,6 +61,7 @@ def main() -> None:
     key = HostKey.load_or_create(KEY_DIR)
     template = store_scale.load_template(args.template)
     store = SigningStore.open(args.database_url, auto_upgrade=True)
+    assert isinstance(store, SigningStore)
     store.key = key
     for index in range(12):  # the builder's workers: host-<n>-w1
         store.register_worker(f"host-{index}-w1", f"host-{index}", ["any"], public_key=key.public)
@@ -73,7 +74,7 @@ def main() -> None:
     print(f"{runs} runs ({fill_s:.0f} s to fill, signed on delivery)", file=sys.stderr)
 
     env = {**os.environ, "FARM_DATABASE_URL": args.database_url}
-    out = Path(f"/tmp/farm-bench-verify-{os.getpid()}.json")  # noqa: S108 - the benchmark's own output
+    out = Path(f"/tmp/farm-bench-verify-{os.getpid()}.json")
     seconds, peak_mb, status, cpu_s = store_scale.run_measured(["verify", "--json"], env, stdout=out, repeats=1)
     checks = json.loads(out.read_text(encoding="utf-8"))
     out.unlink()

@@ -662,3 +662,47 @@ def latest_provenance(store: Store, filters: ResultFilter) -> dict[GroupKey, dic
         by_id = select(Run.id, Run.provenance).where(Run.id.in_(bindparam("run_ids", expanding=True)))
         provenance = {run_id: dict(doc or {}) for run_id, doc in _by_chunks(conn, by_id, list(latest.values()))}
     return {key: provenance.get(run_id, {}) for key, run_id in latest.items()}
+
+
+def latest_signatures(store: Store, filters: ResultFilter) -> dict[GroupKey, dict[str, Any]]:
+    """The signature (None when unsigned), verdict and recipe document of each sweep group's latest selected run,
+    by the entries' group key, as `latest_provenance` picks it: what the LocalMaxxing export carries of a
+    verified run. One short row per run is read, then one signature row per group."""
+    from farm.store.models import RunSignatureRow
+
+    query = _filtered(
+        select(
+            RunSummary.recipe_id,
+            RunSummary.recipe_sha256,
+            RunSummary.hardware_class,
+            RunSummary.engine_name,
+            RunSummary.engine_version,
+            RunSummary.origin,
+            RunSummary.run_id,
+            RunSummary.verified,
+        ).order_by(RunSummary.finished_at, RunSummary.run_id),
+        filters,
+    )
+    with store._read("cannot read results") as conn:
+        latest: dict[GroupKey, tuple[int, bool, str]] = {}
+        for recipe_id, sha, hardware_class, engine, version, origin, run_id, verified in conn.execute(query):
+            key = (recipe_id, sha, hardware_class, engine, version, origin == Origin.SIMULATED.value)
+            latest[key] = (run_id, bool(verified), sha)
+        by_id = select(RunSignatureRow).where(RunSignatureRow.run_id.in_(bindparam("run_ids", expanding=True)))
+        rows = {row.run_id: row for row in _by_chunks(conn, by_id, [run_id for run_id, _, _ in latest.values()])}
+    recipes = _recipes(store, sorted({sha for _, _, sha in latest.values()}))
+    out: dict[GroupKey, dict[str, Any]] = {}
+    for key, (run_id, verified, sha) in latest.items():
+        row = rows.get(run_id)
+        signature = None
+        if row is not None:
+            signature = {
+                "scheme": row.scheme,
+                "keyId": row.key_id,
+                "digest": row.digest,
+                "signature": row.signature,
+                "status": row.status,
+                "originFarm": row.origin_farm,
+            }
+        out[key] = {"verified": verified, "signature": signature, "recipe": recipes.get(sha, {})}
+    return out

@@ -312,3 +312,30 @@ def test_aggregated_entries_are_marked_verified_and_can_be_only_those(
     assert not entries["recipe-b"].verified
     only = list(reads.iter_entries(store, ResultFilter(verified_only=True)))
     assert {e.recipe.recipe_id for e in only} == {"recipe-a"}
+
+
+def test_the_localmaxxing_export_carries_signature_verified_and_validated(
+    store: Store, make_recipe: Callable[..., Recipe], make_result: Callable[..., RunResult]
+) -> None:
+    """A LocalMaxxing submission carries the latest run's signature (key id, digest, Ed25519 signature), whether
+    it is verified, and the registry's rules one by one: this recipe has no digest-pinned image, so it is not
+    validated though its run is verified and its revision is pinned."""
+    from farm.report import service
+
+    key = HostKey.generate()
+    job_id = deliver(store, make_recipe(), make_result(), key)
+    store.trust_key(key.key_id)
+    [submission] = service.localmaxxing_submissions(store)
+    signature = submission["signature"]
+    assert signature["keyId"] == key.key_id
+    assert signature["status"] == "verified"
+    assert signature["digest"] == store.signature(job_id).digest
+    assert submission["verified"] is True
+    assert submission["validatedRules"] == {
+        "digest-pinned image": True,  # the run's provenance names a sha256 image digest (deliver's provenance)
+        "full model revision": True,
+        "acceptance run": True,
+        "no eager mode": True,
+    }
+    assert submission["validated"] is True
+    assert submission["promptHashes"] == {}
