@@ -416,8 +416,8 @@ def _time(value: Any, fallback: datetime) -> datetime:
 def _store_run(
     conn: Connection, bundle: _Bundle, run: _BundleRun, verdict: Verdict, origin: str | None, now: datetime
 ) -> None:
+    from farm.store.db import upsert
     from farm.store.store import Store as StoreClass
-    from farm.store.store import upsert
 
     job = run.job
     sha = str(job["recipe_sha256"])

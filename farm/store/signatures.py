@@ -26,6 +26,7 @@ from farm.domain import RunSignature
 from farm.errors import SigningError
 from farm.signing.keys import PublicKey, is_fingerprint
 from farm.signing.runs import Check, RunContent, Verdict, check
+from farm.store.db import upsert
 from farm.store.models import Host, MeasurementRow, Run, RunSignatureRow, RunSummary, Sample, SigningKey
 from farm.store.sample_codec import encode as encode_samples
 
@@ -132,8 +133,6 @@ def known_keys(conn: Connection, key_ids: Iterable[str] | None = None) -> dict[s
 
 def add_key(conn: Connection, key: PublicKey, *, label: str | None, source: str, now: datetime) -> None:
     """Know a public key (once; a key already known keeps its trust and label)."""
-    from farm.store.store import upsert
-
     conn.execute(
         upsert(conn, SigningKey)
         .values(key_id=key.key_id, public_key=key.text, trusted=False, label=label, source=source, first_seen_at=now)

@@ -63,10 +63,9 @@ from farm.errors import InvalidTransition, JobNotFound, LeaseLost, StoreError
 from farm.provenance import scrub_artifact, scrub_text
 from farm.settings import LIVE_WITHIN_S
 from farm.store import migrate, queries
-from farm.store.db import READ_ONLY, create_store_engine, is_sqlite, normalise_url, translate_errors
+from farm.store.db import READ_ONLY, create_store_engine, is_sqlite, normalise_url, translate_errors, upsert
 from farm.store.models import (
     ArtifactRow,
-    Base,
     GroupFigureStat,
     Host,
     Job,
@@ -81,26 +80,11 @@ from farm.store.sample_codec import encode as encode_samples
 from farm.store.summaries import run_summary_values
 
 if TYPE_CHECKING:
-    from sqlalchemy.dialects.postgresql import Insert as PostgresInsert
-    from sqlalchemy.dialects.sqlite import Insert as SqliteInsert
-
     from farm.recipes.model import Recipe  # only named in signatures: the store's readers start without pydantic
     from farm.signing.keys import PublicKey
     from farm.store.signatures import KeyView, RunCheck, StoredSignature
 
 HOST_LOST_MESSAGE = "the worker's lease expired: host lost"
-
-
-def upsert(conn: Connection, table: type[Base]) -> PostgresInsert | SqliteInsert:
-    """An INSERT that can say ON CONFLICT, in this connection's dialect. The dialect module is imported here, on
-    first use: SQLAlchemy's PostgreSQL dialect would otherwise cost every CLI command's start."""
-    if conn.dialect.name == "postgresql":
-        from sqlalchemy.dialects import postgresql
-
-        return postgresql.insert(table)
-    from sqlalchemy.dialects import sqlite
-
-    return sqlite.insert(table)
 
 
 DEFAULT_LIST_LIMIT = 100
