@@ -728,6 +728,13 @@ def _canonical(engine: str, args: Sequence[str], source: str, field_name: str) -
                 field=field_name,
             )
         raise RecipeError("names no model (no positional model and no --model)", source=source, field=field_name)
+    if model.startswith("-"):
+        # moved to the positional slot, `--model=--trust-remote-code` would be read as an option
+        raise RecipeError(
+            f"the model {model!r} begins with '-': the engine would read it as an option",
+            source=source,
+            field=field_name,
+        )
     return [*launcher, model, *rest]
 
 
