@@ -376,6 +376,16 @@ def vllm_parser(spec: ArgSpec) -> ArgparseParser:
 
 
 def _vllm_parser(spec: ArgSpec) -> ArgparseParser:
+    if spec.source != "vllm_serve_args.json":
+        # A host's own list (profile serve_args_file), dumped from its vLLM's parser: its declarations are that
+        # vLLM's, nargs and switches included.
+        return ArgparseParser(
+            spec_declarations(spec),
+            source=f"{spec.source} (this host's vLLM {spec.version})",
+            positional="model_tag",
+            rewrite=vllm_rewrite,
+            config_option="--config",
+        )
     data = _load("farm.engines.vllm", "vllm_serve_args.json")
     real = _argparse_declarations(data)
     known = {s for d in real for s in (*d.strings, *d.negatives)}
@@ -423,6 +433,10 @@ def llama_server_parser(spec: ArgSpec) -> LlamaServerParser:
 
 
 def _llama_server_parser(spec: ArgSpec) -> LlamaServerParser:
+    if not spec.source.startswith("llama_server_args.json"):
+        # A host's own list (profile llamacpp_args_file), from its llama-server's --help: how many values each
+        # option takes is that build's (a newer build's `-fa` takes on/off/auto, the shipped one's is a switch).
+        return LlamaServerParser(spec_declarations(spec), source=f"{spec.source} (this host's llama-server)")
     data = _load("farm.engines.llamacpp", LLAMA_DECLS_FILE)
     real = [
         Declaration(
