@@ -172,6 +172,8 @@ REFUSED_ENV_PREFIXES = ("LLAMA_ARG_",)
 BENCH_TO_SERVER: Mapping[str, str] = {
     "-m": "--model",
     "--model": "--model",
+    "-hf": "--hf-repo",  # llama-bench downloads a repository's file as llama-server does (recorded runs use it)
+    "--hf-repo": "--hf-repo",
     "-ngl": "--n-gpu-layers",
     "--n-gpu-layers": "--n-gpu-layers",
     "-ncmoe": "--n-cpu-moe",
