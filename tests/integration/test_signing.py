@@ -284,13 +284,22 @@ def test_the_leaderboard_marks_verified_rows_and_can_show_only_them(
     verified_job = deliver(store, make_recipe("recipe-a"), make_result(), trusted)
     store.trust_key(trusted.key_id)
     untrusted_job = deliver(store, make_recipe("recipe-b"), make_result(), other, worker="host-b-w1")
+    fast = make_result({"decode/code/decode_tok_s": (100.0, 110.0)})
+    slow = make_result({"decode/code/decode_tok_s": (10.0, 20.0)})
+    mixed_verified = deliver(store, make_recipe("recipe-c"), fast, trusted)
+    deliver(store, make_recipe("recipe-c"), slow, other, worker="host-b-w1")
     board = {row.recipe_id: row for row in reads.leaderboard(store, ResultFilter())}
     assert board["recipe-a"].verified
     assert board["recipe-a"].to_json()["verified"] is True
     assert not board["recipe-b"].verified
-    only = reads.leaderboard(store, ResultFilter(verified_only=True))
-    assert [(row.recipe_id, row.job_ids) for row in only] == [("recipe-a", (verified_job,))]
-    assert untrusted_job not in {job for row in only for job in row.job_ids}
+    assert (board["recipe-c"].verified, board["recipe-c"].verified_runs, board["recipe-c"].runs) == (False, 1, 2)
+    only = {row.recipe_id: row for row in reads.leaderboard(store, ResultFilter(verified_only=True))}
+    assert sorted(only) == ["recipe-a", "recipe-c"]
+    assert only["recipe-a"].job_ids == (verified_job,)
+    assert only["recipe-c"].job_ids == (mixed_verified,)
+    assert only["recipe-c"].decode_tok_s.mean == 105.0  # the verified run's values alone
+    assert only["recipe-c"].verified
+    assert untrusted_job not in {job for row in only.values() for job in row.job_ids}
 
 
 def test_aggregated_entries_are_marked_verified_and_can_be_only_those(
