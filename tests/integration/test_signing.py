@@ -16,7 +16,7 @@ from farm.recipes.model import Recipe
 from farm.signing.keys import HostKey
 from farm.signing.runs import Verdict, sign_result
 from farm.store import Store
-from farm.store.models import MeasurementRow, Run, RunSummary, Sample
+from farm.store.models import MeasurementRow, Run, RunSignatureRow, RunSummary, Sample
 
 WORKER = "host-a-w1"
 KEYS = ("decode/code/decode_tok_s", "prefill/8192/prefill_tok_s")
@@ -348,3 +348,33 @@ def test_the_localmaxxing_export_carries_signature_verified_and_validated(
     }
     assert submission["validated"] is True
     assert submission["promptHashes"] == {}
+
+
+def test_verify_in_several_processes_finds_what_one_finds(
+    store: Store,
+    raw: sa.Engine,
+    monkeypatch: pytest.MonkeyPatch,
+    make_recipe: Callable[..., Recipe],
+    make_result: Callable[..., RunResult],
+) -> None:
+    """Checked by two processes a batch of one run each, the runs get the verdicts one process gives them, kept
+    by the store, which goes on working afterwards (no connection crossed the fork)."""
+    from farm.store import signatures
+
+    monkeypatch.setattr(signatures, "VERIFY_BATCH", 1)
+    key = HostKey.generate()
+    jobs = [deliver(store, make_recipe(), make_result(dict.fromkeys(KEYS, (270.0, 276.0))), key) for _ in range(4)]
+    store.trust_key(key.key_id)
+    with raw.begin() as conn:
+        _change_figure(conn, run_id_of(raw, jobs[2]))
+    one = {c.job_id: (c.verdict, c.reason) for c in store.verify(workers=1)}
+    with raw.begin() as conn:  # the check kept its verdict: put it back to verified to see two processes keep it
+        conn.execute(sa.update(RunSummary).values(verified=True))
+        conn.execute(sa.update(RunSignatureRow).values(status="verified"))
+    two = {c.job_id: (c.verdict, c.reason) for c in store.verify(workers=2)}
+    assert one == two
+    assert one[jobs[2]][0] is Verdict.CHANGED
+    assert [one[job][0] for job in jobs] == [Verdict.VERIFIED, Verdict.VERIFIED, Verdict.CHANGED, Verdict.VERIFIED]
+    assert not verified_flag(raw, jobs[2])
+    assert verified_flag(raw, jobs[0])
+    assert len(store.keys()) == 1
