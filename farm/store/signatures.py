@@ -372,21 +372,27 @@ def check_runs(
     return [run_check for run_check, _ in checked]
 
 
-_worker_store: Any = None
+_worker_engine: Any = None
 
 
-def _open_worker_store(url: str) -> None:
-    """A process of the pool: its own store (a forked engine's connections are the parent's, never used here)."""
-    global _worker_store
-    from farm.store.store import Store
+def _open_worker_engine(url: str) -> None:
+    """A process of the pool: its own engine (a forked engine's connections are the parent's, never used here)."""
+    global _worker_engine  # one engine per pool process, made by the pool's initializer
+    from farm.store.db import create_store_engine
 
-    _worker_store = Store(url)
+    _worker_engine = create_store_engine(url)
 
 
 def _check_in_worker(
     run_ids: Sequence[int], keys: Mapping[str, tuple[PublicKey, bool]]
 ) -> list[tuple[RunCheck, str | None]]:
-    with _worker_store._read("cannot verify runs") as conn:
+    from farm.store.db import READ_ONLY, translate_errors
+
+    with (
+        translate_errors("cannot verify runs"),
+        _worker_engine.connect().execution_options(**READ_ONLY) as conn,
+        conn.begin(),
+    ):
         return check_batch(conn, run_ids, keys)
 
 
@@ -399,7 +405,7 @@ def check_in_processes(
     from concurrent.futures import ProcessPoolExecutor
 
     context = multiprocessing.get_context("fork" if "fork" in multiprocessing.get_all_start_methods() else None)
-    with ProcessPoolExecutor(workers, mp_context=context, initializer=_open_worker_store, initargs=(url,)) as pool:
+    with ProcessPoolExecutor(workers, mp_context=context, initializer=_open_worker_engine, initargs=(url,)) as pool:
         yield from pool.map(_check_in_worker, batches, [keys] * len(batches))
 
 
