@@ -84,8 +84,8 @@ START_FAILURES = frozenset(
         FailureClass.GPU_BUSY,
     }
 )
-"""The engine never served: counted against the host (K in a row quarantine it), and not charged to the job
-the first time (farm.store.Store.fail)."""
+"""The engine never served: counted against the host (K in a row quarantine it, less those that follow the
+recipe), and not charged to the job the first time (farm.store.Store.fail)."""
 
 
 def hardware_class(hardware_id: str, count: int) -> str:

@@ -12,8 +12,11 @@ The lease protocol, in one place:
 - Host-aware retries: a claim skips a job its host already failed while another live, unquarantined host of
   the class that has not failed it exists; when none does, the host may take it again after the job's back-off
   (`retry_after`). A quarantined host claims nothing (`quarantine`, `release_host`): `fail` quarantines a host
-  after K failed engine starts in a row (START_FAILURES), and such an attempt is not charged to the job when it
-  is the job's first failed start or when it quarantined the host (it is counted with the releases).
+  after K failed engine starts in a row (START_FAILURES) that are the host's, not the recipe's (a start that
+  failed the same way in another run of the job, or of its recipe on another host, follows the recipe; a recipe
+  counts once), and such
+  an attempt is not charged to the job when it is the job's first failed start or when it quarantined the host
+  (it is counted with the releases).
 - Fenced by attempt, not by clock: `heartbeat`, `fail` and `release` are accepted from the owner of the current
   attempt while the job runs, even after its lease expired, until a reaper takes the job back. `complete`
   accepts the results of the current attempt whenever they arrive (spooled through a database outage) as long as
@@ -835,9 +838,9 @@ class Store:
         (database time), and not at all while another live host can take it (`claim`).
 
         A failed engine start (START_FAILURES) counts against the host: `quarantine_after` of them in a row
-        quarantine it. Such an attempt is not charged to the job (it never reached its engine) when it is the
-        job's first failed start, or when it quarantined the host. The message and artifacts are scrubbed of
-        secrets before they are stored.
+        quarantine it, less those that follow the recipe (_host_attributed_failures). Such an attempt is not
+        charged to the job (it never reached its engine) when it is the job's first failed start, or when it
+        quarantined the host. The message and artifacts are scrubbed of secrets before they are stored.
         """
         failure = FailureClass(failure_class)
         text = scrub_text(message)
@@ -846,7 +849,7 @@ class Store:
             job = self._lock_owned(conn, job_id, attempt, worker_id)
             uncharged = False
             if failure in START_FAILURES:
-                quarantined = self._count_start_failure(conn, worker_id, failure, text, quarantine_after, when)
+                quarantined = self._count_start_failure(conn, worker_id, job_id, failure, text, quarantine_after, when)
                 earlier = conn.execute(
                     select(Run.id).where(
                         Run.job_id == job_id,
@@ -883,28 +886,110 @@ class Store:
     def _count_start_failure(
         conn: Connection,
         worker_id: str,
+        job_id: str,
         failure: FailureClass,
         message: str,
         quarantine_after: int | None,
         now: datetime,
     ) -> bool:
-        """One more failed engine start on the host; True when this one quarantined it."""
+        """One more failed engine start on the host; True when this one quarantined it.
+
+        `start_failures` counts every failed start in a row; the quarantine counts only those that are the host's:
+        a failed start that follows the recipe (host_attributed_failures) never takes a host out of rotation."""
         row = conn.execute(
             update(Host)
             .where(Host.worker_id == worker_id)
             .values(start_failures=Host.start_failures + 1)
             .returning(Host.start_failures, Host.quarantined_at)
         ).first()
-        if row is None or quarantine_after is None or row.start_failures < quarantine_after:
+        if row is None or quarantine_after is None or row.quarantined_at is not None:
             return False
-        if row.quarantined_at is not None:
+        own = Store._host_attributed_failures(conn, worker_id, job_id, failure, row.start_failures)
+        if own < quarantine_after:
             return False
         first_line = message.splitlines()[0] if message else ""
-        reason = f"the engine failed to start {row.start_failures} times in a row; last: {failure.value}: {first_line}"
+        reason = (
+            f"the engine failed to start {own} times in a row, none explained by its recipe (no other run of the "
+            f"job, nor of its recipe on another host, failed that way); last: {failure.value}: {first_line}"
+        )
         conn.execute(
             update(Host).where(Host.worker_id == worker_id).values(quarantined_at=now, quarantine_reason=reason[:2000])
         )
         return True
+
+    @staticmethod
+    def _host_attributed_failures(
+        conn: Connection, worker_id: str, job_id: str, failure: FailureClass, in_a_row: int
+    ) -> int:
+        """Of the host's last `in_a_row` failed starts (this one included), how many are the host's own.
+
+        A failed start follows the recipe, not the host, when another run failed at start the same way (the same
+        failure class) as part of the same job (on any host), or of the same recipe on another host: a recipe
+        whose engine cannot start fails like that everywhere, a broken host fails every recipe. Of the rest, a
+        recipe whose engine started on another host counts each time; one that started nowhere else counts once
+        (three jobs of one recipe failing on the only host that ran it are one strike, three different recipes are
+        three). The judgement is made again at each failure, so the first failure of a bad
+        recipe stops counting once its second is seen elsewhere. GPU_BUSY and PORT_IN_USE are the host's whatever
+        the recipe, each one a strike."""
+        start_classes = [c.value for c in START_FAILURES]
+        recipe_sha256 = conn.execute(select(Job.recipe_sha256).where(Job.id == job_id)).scalar_one()
+        earlier = conn.execute(
+            select(Run.id, Run.job_id, Run.failure_class, Job.recipe_sha256)
+            .join(Job, Job.id == Run.job_id)
+            .where(Run.worker_id == worker_id, Run.failure_class.in_(start_classes), Run.state == RunState.FAILED.value)
+            .order_by(Run.id.desc())
+            .limit(max(in_a_row - 1, 0))
+        ).all()
+        mine: list[tuple[int, str, str, str]] = [(-1, job_id, failure.value, recipe_sha256)]
+        mine += [(r[0], r[1], r[2] or "", r[3]) for r in earlier]
+        recipes = {recipe for _, _, _, recipe in mine}
+        others = conn.execute(
+            select(Run.id, Run.job_id, Run.worker_id, Run.failure_class, Job.recipe_sha256)
+            .join(Job, Job.id == Run.job_id)
+            .where(
+                Job.recipe_sha256.in_(recipes),
+                Run.failure_class.in_(start_classes),
+                Run.state == RunState.FAILED.value,
+            )
+        ).all()
+        twins: list[tuple[int, str, str, str, str]] = [(r[0], r[1], r[2], r[3] or "", r[4]) for r in others]
+        twins.append((-1, job_id, worker_id, failure.value, recipe_sha256))  # this run, not yet marked failed
+        host_classes = {FailureClass.GPU_BUSY.value, FailureClass.PORT_IN_USE.value}
+
+        def follows_recipe(run_id: int, run_job: str, klass: str, recipe: str) -> bool:
+            if klass in host_classes:
+                return False
+            return any(
+                other_id != run_id
+                and other_class == klass
+                and (other_job == run_job or (other_recipe == recipe and other_worker != worker_id))
+                for other_id, other_job, other_worker, other_class, other_recipe in twins
+            )
+
+        started_elsewhere = set(
+            conn.execute(
+                select(Job.recipe_sha256)
+                .join(Run, Run.job_id == Job.id)
+                .where(
+                    Job.recipe_sha256.in_(recipes),
+                    Run.worker_id != worker_id,
+                    or_(
+                        Run.state == RunState.SUCCEEDED.value,
+                        and_(Run.state == RunState.FAILED.value, Run.failure_class.not_in(start_classes)),
+                    ),
+                )
+                .distinct()
+            ).scalars()
+        )
+        # A recipe whose engine started on another host is not to blame: each failure is a strike. One that never
+        # started anywhere else counts once however many of its jobs failed here (three jobs of one recipe on the
+        # only host that ran it are one strike; three different recipes are three).
+        strikes = {
+            recipe if klass not in host_classes and recipe not in started_elsewhere else f"run {run_id}"
+            for run_id, run_job, klass, recipe in mine
+            if not follows_recipe(run_id, run_job, klass, recipe)
+        }
+        return len(strikes)
 
     @staticmethod
     def _finish_run(
