@@ -46,7 +46,8 @@ def pooled_stat(n: int, total: float, low: float, high: float) -> Stat:
     return Stat(n=n, mean=mean, min=low, max=high, spread=spread(low, high, mean))
 
 
-def _group(stat: GroupStat) -> _Group:
+def group_key(stat: GroupStat) -> _Group:
+    """(recipe sha256, hardware class, engine, engine version, origin): the group a statistic pools."""
     return (stat.recipe_sha256, stat.hardware_class, stat.engine_name, stat.engine_version, stat.origin)
 
 
@@ -59,7 +60,7 @@ def rows(
     how many of each group's runs are verified (signed by a trusted key, matching their signatures)."""
     by_group: dict[_Group, list[GroupStat]] = defaultdict(list)
     for stat in stats:
-        by_group[_group(stat)].append(stat)
+        by_group[group_key(stat)].append(stat)
     out = []
     for group, members in by_group.items():
         prefill = [
