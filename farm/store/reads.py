@@ -148,6 +148,7 @@ def leaderboard(store: Store, filters: ResultFilter) -> list[LeaderboardRow]:
             func.max(MeasurementRow.max),
             func.count(),
             func.sum(func.coalesce(MeasurementRow.requested_repeats, RunSummary.requested_repeats, MeasurementRow.n)),
+            func.max(MeasurementRow.unit),
         )
         .join(MeasurementRow, MeasurementRow.run_id == RunSummary.run_id)
         .where(MeasurementRow.kind.in_(LEADERBOARD_KINDS))
@@ -174,6 +175,7 @@ def leaderboard(store: Store, filters: ResultFilter) -> list[LeaderboardRow]:
                 max=float(r[13]),
                 runs=int(r[14]),
                 requested=int(r[15]) if r[15] is not None else None,
+                unit=str(r[16] or ""),
             )
             for r in conn.execute(stats_query)
         ]

@@ -18,12 +18,13 @@ import contextlib
 import threading
 import time
 from collections.abc import Callable, Coroutine, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
 import structlog
 
+from farm.bench.energy_figures import energy_figures, workloads_of
 from farm.bench.records import KIND_MEMORY, Figure, figure_key
 from farm.bench.runner import SweepOutcome, run_sweep
 from farm.domain import START_FAILURES, Artifact, ClaimedJob, FailureClass, Phase, RunResult
@@ -39,6 +40,7 @@ from farm.recipes.model import Recipe, RecipeProvenance
 from farm.recipes.sweep import SweepPlan
 from farm.settings import Settings
 from farm.store import Store, recipe_sha256
+from farm.worker.energy import ENERGY_SAMPLE_INTERVAL_S, EnergySampler
 from farm.worker.engines import EngineFactory, default_engine_factory, probe_for
 from farm.worker.failures import classify_request_failure
 from farm.worker.memory import PeakMemorySampler
@@ -291,7 +293,8 @@ class Worker:
             return state.lease_lost is not None or not engine.alive()
 
         started = now_utc()
-        with PeakMemorySampler(self.probe.memory_used_mib) as sampler:
+        # Power is sampled from here, once the engine serves: the model load is never in a measurement window.
+        with PeakMemorySampler(self.probe.memory_used_mib) as sampler, EnergySampler(self.probe.power) as power:
             try:
                 outcome = asyncio.run(
                     _cancel_when(
@@ -320,8 +323,10 @@ class Worker:
                 raise
         if state.lease_lost:
             raise LeaseLost(state.lease_lost)
+        outcome = self._with_energy(outcome, power, engine.simulated)
         figures = list(outcome.figures) + _memory_figures(sampler.peaks_mib, plan.repeats)
         provenance = self._provenance(job, recipe, plan, engine, outcome, started)
+        provenance = replace(provenance, extra={**provenance.extra, "energy": self._energy_provenance(power)})
         return RunResult(
             figures=tuple(figures),
             samples=outcome.samples,
@@ -329,6 +334,34 @@ class Worker:
             failed_requests=outcome.failed_requests,
             total_requests=outcome.total_requests,
         )
+
+    def _with_energy(self, outcome: SweepOutcome, power: EnergySampler, simulated: bool) -> SweepOutcome:
+        """The sweep's outcome with its energy, power and cost figures (absent ones with their reasons)."""
+        measured = energy_figures(
+            outcome.samples,
+            power.series,
+            source=power.source,
+            unavailable=power.unavailable,
+            prices=self.profile.cost.prices(),
+            workloads=workloads_of(outcome.figures),
+            sampled_every_s=ENERGY_SAMPLE_INTERVAL_S,
+            simulated=simulated,
+        )
+        return replace(
+            outcome, figures=(*outcome.figures, *measured.figures), absent={**outcome.absent, **measured.absent}
+        )
+
+    def _energy_provenance(self, power: EnergySampler) -> dict[str, Any]:
+        """How the cards' energy was read, and the prices the cost figures used."""
+        return {
+            "source": power.source or None,
+            "unavailable": power.unavailable if not any(power.series) else None,
+            "sampled_every_s": ENERGY_SAMPLE_INTERVAL_S,
+            "readings": [len(series) for series in power.series],
+            "read_errors": power.errors,
+            "scope": "GPU only",
+            "prices": self.profile.cost.prices().to_json() if self.profile.cost.prices().stated else None,
+        }
 
     def _provenance(
         self,
