@@ -6,9 +6,12 @@ last token of its last request (`window_of`); the model load and the gaps betwee
 
 One card over one window (`card_window_energy`):
 - with the card's cumulative energy counter (NVML's total-energy counter, amdsmi's energy accumulator, the
-  simulator's), energy = counter(end) - counter(start), each edge linearly interpolated between the two readings
-  around it: exact for the energy between readings, the only error is the power's change inside the two edge
-  intervals;
+  simulator's), energy = counter(end) - counter(start): exact for the energy between readings, the only error is
+  at the two edges. There the counter is carried from the reading nearer the edge at that reading's own power
+  (kept between the two readings' counts), so a step of power inside the edge's interval (the engine idle until
+  the first request arrives, idle again after the last token) costs only the step times the distance to that
+  reading; the worker takes a reading at each edge (farm.worker.energy), so that distance is a read's time.
+  Without power readings the edge is linearly interpolated between the two readings around it;
 - else the power samples, integrated by the trapezoid rule, the power at each edge interpolated likewise.
 The figure is absent, with its reason, when the telemetry does not cover the window, when two readings that
 bound part of the window lie more than `MAX_GAP_S` apart (InferenceX's rule: a gap over 3 s invalidates a
@@ -20,6 +23,7 @@ Every figure here is GPU-only: the cards' own board power, not the CPU, memory, 
 
 from __future__ import annotations
 
+import bisect
 import itertools
 import math
 from collections.abc import Mapping, Sequence
@@ -121,6 +125,10 @@ def window_of(requests: Sequence[Mapping[str, Any]]) -> Window | None:
     return Window(start_ns=start, end_ns=end, output_tokens=output, prompt_tokens=prompt)
 
 
+def _time(sample: EnergySample) -> int:
+    return sample.t_ns
+
+
 def _interpolate(t0: int, v0: float, t1: int, v1: float, t: int) -> float:
     if t1 == t0:
         return v1
@@ -135,17 +143,17 @@ def card_window_energy(
     max_gap_s: float = MAX_GAP_S,
     min_inside: int = MIN_SAMPLES_IN_WINDOW,
 ) -> CardEnergy | Unmeasured:
-    """One card's energy over [start_ns, end_ns] from its readings (in time order); see the module docstring."""
+    """One card's energy over [start_ns, end_ns] from its readings, which must be in time order (the sampler's
+    `series` is); see the module docstring."""
     if end_ns <= start_ns:
         return Unmeasured("the window is empty")
     if not samples:
         return Unmeasured("no telemetry")
-    ordered = sorted(samples, key=lambda s: s.t_ns)
-    before = [i for i, s in enumerate(ordered) if s.t_ns <= start_ns]
-    after = [i for i, s in enumerate(ordered) if s.t_ns >= end_ns]
-    if not before or not after:
+    first_after = bisect.bisect_left(samples, end_ns, key=_time)
+    last_before = bisect.bisect_right(samples, start_ns, key=_time) - 1
+    if last_before < 0 or first_after >= len(samples):
         return Unmeasured("the telemetry does not cover the window (no reading before its start or after its end)")
-    span = ordered[before[-1] : after[0] + 1]
+    span = samples[last_before : first_after + 1]
     inside = sum(1 for s in span if start_ns < s.t_ns < end_ns)
     if inside < min_inside:
         return Unmeasured(
@@ -175,13 +183,8 @@ def _from_counter(
             return Unmeasured(
                 f"the energy counter went backwards ({a.energy_mj:g} to {b.energy_mj:g} mJ): reset or wrapped"
             )
-    first, second, last, penultimate = span[0], span[1], span[-1], span[-2]
-    assert first.energy_mj is not None
-    assert second.energy_mj is not None
-    assert last.energy_mj is not None
-    assert penultimate.energy_mj is not None
-    at_start = _interpolate(first.t_ns, first.energy_mj, second.t_ns, second.energy_mj, start_ns)
-    at_end = _interpolate(penultimate.t_ns, penultimate.energy_mj, last.t_ns, last.energy_mj, end_ns)
+    at_start = _counter_at(span[0], span[1], start_ns)
+    at_end = _counter_at(span[-2], span[-1], end_ns)
     energy_j = (at_end - at_start) / 1000
     if powered:
         peak_w = _peak_power_w(span, start_ns, end_ns)
@@ -194,6 +197,20 @@ def _from_counter(
                 slopes.append((b.energy_mj - a.energy_mj) / 1000 / ((b.t_ns - a.t_ns) / NS_PER_S))
         peak_w = max(slopes, default=energy_j / duration_s)
     return CardEnergy(energy_j=energy_j, avg_power_w=energy_j / duration_s, peak_power_w=peak_w, source=SOURCE_COUNTER)
+
+
+def _counter_at(a: EnergySample, b: EnergySample, t_ns: int) -> float:
+    """The counter at `t_ns` between readings `a` and `b`: from the nearer one at its own power when both have
+    power (clamped between their counts), else linearly interpolated."""
+    assert a.energy_mj is not None
+    assert b.energy_mj is not None
+    if a.power_mw is None or b.power_mw is None or b.t_ns <= a.t_ns:
+        return _interpolate(a.t_ns, a.energy_mj, b.t_ns, b.energy_mj, t_ns)
+    if t_ns - a.t_ns <= b.t_ns - t_ns:
+        value = a.energy_mj + a.power_mw * (t_ns - a.t_ns) / NS_PER_S  # mW x s = mJ
+    else:
+        value = b.energy_mj - b.power_mw * (b.t_ns - t_ns) / NS_PER_S
+    return min(max(value, a.energy_mj), b.energy_mj)
 
 
 def _edge_powers(span: Sequence[EnergySample], start_ns: int, end_ns: int) -> list[tuple[int, float]]:
@@ -220,9 +237,7 @@ def _peak_power_w(span: Sequence[EnergySample], start_ns: int, end_ns: int) -> f
 
 def _from_power(span: Sequence[EnergySample], start_ns: int, end_ns: int, duration_s: float) -> CardEnergy:
     points = _edge_powers(span, start_ns, end_ns)
-    energy_j = math.fsum(
-        (w0 + w1) / 2 * (t1 - t0) / NS_PER_S for (t0, w0), (t1, w1) in itertools.pairwise(points)
-    )
+    energy_j = math.fsum((w0 + w1) / 2 * (t1 - t0) / NS_PER_S for (t0, w0), (t1, w1) in itertools.pairwise(points))
     return CardEnergy(
         energy_j=energy_j,
         avg_power_w=energy_j / duration_s,

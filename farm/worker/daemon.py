@@ -305,6 +305,7 @@ class Worker:
                             on_phase=on_phase,
                             on_progress=on_progress,
                             should_stop=should_stop,
+                            on_window_edge=power.edge,
                         ),
                         should_stop,
                     )

@@ -4,6 +4,14 @@ Every reading is stamped on `time.perf_counter_ns`, the clock of the request sam
 (a read through a tool or over HTTP takes time; its midpoint is the best estimate of when the card was read).
 The model load is never sampled: the sampler starts once the engine serves. farm.bench.energy turns the series
 into energy per measurement window.
+
+Besides the periodic readings, `edge()` takes one as timed requests start and end (the sweep calls it:
+`run_sweep(on_window_edge=...)`), so a window's edges lie within a read's time of a reading, and the linear
+interpolation there does not smear a step of power (idle to prefill as the first request arrives, back to idle
+after the last token) across a whole interval. It reads at once, in the caller's thread, where a read is quick
+(NVML: microseconds; the simulator: a loopback request), before anything of the window is sent or after all of
+it came back; a slow tool (rocm-smi takes a good part of a second) is only asked for a reading in the sampler's
+own thread instead, so the sweep never waits on it.
 """
 
 from __future__ import annotations
@@ -19,6 +27,8 @@ ENERGY_SAMPLE_INTERVAL_S = 0.05
 """Readings every 50 ms: the counter's only error is the power's change inside the two intervals at a window's
 edges (at most a quarter of the jump times the interval), under 1% for windows of a few seconds; NVML's reads
 cost microseconds and the simulator's a loopback request."""
+QUICK_READ_NS = 5_000_000
+"""A read this fast (5 ms) is taken in the caller's thread at a window's edge; a slower one in the sampler's."""
 MAX_SAMPLES = 2_000_000
 """Readings kept per card at most (about 28 hours at the interval): a bounded buffer for any sweep."""
 
@@ -38,9 +48,11 @@ class EnergySampler:
         self._clock = clock
         self._series: list[list[EnergySample]] = []
         self._stop = threading.Event()
+        self._wake = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="energy", daemon=True)
         self._lock = threading.Lock()
         self.errors = 0
+        self._last_read_ns: int | None = None
         self.source = ""
         self.unavailable: str | None = None
 
@@ -51,11 +63,27 @@ class EnergySampler:
 
     def __exit__(self, *exc: object) -> None:
         self._stop.set()
+        self._wake.set()
         self._thread.join(timeout=5)
         self.sample()
 
+    def nudge(self) -> None:
+        """Take a reading now, in the sampler's thread (returns at once)."""
+        self._wake.set()
+
+    def edge(self) -> None:
+        """A window starts or ends: a reading now, in this thread when reads are quick, else in the sampler's."""
+        if self._last_read_ns is not None and self._last_read_ns <= QUICK_READ_NS:
+            self.sample()
+        else:
+            self.nudge()
+
     def _loop(self) -> None:
-        while not self._stop.wait(self._interval_s):
+        while not self._stop.is_set():
+            self._wake.wait(self._interval_s)
+            self._wake.clear()
+            if self._stop.is_set():
+                return
             self.sample()
 
     def sample(self) -> None:
@@ -67,7 +95,9 @@ class EnergySampler:
             self.errors += 1
             self.unavailable = self.unavailable or f"reading power failed: {type(exc).__name__}: {exc}"
             return
-        stamp = (before + self._clock()) // 2
+        after = self._clock()
+        stamp = (before + after) // 2
+        self._last_read_ns = after - before
         with self._lock:
             if not snapshot.cards:
                 self.unavailable = snapshot.unavailable or "the probe reports no card"
@@ -81,6 +111,6 @@ class EnergySampler:
 
     @property
     def series(self) -> tuple[tuple[EnergySample, ...], ...]:
-        """Each card's readings, in time order."""
+        """Each card's readings, in time order (two threads read, so they can arrive out of it)."""
         with self._lock:
-            return tuple(tuple(series) for series in self._series)
+            return tuple(tuple(sorted(series, key=lambda s: s.t_ns)) for series in self._series)

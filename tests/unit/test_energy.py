@@ -5,6 +5,8 @@ Every expected value is worked out by hand in the comment beside its case (times
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from farm.bench.energy import (
@@ -132,6 +134,30 @@ def test_the_counter_is_preferred_and_peak_comes_from_power() -> None:
     assert (got.source, got.energy_j, got.peak_power_w) == (SOURCE_COUNTER, 400.0, 120.0)
 
 
+def test_a_step_at_an_edge_is_carried_from_the_nearer_reading_at_its_power() -> None:
+    """Power steps 100 → 500 W at 1.1 s and back to 100 W at 3.9 s, the window's own edges, between readings a
+    second apart. From the nearer reading at its own power, both edges are exact: 110 J at the start (100 J + 100
+    W x 0.1 s) and 1510 J at the end (1520 J - 100 W x 0.1 s): 1400 J. Linear interpolation would give 1328 J."""
+    samples = [
+        EnergySample(t_ns=0, energy_mj=0.0, power_mw=100_000.0),
+        EnergySample(t_ns=1 * S, energy_mj=100_000.0, power_mw=100_000.0),
+        EnergySample(t_ns=2 * S, energy_mj=560_000.0, power_mw=500_000.0),
+        EnergySample(t_ns=3 * S, energy_mj=1_060_000.0, power_mw=500_000.0),
+        EnergySample(t_ns=4 * S, energy_mj=1_520_000.0, power_mw=100_000.0),
+    ]
+    got = card_window_energy(samples, round(1.1 * S), round(3.9 * S), min_inside=2)
+    assert isinstance(got, CardEnergy)
+    assert got.energy_j == pytest.approx(1400.0, rel=1e-12)
+    linear = card_window_energy(
+        [EnergySample(t_ns=x.t_ns, energy_mj=x.energy_mj) for x in samples],
+        round(1.1 * S),
+        round(3.9 * S),
+        min_inside=2,
+    )
+    assert isinstance(linear, CardEnergy)
+    assert linear.energy_j == pytest.approx(1328.0, rel=1e-12)
+
+
 def test_peak_from_the_counter_alone_is_its_steepest_interval() -> None:
     """A counter without power readings: the peak is the steepest interval (200 J in the second second)."""
     got = card_window_energy(
@@ -190,7 +216,7 @@ def test_a_gap_outside_the_window_does_not_count() -> None:
 
 def test_window_of_a_repeat() -> None:
     """A repeat's window runs from its first request's start to the latest stamp; tokens are summed."""
-    requests = [
+    requests: list[dict[str, Any]] = [
         {"started_ns": 10, "first_token_ns": 20, "last_token_ns": 50, "prompt_tokens": 7, "completion_tokens": 64},
         {"started_ns": 60, "first_token_ns": 70, "last_token_ns": 400, "prompt_tokens": 7, "completion_tokens": 896},
         {"started_ns": 55, "first_token_ns": None, "last_token_ns": None, "prompt_tokens": None, "error": "x"},
