@@ -10,6 +10,10 @@ shell line), `tensorParallel`, `specAcceptanceRate` and `specMeanAcceptedLength`
 Every field is always present; a value the farm does not know is null (for example `engineCommit` when the
 engine's version carries no `+g<commit>` and the provenance names none — the image digest is then in
 `engineImageDigest`).
+
+The page has no energy fields; the farm's, in the same style, are GPU-only and at the headline workload's decode:
+`gpuJoulesPerOutputToken`, `gpuAvgPowerW` (all cards), `gpuPeakPowerW` (the highest card), and at the host's
+stated prices `costPerMOutputTokens` with `costUnit` (null where not measured or no prices were stated).
 """
 
 from __future__ import annotations
@@ -59,6 +63,11 @@ SUBMISSION_FIELDS = (
     "simulated",
     "measuredAt",
     "jobIds",
+    "gpuJoulesPerOutputToken",
+    "gpuAvgPowerW",
+    "gpuPeakPowerW",
+    "costPerMOutputTokens",
+    "costUnit",
 )
 """Every key of a submission, in order."""
 
@@ -145,6 +154,20 @@ def submission(entries: Sequence[Entry], latest: Mapping[str, Any] | None) -> di
         "simulated": first.simulated,
         "measuredAt": max(e.measured_at for e in entries).isoformat(),
         "jobIds": sorted({job for e in entries for job in e.job_ids}),
+        **_energy(entries, workload),
+    }
+
+
+def _energy(entries: Sequence[Entry], workload: str | None) -> dict[str, Any]:
+    from farm.report.registry import energy_fields
+
+    fields = energy_fields(entries, {e.key: e for e in entries}, f"{KIND_DECODE}.{workload}") if workload else {}
+    return {
+        "gpuJoulesPerOutputToken": fields.get("gpu_j_per_output_token"),
+        "gpuAvgPowerW": fields.get("gpu_avg_power_w"),
+        "gpuPeakPowerW": fields.get("gpu_peak_power_w"),
+        "costPerMOutputTokens": fields.get("cost_per_m_output_tokens"),
+        "costUnit": fields.get("cost_unit"),
     }
 
 
