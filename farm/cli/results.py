@@ -268,6 +268,13 @@ def compare_command(
             "REAL" if d.real else "noise",
         )
     console.print(table)
+    if any(d.key.split("/", 1)[0] in ("energy", "power", "cost") for d in differences):
+        console.print(
+            "energy/, power/, cost/: GPU-only (the cards' board power, not the host's); cost at each side's stated "
+            "prices",
+            markup=False,
+            highlight=False,
+        )
     console.print(summary, markup=False, highlight=False)
 
 

@@ -4,9 +4,11 @@ submission, at the workload's decode and per concurrency level."""
 from __future__ import annotations
 
 from test_report_aggregate import fig, run
-from test_report_exports import SWEEP_FIGURES
+from test_report_exports import SWEEP_FIGURES, board
 
 from farm.report.aggregate import entries_from_runs
+from farm.report.filters import ALL
+from farm.report.html import ReportData, energy_series, render_report
 from farm.report.localmaxxing import SUBMISSION_FIELDS, submissions
 from farm.report.registry import speed_sweeps
 from farm.report.registry_schema import check_speed_sweep
@@ -53,3 +55,33 @@ def test_localmaxxing_submission_names_the_headline_decode_energy() -> None:
     (plain,) = submissions(entries_from_runs(plain_runs), plain_runs)
     assert plain["gpuJoulesPerOutputToken"] is None
     assert plain["costUnit"] is None
+
+
+def test_report_draws_joules_per_token_against_tok_s_per_user_and_lists_them() -> None:
+    """The energy chart has one point per concurrency level with both figures: (per-stream tok/s, J/tok); the
+    leaderboard rows carry J/tok and power in data attributes."""
+    figures = (
+        *SWEEP_FIGURES,
+        *ENERGY_FIGURES,
+        fig("concurrency/1/aggregate_tok_s", (270.0,)),
+        fig("concurrency/1/per_stream_tok_s", (270.0,)),
+        fig("energy/concurrency.1/j_per_output_token", (2.5,), unit="J/tok"),
+    )
+    runs = (run("j-1", figures),)
+    entries = tuple(entries_from_runs(runs))
+    (series,) = energy_series(entries)
+    assert sorted(series.points) == [(190.0, 0.5, "concurrency 8"), (270.0, 2.5, "concurrency 1")]
+    page = render_report(
+        ReportData(
+            board=tuple(board(runs)),
+            entries=entries,
+            run_count=1,
+            filters=ALL,
+            groups_total=1,
+            groups_shown=1,
+        )
+    )
+    assert 'id="chart-energy"' in page
+    assert 'data-x="190.0" data-y="0.5"' in page
+    assert 'data-j-per-output-token="2.5"' in page
+    assert "J/tok (GPU)" in page
