@@ -78,10 +78,10 @@ class SimProfile(BaseModel):
     power_limit_w: float | None = Field(None, gt=0, description="the card's power limit: no draw above it")
 
     seed: int = Field(0, description="seeds every random draw (spec-decode acceptance, sampled text)")
-    dialect: Literal["vllm", "sglang"] = Field(
+    dialect: Literal["vllm", "sglang", "ollama", "lmstudio", "tabbyapi", "mlx"] = Field(
         "vllm",
-        description="the server it plays: vllm (/version, vllm:* metrics) or sglang (/get_server_info, "
-        "/get_model_info, sglang:* metrics, no /version)",
+        description="the server it plays: vllm (/version, vllm:* metrics), sglang (/get_server_info, "
+        "/get_model_info, sglang:* metrics, no /version), or ollama, lmstudio, tabbyapi, mlx (farm.sim.dialects)",
     )
 
     @model_validator(mode="after")

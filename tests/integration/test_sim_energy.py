@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from typing import Any
@@ -88,3 +89,12 @@ def test_energy_per_token_within_one_percent_of_the_truth(sim_url: str) -> None:
     assert checked == 4
     # Four streams decoding draw 200 + 3 x 10 = 230 W per card once all have their first token.
     assert max(figures["power/concurrency.4.gpu0/peak_power_w"].values) >= 230.0
+
+
+def test_sim_energy_refuses_a_query_without_its_window(sim_url: str) -> None:
+    """/sim/energy names what it needs when the window is missing or not integers."""
+    for query in ("", "?start_ns=1", "?start_ns=a&end_ns=2"):
+        with pytest.raises(urllib.error.HTTPError) as caught:
+            urllib.request.urlopen(f"{sim_url}/sim/energy{query}", timeout=5)  # noqa: S310 - loopback
+        assert caught.value.code == 400
+        assert b"start_ns and end_ns" in caught.value.read()

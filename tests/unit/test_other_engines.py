@@ -12,10 +12,10 @@ import pytest
 
 from farm.engines.argspec import CanonicalCommand
 from farm.engines.environment import check_recipe_environment, refused_reason
-from farm.engines.llamacpp import llama_bench_to_server, llamacpp_process_argv, shipped_llamacpp_spec
+from farm.engines.llamacpp.adapter import llama_bench_to_server, llamacpp_process_argv, shipped_llamacpp_spec
 from farm.engines.policy import EnginePolicy, canonical_command
 from farm.engines.registry import canonical_engine_name, engine_kind, launchable_engines
-from farm.engines.sglang import sglang_process_argv
+from farm.engines.sglang.adapter import sglang_process_argv
 from farm.errors import ArgumentPolicyError
 from farm.recipes import assets
 
@@ -225,7 +225,7 @@ def test_unknown_engine_and_the_launchable_list() -> None:
     """An unknown engine names the ones the farm reads; only engines with a launching adapter are runnable."""
     with pytest.raises(ArgumentPolicyError, match="unknown engine 'hipfire'"):
         engine_kind("hipfire")
-    assert launchable_engines() == ("vllm", "llama.cpp", "sglang")
+    assert launchable_engines() == ("vllm", "llama.cpp", "sglang", "ollama", "tabbyapi", "mlx")
 
 
 def test_extra_options_of_a_newer_engine_through_the_profile() -> None:
