@@ -95,6 +95,7 @@ def results(
         store = open_store(s)
         view = store.get_job(job)
         figures = store.results(job)
+        absent = _absent_figures(store.runs(job))
     if as_json:
         print_json({"job": _job_json(view), "figures": [_figure_json(f) for f in figures]})
         return
@@ -116,6 +117,8 @@ def results(
             markup=False,
             highlight=False,
         )
+    for key, reason in absent.items():
+        get_console().print(f"not measured: {key}: {reason}", markup=False, highlight=False)
     if view.failure_message:
         get_console().print(f"failure: {view.failure_class}: {view.failure_message}", markup=False, highlight=False)
 
@@ -186,6 +189,15 @@ def print_leaderboard(rows: list[Any]) -> None:
         print("(sim): measured on the simulator; never ranked with real hardware.")
     if any(r.origin == "endpoint" for r in rows):
         print("(endpoint): measured on a server the farm did not launch.")
+
+
+def _absent_figures(runs: list[Any]) -> dict[str, str]:
+    """The figures the job's succeeded run could not measure, with the reasons (its provenance keeps them)."""
+    for run in reversed(runs):
+        if getattr(run.state, "value", run.state) == "succeeded" and isinstance(run.provenance, dict):
+            absent = run.provenance.get("absent_figures")
+            return {str(k): str(v) for k, v in absent.items()} if isinstance(absent, dict) else {}
+    return {}
 
 
 def _power(average: float | None, peak: float | None) -> str:
