@@ -12,7 +12,9 @@ a fake. Decisions:
 
 Power: each card's total-energy counter (`nvmlDeviceGetTotalEnergyConsumption`, mJ since the driver loaded;
 Volta and later) and its power draw (`nvmlDeviceGetPowerUsage`, mW); a card that answers NOT_SUPPORTED for one
-reports None for it, and farm.bench.energy integrates the power samples where no counter is read.
+reports None for it, and farm.bench.energy integrates the power samples where no counter is read. On recent
+GPUs and drivers the power reading is an average over about a second, so peaks from it are smoothed; the energy
+comes from the counter wherever the card has one.
 """
 
 from __future__ import annotations

@@ -325,7 +325,7 @@ class Worker:
                 raise
         if state.lease_lost:
             raise LeaseLost(state.lease_lost)
-        outcome = self._with_energy(outcome, power, engine.simulated)
+        outcome = self._with_energy(outcome, power, engine.simulated, recipe.hardware_count)
         figures = list(outcome.figures) + _memory_figures(sampler.peaks_mib, plan.repeats)
         provenance = self._provenance(job, recipe, plan, engine, outcome, started)
         provenance = replace(provenance, extra={**provenance.extra, "energy": self._energy_provenance(power)})
@@ -337,11 +337,13 @@ class Worker:
             total_requests=outcome.total_requests,
         )
 
-    def _with_energy(self, outcome: SweepOutcome, power: EnergySampler, simulated: bool) -> SweepOutcome:
-        """The sweep's outcome with its energy, power and cost figures (absent ones with their reasons)."""
+    def _with_energy(self, outcome: SweepOutcome, power: EnergySampler, simulated: bool, cards: int) -> SweepOutcome:
+        """The sweep's outcome with its energy, power and cost figures (absent ones with their reasons), over the
+        job's own cards: the first `cards` the probe reads, those the engine was given (engines.assigned_gpus), so
+        a one-card job on a two-card host is not charged the idle card."""
         measured = energy_figures(
             outcome.samples,
-            power.series,
+            power.series[:cards],
             source=power.source,
             unavailable=power.unavailable,
             prices=self.profile.cost.prices(),
