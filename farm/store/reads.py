@@ -186,6 +186,7 @@ def _pooled_from_runs(
             func.max(MeasurementRow.max),
             func.count(),
             func.sum(func.coalesce(MeasurementRow.requested_repeats, RunSummary.requested_repeats, MeasurementRow.n)),
+            func.max(MeasurementRow.unit),
         )
         .join(MeasurementRow, MeasurementRow.run_id == RunSummary.run_id)
         .where(MeasurementRow.kind.in_(LEADERBOARD_KINDS))
@@ -215,6 +216,7 @@ def _pooled_from_runs(
                 max=float(r[13]),
                 runs=int(r[14]),
                 requested=int(r[15]) if r[15] is not None else None,
+                unit=str(r[16] or ""),
             )
             for r in conn.execute(stats_query)
         ]
