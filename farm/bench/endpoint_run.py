@@ -191,7 +191,11 @@ def bench_endpoint(
         worker_id=worker,
         attempt=job.attempt,
         simulated=info.simulated,
-        extra={"endpoint": info.to_json(), "spec_path": str(loaded.path)},
+        extra={
+            "endpoint": info.to_json(),
+            "spec_path": str(loaded.path),
+            "prompt_sized_by": outcome.prompt_sized_by,
+        },
     )
     result = RunResult(
         figures=outcome.figures,

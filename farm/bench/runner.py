@@ -21,7 +21,7 @@ from farm.bench.methods import MeasureContext, Measurement
 from farm.bench.openloop import measure_open_loop
 from farm.bench.records import Figure
 from farm.bench.sharded import ClientPlan, measure_concurrency_sharded
-from farm.engines import llamacpp, sglang
+from farm.engines import llamacpp, sglang, vllm
 from farm.errors import MeasurementError
 from farm.recipes.sweep import SweepPlan
 
@@ -33,6 +33,13 @@ ENGINE_COUNTER_NAMES: Mapping[str, Mapping[str, str]] = {
 """Each engine's metric-name prefix and its counters under the farm's names (vLLM's own need no mapping): a
 sweep learns which family the server speaks from its /metrics page, so the token-count cross-checks hold for
 llama.cpp and SGLang too."""
+
+ENGINE_CACHE_RESETS: Mapping[str, str | None] = {
+    "vllm:": vllm.PREFIX_CACHE_RESET,
+    "sglang:": sglang.PREFIX_CACHE_RESET,
+    "llamacpp:": llamacpp.PREFIX_CACHE_RESET,
+}
+"""Where each engine (by its metric-name prefix) empties its prefix cache; None: it has no such call."""
 
 PHASE_WARMING = "warming"
 PHASE_MEASURING = "measuring"
@@ -59,6 +66,8 @@ class SweepOutcome:
     metrics_after: dict[str, float] | None = None
     absent: dict[str, str] = field(default_factory=dict)
     """The key of each figure the sweep could not measure, with the reason (it has no figure)."""
+    prompt_sized_by: str | None = None
+    """How the sized prompts were counted (farm.bench.promptsize: "/tokenize" or "usage.prompt_tokens")."""
 
     def samples_for(self, figure_key: str) -> list[list[dict[str, Any]]]:
         """The raw samples behind one figure."""
@@ -151,6 +160,7 @@ async def run_sweep(
             on_step=on_step,
             counter_names=counter_names,
             counter_families=ENGINE_COUNTER_NAMES,
+            cache_resets=ENGINE_CACHE_RESETS,
         )
         ctx.check()
         served = await methods.served_models(base_url, ctx.control_timeout_s())
@@ -158,6 +168,7 @@ async def run_sweep(
             raise MeasurementError(f"the server does not serve {model!r} (it serves {', '.join(served) or 'none'})")
         version = await methods.engine_version(ctx)
         metrics_before = await ctx.counters()
+        await ctx.detect_sizing()
 
         on_phase(PHASE_WARMING)
         await methods.warm_up(ctx)
@@ -212,4 +223,5 @@ async def run_sweep(
         metrics_before=metrics_before,
         metrics_after=metrics_after,
         absent=absent,
+        prompt_sized_by=ctx.prompt_sized_by,
     )

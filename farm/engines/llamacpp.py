@@ -155,6 +155,11 @@ METRICS: Mapping[str, str] = {
 """The farm's counters (named as vLLM's) and the llama-server `/metrics` counters that count the same thing
 (tools/server/server.cpp, with `--metrics`)."""
 
+PREFIX_CACHE_RESET: str | None = None
+"""llama-server has no whole-cache reset: a slot's cache is erased by `POST /slots/<id>?action=erase`, or not
+reused when a request sends `cache_prompt: false`; its /metrics counts no cache hits (each answer's
+`timings.cache_n` does). The farm's cold measurements there rely on unique prefixes."""
+
 
 BENCH_TO_SERVER: Mapping[str, str] = {
     "-m": "--model",

@@ -29,6 +29,10 @@ if TYPE_CHECKING:
 
 log = get_logger(__name__)
 
+PREFIX_CACHE_RESET = "/reset_prefix_cache"
+"""vLLM empties its prefix cache at POST /reset_prefix_cache (served with VLLM_SERVER_DEV_MODE=1); its hit rate
+is vllm:prefix_cache_hits over vllm:prefix_cache_queries, both counted in tokens."""
+
 GPU_EXECUTABLE = ("vllm", "serve")
 """How a GPU host with vLLM installed starts the server."""
 

@@ -7,9 +7,13 @@
          DELETE clears the lateness
     GET  /sim/requests  server-side truth per request (?chunks=1 adds every chunk's time); DELETE clears
     GET  /sim/gpu       simulated per-card memory, for a worker's simulated GPU probe
+    POST /reset_prefix_cache   empties the prefix cache (vLLM's; its counters go on counting)
+
+With `tokenize_endpoint = false` it has no /tokenize and /detokenize, as most OpenAI-compatible servers.
 
 With the profile's `dialect = "sglang"` it answers as SGLang does instead: no /version, but /get_server_info
-(with the version) and /get_model_info, and /metrics under SGLang's `sglang:*` names.
+(with the version) and /get_model_info, /flush_cache instead of /reset_prefix_cache, and /metrics under
+SGLang's `sglang:*` names.
 
 Unknown paths answer 404 and known paths with another method 405, in FastAPI's `{"detail": ...}` shape.
 
@@ -74,12 +78,18 @@ class SimApp:
             "/sim/stats": {"GET": sim_stats, "DELETE": sim_stats_clear},
             "/sim/requests": {"GET": sim_requests, "DELETE": sim_requests_clear},
             "/sim/gpu": {"GET": sim_gpu},
+            "/reset_prefix_cache": {"POST": reset_prefix_cache},
         }
         if state.profile.dialect == "sglang":
             # SGLang has no /version: its version is in /get_server_info (and its metrics are sglang:*).
             del self.routes["/version"]
+            del self.routes["/reset_prefix_cache"]
             self.routes["/get_server_info"] = {"GET": sglang_server_info}
             self.routes["/get_model_info"] = {"GET": sglang_model_info}
+            self.routes["/flush_cache"] = {"GET": reset_prefix_cache, "POST": reset_prefix_cache}
+        if not state.profile.tokenize_endpoint:
+            del self.routes["/tokenize"]
+            del self.routes["/detokenize"]
 
     def __call__(self, request: Request, conn: Connection) -> Response | None:
         if self.state.hung:
@@ -233,6 +243,14 @@ def tokenize(state: SimState, request: Request, conn: Connection) -> Response:
     )
 
 
+def reset_prefix_cache(state: SimState, request: Request, conn: Connection) -> Response:
+    """vLLM's POST /reset_prefix_cache (SGLang's /flush_cache): every cached block is dropped; the hit and query
+    counters are counters and keep their values."""
+    state.prefix_cache.clear()
+    state.cache_resets += 1
+    return Response(200)
+
+
 def detokenize(state: SimState, request: Request, conn: Connection) -> Response:
     try:
         body: protocol.DetokenizeBody = protocol.parse_body(request.body, protocol.DetokenizeBody)
@@ -275,7 +293,11 @@ def generate(state: SimState, request: Request, conn: Connection, kind: str) -> 
         request_id=protocol.new_request_id(req.kind),
         created=protocol.now_s(),
         workload=workload,
-        one_stream_rate=profile.decode_tok_s.get(workload or "", profile.default_decode_tok_s),
+        one_stream_rate=timing.rate_at_depth(
+            profile.decode_tok_s.get(workload or "", profile.default_decode_tok_s),
+            len(req.prompt_tokens),
+            profile.decode_s_per_context_token,
+        ),
         completion_tokens=completion_tokens,
         finish_reason="length" if completion_tokens == req.max_tokens else "stop",
         # The same draws as timing.plan_steps(rng=Random(seed * 1_000_003 + n)); none without drafts.
@@ -315,6 +337,8 @@ def sim_stats(state: SimState, request: Request, conn: Connection) -> Response:
             "waiting": state.waiting,
             "decoding": state.scheduler.decoding,
             "aborted": state.scheduler.aborted,
+            "prefix_cache_resets": state.cache_resets,
+            "prefix_cache_blocks": len(state.prefix_cache),
             "spin_us": state.scheduler.spin_ns // 1000,
         }
     )
