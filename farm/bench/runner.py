@@ -21,7 +21,9 @@ from farm.bench.methods import MeasureContext, Measurement
 from farm.bench.openloop import measure_open_loop
 from farm.bench.records import Figure
 from farm.bench.sharded import ClientPlan, measure_concurrency_sharded
-from farm.engines import llamacpp, sglang, vllm
+from farm.engines.llamacpp import adapter as llamacpp
+from farm.engines.sglang import adapter as sglang
+from farm.engines.vllm import adapter as vllm
 from farm.errors import MeasurementError
 from farm.recipes.sweep import SweepPlan
 

@@ -21,7 +21,7 @@ from farm.demo import (
     run_demo,
 )
 from farm.domain import JobState, JobView
-from farm.engines.vllm_cpu import ensure_tiny_model
+from farm.engines.vllm.cpu import ensure_tiny_model
 from farm.logs import configure
 from farm.provenance import mask_url
 

@@ -24,7 +24,7 @@ from farm.engines.argspec import ArgSpec, CanonicalCommand, parse_command
 from farm.engines.environment import check_recipe_environment, recipe_environment
 from farm.engines.judge import DEFAULT_PATH_ROOTS, Judgement, judge
 from farm.engines.registry import engine_kind, launchable_engines
-from farm.engines.vllm_args import CODE_LOADING
+from farm.engines.vllm.spec import CODE_LOADING
 from farm.errors import ArgumentPolicyError
 from farm.recipes.fields import CREDENTIAL_VALUE
 

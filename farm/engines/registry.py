@@ -24,33 +24,37 @@ class EngineKind:
 
 
 def _vllm() -> ArgSpec:
-    from farm.engines.vllm_args import shipped_vllm_spec
+    from farm.engines.vllm.spec import shipped_vllm_spec
 
     return shipped_vllm_spec()
 
 
 def _llamacpp() -> ArgSpec:
-    from farm.engines.llamacpp import shipped_llamacpp_spec
+    from farm.engines.llamacpp.adapter import shipped_llamacpp_spec
 
     return shipped_llamacpp_spec()
 
 
 def _other(name: str) -> Callable[[], ArgSpec]:
     def load() -> ArgSpec:
-        from farm.engines.other_specs import SPECS
+        from farm.engines.lmstudio.spec import LMSTUDIO
+        from farm.engines.mlx.spec import MLX
+        from farm.engines.ollama.spec import OLLAMA
+        from farm.engines.sglang.spec import SGLANG
+        from farm.engines.tabbyapi.spec import TABBYAPI
 
-        return SPECS[name]
+        return {s.engine: s for s in (SGLANG, OLLAMA, LMSTUDIO, TABBYAPI, MLX)}[name]
 
     return load
 
 
 ENGINES: dict[str, EngineKind] = {
-    "vllm": EngineKind("vllm", _vllm, True, "farm/engines/vllm_serve_args.json, dumped from vLLM 0.32.0's parser"),
+    "vllm": EngineKind("vllm", _vllm, True, "farm/engines/vllm/vllm_serve_args.json, dumped from vLLM 0.32.0's parser"),
     "llama.cpp": EngineKind(
         "llama.cpp",
         _llamacpp,
         True,
-        "farm/engines/llama_server_args.json, dumped from llama-server --help, + llamacpp_supplement.py",
+        "farm/engines/llamacpp/llama_server_args.json, dumped from llama-server --help, + llamacpp/supplement.py",
     ),
     "sglang": EngineKind(
         "sglang", _other("sglang"), True, "sglang/srt/server_args.py at 001067ff (ServerArgs.add_cli_args)"

@@ -670,7 +670,7 @@ def _noted(command: Command, note: str | None) -> Command:
 def _from_llama_bench(chosen: tuple[str, list[str]], source: str) -> Command:
     """A llama-bench command (what LocalMaxxing records for llama.cpp runs) as the llama-server command that
     loads the same model the same way (farm.engines.llamacpp.llama_bench_to_server)."""
-    from farm.engines.llamacpp import llama_bench_to_server
+    from farm.engines.llamacpp.adapter import llama_bench_to_server
     from farm.errors import ArgumentPolicyError
 
     field_name, tokens = chosen

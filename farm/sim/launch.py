@@ -3,7 +3,7 @@
 `sim_serve_argv` is the command line (`python -m farm sim serve ...`); `launch_sim` starts it as an
 `EngineProcess` (its own process group, a log file, readiness by /health and a tiny completion, stop by
 TERM then KILL), optionally pinned to a set of CPUs; `running_sim` does both as a context manager. The
-worker's simulator engine (`farm.engines.sim`) and bench/ and the tests all start it through here.
+worker's simulator engine (`farm.engines.sim.adapter`) and bench/ and the tests all start it through here.
 """
 
 from __future__ import annotations

@@ -14,16 +14,16 @@ from pathlib import Path
 from farm.domain import FailureClass
 from farm.engines.base import Engine
 from farm.engines.container import ContainerEngine
-from farm.engines.endpoint import endpoint_engine
+from farm.engines.endpoint.adapter import endpoint_engine
 from farm.engines.environment import recipe_environment
 from farm.engines.judge import DEFAULT_PATH_ROOTS
-from farm.engines.llamacpp import llamacpp_engine, load_llamacpp_spec
+from farm.engines.llamacpp.adapter import llamacpp_engine, load_llamacpp_spec
 from farm.engines.policy import EnginePolicy, recipe_command
 from farm.engines.registry import canonical_engine_name
-from farm.engines.sglang import sglang_engine
-from farm.engines.sim import sim_engine
-from farm.engines.vllm import DEFAULT_ENV_ALLOWLIST, vllm_engine, vllm_env
-from farm.engines.vllm_args import load_vllm_spec
+from farm.engines.sglang.adapter import sglang_engine
+from farm.engines.sim.adapter import sim_engine
+from farm.engines.vllm.adapter import DEFAULT_ENV_ALLOWLIST, vllm_engine, vllm_env
+from farm.engines.vllm.spec import load_vllm_spec
 from farm.errors import EngineError, ProfileError
 from farm.hardware.probe import DeclaredProbe, HardwareProbe, HardwareReport, SimulatedProbe, probe_from_source
 from farm.recipes.model import Recipe

@@ -11,7 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from farm import hardware
 from farm.domain import hardware_class
-from farm.engines.endpoint import EndpointSection
+from farm.engines.endpoint.adapter import EndpointSection
 from farm.errors import ProfileError
 
 
@@ -67,7 +67,7 @@ class VllmSection(_Section):
         ("vllm", "serve"), min_length=1, description="replaces the recipe's `vllm serve`; `~` is expanded"
     )
     extra_args: tuple[str, ...] = Field((), description="host-specific flags appended (e.g. --dtype on the CPU)")
-    env_allowlist: tuple[str, ...] | None = Field(None, description="unset: farm.engines.vllm's default list")
+    env_allowlist: tuple[str, ...] | None = Field(None, description="unset: farm.engines.vllm.adapter's default list")
     extra_env: dict[str, str] = Field(default_factory=dict, description="set for every engine on this host")
     model_paths: dict[str, str] = Field(
         default_factory=dict, description="model id -> local directory; the engine serves it under the id"

@@ -12,11 +12,11 @@ from importlib import resources
 
 import pytest
 
-from farm.engines import llamacpp_supplement
 from farm.engines.argspec import ArgSpec
-from farm.engines.llamacpp import ARGS_FILE, shipped_llamacpp_spec, spec_from_dump
+from farm.engines.llamacpp import supplement as llamacpp_supplement
+from farm.engines.llamacpp.adapter import ARGS_FILE, shipped_llamacpp_spec, spec_from_dump
 from farm.engines.policy import EnginePolicy, canonical_command
-from farm.engines.sglang_args import SGLANG
+from farm.engines.sglang.spec import SGLANG
 from farm.errors import ArgumentPolicyError
 
 SGLANG_START = "python -m sglang.launch_server --model-path org/model "
@@ -236,7 +236,7 @@ def test_the_supplement_names_its_source_and_only_extends_the_shipped_list() -> 
     shipped = shipped_llamacpp_spec()
     assert "llamacpp_supplement.py" in shipped.source
     assert "0017d6fb" in shipped.source
-    dump = json.loads(resources.files("farm.engines").joinpath(ARGS_FILE).read_text(encoding="utf-8"))
+    dump = json.loads(resources.files("farm.engines.llamacpp").joinpath(ARGS_FILE).read_text(encoding="utf-8"))
     own = spec_from_dump(dump, "/etc/farm/llama_server_args.json")
     assert own.lookup("--spec-type") is None
     assert shipped.lookup("--spec-type") is not None

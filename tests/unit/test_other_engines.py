@@ -12,10 +12,10 @@ import pytest
 
 from farm.engines.argspec import CanonicalCommand
 from farm.engines.environment import check_recipe_environment, refused_reason
-from farm.engines.llamacpp import llama_bench_to_server, llamacpp_process_argv, shipped_llamacpp_spec
+from farm.engines.llamacpp.adapter import llama_bench_to_server, llamacpp_process_argv, shipped_llamacpp_spec
 from farm.engines.policy import EnginePolicy, canonical_command
 from farm.engines.registry import canonical_engine_name, engine_kind, launchable_engines
-from farm.engines.sglang import sglang_process_argv
+from farm.engines.sglang.adapter import sglang_process_argv
 from farm.errors import ArgumentPolicyError
 from farm.recipes import assets
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from farm.engines.policy import DEFAULT_POLICY, EnginePolicy, canonical_command, check_argv
-from farm.engines.vllm_args import load_vllm_spec, shipped_vllm_spec
+from farm.engines.vllm.spec import load_vllm_spec, shipped_vllm_spec
 from farm.errors import ArgumentPolicyError
 from farm.recipes.parse import load_recipe
 

@@ -8,7 +8,7 @@ import pytest
 
 from farm.domain import FailureClass
 from farm.engines.policy import canonical_command
-from farm.engines.vllm import (
+from farm.engines.vllm.adapter import (
     CPU_MODULE_ARGS,
     GPU_EXECUTABLE,
     classify_vllm_log,

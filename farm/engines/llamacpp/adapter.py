@@ -2,7 +2,7 @@
 version and metrics.
 
 The spec is `llama_server_args.json`, dumped from the server's own `--help` by deploy/gen_llama_server_args.py
-(llama.cpp declares its options in C++, common/arg.cpp), with the newer options of farm.engines.llamacpp_supplement
+(llama.cpp declares its options in C++, common/arg.cpp), with the newer options of farm.engines.llamacpp.supplement
 merged in (`with_supplement`, for the shipped list only). llama.cpp's parser takes no abbreviations and reads
 dashes literally; every option except a few list-valued ones is single-valued (it would keep the last).
 
@@ -24,8 +24,8 @@ from pathlib import Path
 from typing import Any
 
 from farm.domain import FailureClass
-from farm.engines import llamacpp_supplement
 from farm.engines.argspec import ArgSpec, CanonicalCommand, OptionSpec, ValueKind, option_value
+from farm.engines.llamacpp import supplement as llamacpp_supplement
 from farm.engines.process import EngineProcess
 from farm.errors import ArgumentPolicyError
 
@@ -364,7 +364,7 @@ def load_llamacpp_spec(path: Path) -> ArgSpec:
 
 
 def with_supplement(spec: ArgSpec) -> ArgSpec:
-    """The spec with the newer llama-server options of farm.engines.llamacpp_supplement: newer spellings become
+    """The spec with the newer llama-server options of farm.engines.llamacpp.supplement: newer spellings become
     aliases of the dump's options, options the dump lacks are added, judged by this module's tables first."""
     aliases = llamacpp_supplement.ALIASES
     options: list[OptionSpec] = []

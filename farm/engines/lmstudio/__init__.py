@@ -1,0 +1,1 @@
+"""LM Studio: its argument spec (spec.py)."""

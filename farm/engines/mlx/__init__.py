@@ -1,0 +1,1 @@
+"""MLX (mlx-lm): its argument spec (spec.py)."""

@@ -1,0 +1,1 @@
+"""Ollama: its argument spec (spec.py)."""

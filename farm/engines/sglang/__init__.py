@@ -1,0 +1,1 @@
+"""SGLang: its argument spec (spec.py) and adapter (adapter.py)."""

@@ -1,0 +1,1 @@
+"""TabbyAPI: its argument spec and config schema (spec.py)."""
