@@ -219,6 +219,8 @@ KIND_PREFIX_CACHE = "prefix_cache"  # metric ttft_ms, point = prompt tokens
 KIND_CONCURRENCY = "concurrency"  # point = level; metrics in CONCURRENCY_METRICS
 KIND_SPEC_DECODE = "spec_decode"  # metrics acceptance_rate, mean_acceptance_length; point = workload
 KIND_MEMORY = "memory"  # metric peak_memory_gib, point = gpu<index>
+KIND_DEPTH = "depth"  # metrics decode_tok_s, ttft_ms, prefill_tok_s; point = context tokens before the turn
+KIND_DATASET = "dataset"  # point = source (sharegpt, trace); metrics of a concurrency point, per-turn figures
 
 CONCURRENCY_METRICS = (
     "aggregate_tok_s",

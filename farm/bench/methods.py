@@ -323,7 +323,7 @@ def _request_time_s(sample: RequestSample) -> float:
     return metrics.e2e_s(sample)
 
 
-def _common_params(plan: SweepPlan, api: Api) -> dict[str, Any]:
+def common_params(plan: SweepPlan, api: Api) -> dict[str, Any]:
     return {
         "api": api,
         "temperature": plan.temperature,
@@ -412,7 +412,7 @@ async def measure_decode(ctx: MeasureContext, workload: str, decode: DecodePlan)
             return _unmeasured(point, key, repeats, decode_absent, prompt)
         raise _first_failure(point, [sample for pair in repeats for sample in pair])
     params = {
-        **_common_params(plan, plan.api),
+        **common_params(plan, plan.api),
         "workload": workload,
         "short_output_tokens": decode.short_output_tokens,
         "long_output_tokens": decode.long_output_tokens,
@@ -563,7 +563,7 @@ async def measure_prefill(ctx: MeasureContext, prompt_tokens: int, output_tokens
     if not ttfts_ms:
         raise _first_failure(point, [sample for group in repeats for sample in group])
     params = {
-        **_common_params(plan, "completions"),
+        **common_params(plan, "completions"),
         "prompt_tokens": prompt_tokens,
         "output_tokens": output_tokens,
         "unique_prefix": True,
@@ -600,7 +600,7 @@ async def measure_short_ttft(ctx: MeasureContext, prompt_tokens: int) -> Measure
     if not values:
         raise _first_failure(point, [sample for group in repeats for sample in group])
     params = {
-        **_common_params(plan, "completions"),
+        **common_params(plan, "completions"),
         "prompt_tokens": prompt_tokens,
         "output_tokens": 1,
         "prompt_sized_by": ctx.prompt_sized_by,
@@ -643,7 +643,7 @@ async def measure_prefix_cache(ctx: MeasureContext, prompt: str | None, prompt_t
     if not values:
         raise _first_failure(point, [sample for group in repeats for sample in group])
     params = {
-        **_common_params(plan, "completions"),
+        **common_params(plan, "completions"),
         "prompt_tokens": prompt_tokens,
         "output_tokens": 1,
         "cache_state": "warm: the same prompt was sent before",
@@ -736,7 +736,7 @@ def concurrency_params(
 ) -> dict[str, Any]:
     """Every method parameter of a concurrency level."""
     return {
-        **_common_params(plan, plan.api),
+        **common_params(plan, plan.api),
         "concurrency": level,
         "workload": concurrency.workload,
         "prompt_tokens": concurrency.prompt_tokens,

@@ -12,7 +12,9 @@ from typing import Any
 from farm.domain import (
     CONCURRENCY_METRICS,
     KIND_CONCURRENCY,
+    KIND_DATASET,
     KIND_DECODE,
+    KIND_DEPTH,
     KIND_MEMORY,
     KIND_PREFILL,
     KIND_PREFIX_CACHE,
@@ -26,7 +28,9 @@ from farm.domain import (
 __all__ = [
     "CONCURRENCY_METRICS",
     "KIND_CONCURRENCY",
+    "KIND_DATASET",
     "KIND_DECODE",
+    "KIND_DEPTH",
     "KIND_MEMORY",
     "KIND_PREFILL",
     "KIND_PREFIX_CACHE",

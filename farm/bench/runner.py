@@ -16,6 +16,7 @@ from typing import Any
 import aiohttp
 
 from farm.bench import methods
+from farm.bench.depth import measure_depth
 from farm.bench.load import OpenLoopPlan
 from farm.bench.methods import MeasureContext, Measurement
 from farm.bench.openloop import measure_open_loop
@@ -114,6 +115,8 @@ def planned_steps(plan: SweepPlan, open_loop: OpenLoopPlan | None = None) -> int
         points += 1
     if plan.concurrency is not None:
         points += len(plan.concurrency.levels)
+    if plan.context_depth is not None:
+        points += len(plan.context_depth.depths)
     return points * plan.repeats
 
 
@@ -198,6 +201,9 @@ async def run_sweep(
                     results.append(await measure_concurrency_sharded(ctx, level, plan.concurrency, client))
                 else:
                     results.append(await methods.measure_concurrency(ctx, level, plan.concurrency))
+        if plan.context_depth is not None:
+            for depth in plan.context_depth.depths:
+                results.append(await measure_depth(ctx, depth, plan.context_depth))
         if open_loop is not None:
             results.append(await measure_open_loop(ctx, open_loop, plan.repeats))
         metrics_after = await ctx.counters()

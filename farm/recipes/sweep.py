@@ -51,6 +51,8 @@ MAX_CLIENT_PROCESSES = 256
 """Load-generator processes (one per core of the largest hosts)."""
 MAX_ENGINE_CPUS = 4096
 """CPU indices named in `client.engine_cpus`."""
+MAX_DEPTHS = MAX_LEVELS
+"""Context depths in one sweep, as many as concurrency levels."""
 
 
 class _Spec(BaseModel):
@@ -98,6 +100,34 @@ class PrefillPlan(_Spec):
         if any(tokens > MAX_PROMPT_TOKENS for tokens in prompt_tokens):
             raise ValueError(f"every prompt length must be at most {MAX_PROMPT_TOKENS:,} tokens")
         return prompt_tokens
+
+
+class ContextDepthPlan(_Spec):
+    """Decode and TTFT with `depths` tokens already in the context (as llama-bench's `-d`): at each depth a prompt
+    of that many tokens is sent cold (its TTFT is prefill at depth), then at two output lengths on its warm
+    prefix (two-point decode at depth). Depth 0 is the workload's question alone."""
+
+    depths: tuple[int, ...] = Field((0, 8192, 32768), min_length=1, max_length=MAX_DEPTHS)
+    workload: Workload = "code"
+    short_output_tokens: int = Field(64, ge=1, le=MAX_OUTPUT_TOKENS)
+    long_output_tokens: int = Field(512, ge=2, le=MAX_OUTPUT_TOKENS)
+
+    @field_validator("depths")
+    @classmethod
+    def _bounded_distinct_depths(cls, depths: tuple[int, ...]) -> tuple[int, ...]:
+        if any(depth < 0 or depth > MAX_PROMPT_TOKENS for depth in depths):
+            raise ValueError(f"every depth must lie in [0, {MAX_PROMPT_TOKENS:,}] tokens")
+        if len(set(depths)) != len(depths):
+            raise ValueError("each depth may appear once")
+        return depths
+
+    @field_validator("long_output_tokens")
+    @classmethod
+    def _long_after_short(cls, long_output_tokens: int, info: ValidationInfo) -> int:
+        short = info.data.get("short_output_tokens")
+        if short is not None and long_output_tokens <= short:
+            raise ValueError(f"must be greater than short_output_tokens ({short}): the difference is what is timed")
+        return long_output_tokens
 
 
 class ShortTTFTPlan(_Spec):
@@ -208,6 +238,7 @@ class SweepPlan(_Spec):
     short_ttft: ShortTTFTPlan | None = None
     prefix_cache: PrefixCachePlan | None = None
     concurrency: ConcurrencyPlan | None = None
+    context_depth: ContextDepthPlan | None = None
     open_loop: OpenLoopPlan | None = Field(
         None, description="requests arriving at rates (farm.bench.load), measured after the concurrency levels"
     )
@@ -242,7 +273,7 @@ class SweepPlan(_Spec):
     @property
     def measures_anything(self) -> bool:
         """Whether at least one measurement section is present (a disabled prefix cache does not count)."""
-        sections = (self.decode, self.prefill, self.short_ttft, self.concurrency, self.open_loop)
+        sections = (self.decode, self.prefill, self.short_ttft, self.concurrency, self.context_depth, self.open_loop)
         prefix_cache = self.prefix_cache is not None and self.prefix_cache.enabled
         return prefix_cache or any(section is not None for section in sections)
 

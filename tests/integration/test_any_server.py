@@ -64,6 +64,12 @@ prompt_tokens = 256
 output_tokens = 48
 workload = "code"
 
+[plan.context_depth]
+depths = [0, 8192, 32768]
+workload = "code"
+short_output_tokens = 16
+long_output_tokens = 80
+
 [open_loop]
 process = "constant"
 rates_rps = [10.0]
@@ -210,3 +216,28 @@ def test_cold_measurements_are_cold_and_the_cached_one_warm(benched: tuple[dict[
         assert rate["params"]["cache_reset"] == "POST /reset_prefix_cache"
     warm = figure(answer, "prefix_cache/8000/prefix_cache_hit_rate")
     assert warm["mean"] == pytest.approx((8000 - 1) // 16 * 16 / 8000, abs=0.005)
+
+
+def test_decode_and_prefill_at_depth_within_two_percent(
+    benched: tuple[dict[str, Any], Path], sim: EngineProcess
+) -> None:
+    """At 0, 8k and 32k tokens of context: two-point decode within 2% of 1 / (5 ms + k * d) (decode measured at
+    depth, the prefix warm) and the cold TTFT within 2% of the prefill truth (depth 0, about 22 ms, within
+    SHORT_TTFT_MS); the figure keys name the depth; the cold sends were cold."""
+    answer, _ = benched
+    p = sim_profile(sim.base_url)
+    for depth in (0, 8192, 32768):
+        decode = figure(answer, f"depth/{depth}/decode_tok_s")
+        (tokens, *_) = decode["params"]["prompt_tokens_from_usage"]
+        assert tokens == depth or (depth == 0 and 30 < tokens < 80), tokens
+        truth = timing.rate_at_depth(200.0, tokens, K_S_PER_CONTEXT_TOKEN)
+        assert abs(decode["mean"] - truth) / truth < 0.02, (depth, decode["values"], truth)
+        ttft = figure(answer, f"depth/{depth}/ttft_ms")["median"]
+        ttft_truth = ttft_truth_ms(p, tokens)
+        if depth:
+            assert abs(ttft - ttft_truth) / ttft_truth < 0.02, (depth, ttft, ttft_truth)
+        else:
+            assert abs(ttft - ttft_truth) < SHORT_TTFT_MS, (depth, ttft, ttft_truth)
+        assert figure(answer, f"depth/{depth}/prefix_cache_hit_rate")["mean"] < 0.01
+    slowdown = figure(answer, "depth/32768/decode_tok_s")["mean"] / figure(answer, "depth/0/decode_tok_s")["mean"]
+    assert slowdown == pytest.approx(0.6, abs=0.03)  # 5 ms against 8.3 ms a token
