@@ -5,7 +5,8 @@ The store computes the statistics in SQL over the run summaries (farm.store.read
 computes the same statistics from runs in memory for callers that hold them. Both hand them to `rows`:
 - decode: the workload's `decode_tok_s` values of every run, pooled (n, mean, min, max, spread);
 - prefill: the mean rate at the longest prompt any run measured; short TTFT: the mean at the shortest prompt;
-- peak memory: the largest card's peak; acceptance: the mean acceptance rate of the workload.
+- peak memory: the largest card's peak; acceptance: the mean acceptance rate of the workload;
+- decode at depth: the mean `depth/<d>/decode_tok_s` at each context depth measured (`[plan.context_depth]`).
 Launched rows come first, then endpoint rows, then simulated ones; within each, by model and workload, the
 fastest decode first.
 """
@@ -18,6 +19,7 @@ from dataclasses import replace
 
 from farm.domain import (
     KIND_DECODE,
+    KIND_DEPTH,
     KIND_MEMORY,
     KIND_PREFILL,
     KIND_SHORT_TTFT,
@@ -29,7 +31,7 @@ from farm.domain import (
 )
 from farm.store.records import GroupStat, LeaderboardRow, MeasuredRun, Stat
 
-LEADERBOARD_KINDS = (KIND_DECODE, KIND_PREFILL, KIND_SHORT_TTFT, KIND_MEMORY, KIND_SPEC_DECODE)
+LEADERBOARD_KINDS = (KIND_DECODE, KIND_PREFILL, KIND_SHORT_TTFT, KIND_MEMORY, KIND_SPEC_DECODE, KIND_DEPTH)
 """The figure kinds a leaderboard row reads; the store reads only these."""
 
 ORIGIN_ORDER = {Origin.LAUNCHED.value: 0, Origin.ENDPOINT.value: 1, Origin.SIMULATED.value: 2}
@@ -77,6 +79,14 @@ def rows(stats: Iterable[GroupStat], job_ids: dict[_Group, list[str]] | None = N
         longest = max(prefill, key=lambda pair: pair[0], default=None)
         shortest = min(short, key=lambda pair: pair[0], default=None)
         accept = {s.point: s for s in members if s.kind == KIND_SPEC_DECODE and s.metric == "acceptance_rate"}
+        at_depth = tuple(
+            sorted(
+                (depth, s.total / s.n)
+                for s in members
+                if s.kind == KIND_DEPTH and s.metric == "decode_tok_s" and s.n
+                if (depth := int_point(s.point)) is not None
+            )
+        )
         for decode in members:
             if decode.kind != KIND_DECODE or decode.metric != "decode_tok_s" or decode.n == 0:
                 continue
@@ -101,6 +111,7 @@ def rows(stats: Iterable[GroupStat], job_ids: dict[_Group, list[str]] | None = N
                     job_ids=tuple(sorted((job_ids or {}).get(group, ()))),
                     origin=decode.origin,
                     requested=decode.requested,
+                    decode_at_depth_tok_s=at_depth,
                 )
             )
     out.sort(key=lambda row: (ORIGIN_ORDER.get(row.origin, 9), row.model_id, row.workload, -row.decode_tok_s.mean))

@@ -98,6 +98,8 @@ class LeaderboardRow:
     """Decode samples the sweeps asked for (fewer than `decode_tok_s.n`: the row is incomplete)."""
     rank: int | None = None
     """1 is the fastest decode of its workload among rows of the same origin."""
+    decode_at_depth_tok_s: tuple[tuple[int, float], ...] = ()
+    """(context tokens, pooled mean decode tok/s) of the group's `depth/<d>/decode_tok_s`, shallowest first."""
 
     @property
     def incomplete(self) -> bool:
@@ -110,6 +112,7 @@ class LeaderboardRow:
         stat = self.decode_tok_s
         data["decode_tok_s"] = {"n": stat.n, "mean": stat.mean, "min": stat.min, "max": stat.max, "spread": stat.spread}
         data["job_ids"] = list(self.job_ids)
+        data["decode_at_depth_tok_s"] = {str(depth): rate for depth, rate in self.decode_at_depth_tok_s}
         return data
 
 
