@@ -16,6 +16,7 @@ from typing import Any
 import aiohttp
 
 from farm.bench import methods
+from farm.bench.conversations import measure_dataset
 from farm.bench.depth import measure_depth
 from farm.bench.load import OpenLoopPlan
 from farm.bench.methods import MeasureContext, Measurement
@@ -117,6 +118,8 @@ def planned_steps(plan: SweepPlan, open_loop: OpenLoopPlan | None = None) -> int
         points += len(plan.concurrency.levels)
     if plan.context_depth is not None:
         points += len(plan.context_depth.depths)
+    if plan.dataset is not None:
+        points += 1
     return points * plan.repeats
 
 
@@ -204,6 +207,8 @@ async def run_sweep(
         if plan.context_depth is not None:
             for depth in plan.context_depth.depths:
                 results.append(await measure_depth(ctx, depth, plan.context_depth))
+        if plan.dataset is not None:
+            results.append(await measure_dataset(ctx, plan.dataset))
         if open_loop is not None:
             results.append(await measure_open_loop(ctx, open_loop, plan.repeats))
         metrics_after = await ctx.counters()

@@ -70,6 +70,13 @@ workload = "code"
 short_output_tokens = 16
 long_output_tokens = 80
 
+[plan.dataset]
+source = "sharegpt"
+requests = 4
+concurrency = 2
+seed = 1
+max_output_tokens = 64
+
 [open_loop]
 process = "constant"
 rates_rps = [10.0]
@@ -189,6 +196,9 @@ def test_every_section_within_two_percent_of_the_truth(
     stream_truth = timing.rate_at_depth(200.0, 256, K_S_PER_CONTEXT_TOKEN)
     assert abs(per_stream - stream_truth) / stream_truth < 0.02, (per_stream, stream_truth)
     assert figure(answer, "concurrency/4/ttft_ms_p50")["params"]["prompt_sized_by"] == "usage.prompt_tokens"
+    sharegpt = figure(answer, "dataset/sharegpt/per_stream_tok_s")
+    assert sharegpt["params"]["output_tokens_counted_by"] == "usage.prompt_tokens"
+    assert abs(sharegpt["mean"] - 200.0) / 200.0 < 0.02, sharegpt["values"]  # short prompts: k * d is tiny
     open_ttft = figure(answer, "open_loop/10rps/ttft_ms_p50")["median"]
     assert abs(open_ttft - ttft_truth_ms(p, 64)) < SHORT_TTFT_MS, open_ttft
 
