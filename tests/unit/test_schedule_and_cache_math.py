@@ -99,3 +99,32 @@ def test_prefix_cache_hit_rate(before: dict[str, float], after: dict[str, float]
 def test_decode_rate_at_depth(rate: float, depth: int, k: float, expected: float) -> None:
     """Each output token takes 1/r + k*d seconds."""
     assert timing.rate_at_depth(rate, depth, k) == pytest.approx(expected)
+
+
+USAGE = {"prompt_tokens": 100, "completion_tokens": 2}
+
+
+@pytest.mark.parametrize(
+    ("last_chunks", "cached"),
+    [
+        # OpenAI, SGLang, vLLM with --enable-prompt-tokens-details: the usage chunk says it
+        ([{"choices": [], "usage": {**USAGE, "prompt_tokens_details": {"cached_tokens": 64}}}], 64),
+        # llama-server: its last chunk carries timings.cache_n beside the usage
+        ([{"choices": [], "usage": USAGE, "timings": {"cache_n": 96, "prompt_n": 4}}], 96),
+        ([{"choices": [], "usage": USAGE}], None),  # vLLM by default: silent
+    ],
+)  # fmt: skip
+def test_cached_tokens_the_answer_reports(last_chunks: list[dict[str, object]], cached: int | None) -> None:
+    """The stream's sample keeps the prompt tokens the server says it served from its cache, when it says so."""
+    import json
+
+    from farm.bench.sse import COMPLETION_TEXT_KEYS, StreamAccumulator
+
+    accumulator = StreamAccumulator(COMPLETION_TEXT_KEYS)
+    body = b'data: {"choices": [{"text": " a"}]}\n\ndata: {"choices": [{"text": " b"}]}\n\n'
+    body += b"".join(b"data: " + json.dumps(chunk).encode() + b"\n\n" for chunk in last_chunks) + b"data: [DONE]\n\n"
+    accumulator.feed(body, 1_000)
+    got = accumulator.sample(0)
+    assert got.ok
+    assert got.cached_tokens == cached
+    assert ("cached_tokens" in got.to_json()) == (cached is not None)
