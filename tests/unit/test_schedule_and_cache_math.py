@@ -128,3 +128,16 @@ def test_cached_tokens_the_answer_reports(last_chunks: list[dict[str, object]], 
     assert got.ok
     assert got.cached_tokens == cached
     assert ("cached_tokens" in got.to_json()) == (cached is not None)
+
+
+@pytest.mark.parametrize(
+    ("hit_rates", "flagged"),
+    [([0.0, 0.0], False), ([0.0, 0.05], False), ([0.0, 0.5], True), ([], False)],
+)
+def test_a_cold_measurement_served_from_the_cache_is_flagged(hit_rates: list[float], flagged: bool) -> None:
+    """Above COLD_HIT_RATE_LIMIT in any repeat, a measurement meant cold says cold_but_warm; a warm one never."""
+    from farm.bench.methods import CacheWatch
+
+    watch = CacheWatch(reset="POST /reset_prefix_cache", hit_rates=hit_rates)
+    assert watch.params(meant_cold=True)["cold_but_warm"] is flagged
+    assert "cold_but_warm" not in watch.params(meant_cold=False)
