@@ -99,7 +99,8 @@ class LeaderboardRow:
     rank: int | None = None
     """1 is the fastest decode of its workload among rows of the same origin."""
     decode_at_depth_tok_s: tuple[tuple[int, float], ...] = ()
-    """(context tokens, pooled mean decode tok/s) of the group's `depth/<d>/decode_tok_s`, shallowest first."""
+    """(context tokens, pooled mean decode tok/s) of the group's `depth/<d>/decode_tok_s`, shallowest first (in
+    JSON a list of [tokens, tok/s] pairs)."""
 
     @property
     def incomplete(self) -> bool:
@@ -112,7 +113,7 @@ class LeaderboardRow:
         stat = self.decode_tok_s
         data["decode_tok_s"] = {"n": stat.n, "mean": stat.mean, "min": stat.min, "max": stat.max, "spread": stat.spread}
         data["job_ids"] = list(self.job_ids)
-        data["decode_at_depth_tok_s"] = {str(depth): rate for depth, rate in self.decode_at_depth_tok_s}
+        data["decode_at_depth_tok_s"] = [list(pair) for pair in self.decode_at_depth_tok_s]
         return data
 
 

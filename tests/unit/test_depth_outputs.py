@@ -26,10 +26,10 @@ DEPTH_FIGURES = (
 
 
 def test_the_leaderboard_carries_decode_at_each_depth() -> None:
-    """The row's decode_at_depth_tok_s: the pooled mean per depth, shallowest first, named by depth in JSON."""
+    """The row's decode_at_depth_tok_s: the pooled mean per depth, shallowest first ([depth, tok/s] in JSON)."""
     (row,) = board((run("j-1", DEPTH_FIGURES),))
     assert row.decode_at_depth_tok_s == ((0, 200.0), (8192, 165.0), (32768, 121.0))
-    assert row.to_json()["decode_at_depth_tok_s"] == {"0": 200.0, "8192": 165.0, "32768": 121.0}
+    assert row.to_json()["decode_at_depth_tok_s"] == [[0, 200.0], [8192, 165.0], [32768, 121.0]]
 
 
 def test_the_registry_export_has_one_context_tokens_row_per_depth() -> None:
