@@ -23,27 +23,19 @@ from farm.bench.methods import MeasureContext, Measurement
 from farm.bench.openloop import measure_open_loop
 from farm.bench.records import Figure
 from farm.bench.sharded import ClientPlan, measure_concurrency_sharded
-from farm.engines.llamacpp import adapter as llamacpp
-from farm.engines.sglang import adapter as sglang
-from farm.engines.vllm import adapter as vllm
+from farm.engines.registry import cache_resets, counter_families
 from farm.errors import MeasurementError
 from farm.recipes.sweep import SweepPlan
 
-ENGINE_COUNTER_NAMES: Mapping[str, Mapping[str, str]] = {
-    "vllm:": {},
-    "sglang:": sglang.METRICS,
-    "llamacpp:": llamacpp.METRICS,
-}
-"""Each engine's metric-name prefix and its counters under the farm's names (vLLM's own need no mapping): a
-sweep learns which family the server speaks from its /metrics page, so the token-count cross-checks hold for
-llama.cpp and SGLang too."""
+ENGINE_COUNTER_NAMES: Mapping[str, Mapping[str, str]] = counter_families()
+"""Each engine's metric-name prefix and its counters under the farm's names (the table's; vLLM's own need no
+mapping): a sweep that is not told its engine's names (an endpoint's) learns which family the server speaks from
+its /metrics page, so the token-count cross-checks hold for llama.cpp and SGLang too. A worker passes its
+adapter's own names instead."""
 
-ENGINE_CACHE_RESETS: Mapping[str, str | None] = {
-    "vllm:": vllm.PREFIX_CACHE_RESET,
-    "sglang:": sglang.PREFIX_CACHE_RESET,
-    "llamacpp:": llamacpp.PREFIX_CACHE_RESET,
-}
-"""Where each engine (by its metric-name prefix) empties its prefix cache; None: it has no such call."""
+ENGINE_CACHE_RESETS: Mapping[str, str | None] = cache_resets()
+"""Where each engine (by its metric-name prefix, the table's) empties its prefix cache; None: it has no such
+call (the cold measurements then rely on unique prefixes, and say so)."""
 
 PHASE_WARMING = "warming"
 PHASE_MEASURING = "measuring"

@@ -28,7 +28,10 @@ def serve(
     port: Annotated[int, typer.Option(help="port to listen on (0: any free port, logged)")] = 8000,
     model: Annotated[str | None, typer.Option(help="served model name (overrides the profile's)")] = None,
     dialect: Annotated[
-        str | None, typer.Option(help="the server to play: vllm or sglang (overrides the profile's)")
+        str | None,
+        typer.Option(
+            help="the server to play: vllm, sglang, ollama, lmstudio, tabbyapi or mlx (overrides the profile's)"
+        ),
     ] = None,
     fault_startup_delay: Annotated[
         float | None, typer.Option(help="seconds before listening (replaces the profile's startup_s)")

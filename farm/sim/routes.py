@@ -13,7 +13,8 @@ With `tokenize_endpoint = false` it has no /tokenize and /detokenize, as most Op
 
 With the profile's `dialect = "sglang"` it answers as SGLang does instead: no /version, but /get_server_info
 (with the version) and /get_model_info, /flush_cache instead of /reset_prefix_cache, and /metrics under
-SGLang's `sglang:*` names.
+SGLang's `sglang:*` names; Ollama, LM Studio, TabbyAPI and MLX likewise (farm.sim.dialects), without vLLM's
+/reset_prefix_cache.
 
 Unknown paths answer 404 and known paths with another method 405, in FastAPI's `{"detail": ...}` shape.
 
@@ -35,6 +36,7 @@ from typing import Any
 from urllib.parse import parse_qs
 
 from farm.sim import protocol, timing, tokenizer
+from farm.sim.dialects import OWNERS, apply_dialect
 from farm.sim.engine import Pending, SimState, admit
 from farm.sim.faults import FaultPlan
 from farm.sim.http import JSON, Connection, Request, Response, connection_factory, json_response
@@ -80,16 +82,19 @@ class SimApp:
             "/sim/gpu": {"GET": sim_gpu},
             "/reset_prefix_cache": {"POST": reset_prefix_cache},
         }
-        if state.profile.dialect == "sglang":
-            # SGLang has no /version: its version is in /get_server_info (and its metrics are sglang:*).
-            del self.routes["/version"]
-            del self.routes["/reset_prefix_cache"]
-            self.routes["/get_server_info"] = {"GET": sglang_server_info}
-            self.routes["/get_model_info"] = {"GET": sglang_model_info}
-            self.routes["/flush_cache"] = {"GET": reset_prefix_cache, "POST": reset_prefix_cache}
+        # Another server's routes (farm.sim.dialects): SGLang has no /version, its version is in
+        # /get_server_info (and its metrics are sglang:*); Ollama's API is under /api; ...
+        sglang: dict[str, dict[str, Handler]] = {
+            "/get_server_info": {"GET": sglang_server_info},
+            "/get_model_info": {"GET": sglang_model_info},
+            "/flush_cache": {"GET": reset_prefix_cache, "POST": reset_prefix_cache},
+        }
+        apply_dialect(self.routes, state.profile.dialect, sglang)
+        if state.profile.dialect != "vllm":
+            self.routes.pop("/reset_prefix_cache", None)  # vLLM's own call
         if not state.profile.tokenize_endpoint:
-            del self.routes["/tokenize"]
-            del self.routes["/detokenize"]
+            self.routes.pop("/tokenize", None)
+            self.routes.pop("/detokenize", None)
 
     def __call__(self, request: Request, conn: Connection) -> Response | None:
         if self.state.hung:
@@ -156,7 +161,7 @@ def models(state: SimState, request: Request, conn: Connection) -> Response:
         "id": p.served_model_name,
         "object": "model",
         "created": created,
-        "owned_by": "sglang" if p.dialect == "sglang" else "vllm",
+        "owned_by": OWNERS.get(p.dialect, p.dialect),
         "root": p.root,
         "parent": None,
         "max_model_len": p.max_model_len,
