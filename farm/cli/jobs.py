@@ -131,6 +131,7 @@ def print_leaderboard(rows: list[Any]) -> None:
     """The leaderboard as a table (farm.cli.tables: its rows grow with the store); `--json` has every field."""
     from farm.cli.tables import TextTable
 
+    at_depth = any(r.decode_at_depth_tok_s for r in rows)  # the column only where some run measured depth
     table = TextTable(
         (
             ("model", "left"),
@@ -143,6 +144,7 @@ def print_leaderboard(rows: list[Any]) -> None:
             ("TTFT ms", "right"),
             ("GiB/card", "right"),
             ("accept", "right"),
+            *((("decode @ deepest", "right"),) if at_depth else ()),
         ),
         title="leaderboard (decode: mean of the runs' repeats; spread = (max - min) / mean)",
     )
@@ -161,12 +163,21 @@ def print_leaderboard(rows: list[Any]) -> None:
             _num(r.short_ttft_ms) if r.short_ttft_ms is not None else "",
             _num(r.peak_memory_gib) if r.peak_memory_gib is not None else "",
             f"{r.spec_acceptance_rate:.1%}" if r.spec_acceptance_rate is not None else "",
+            *((_deepest(r.decode_at_depth_tok_s),) if at_depth else ()),
         )
     table.print()
     if any(r.simulated for r in rows):
         print("(sim): measured on the simulator; never ranked with real hardware.")
     if any(r.origin == "endpoint" for r in rows):
         print("(endpoint): measured on a server the farm did not launch.")
+
+
+def _deepest(at_depth: tuple[tuple[int, float], ...]) -> str:
+    """Decode at the deepest context measured, with its depth (`121.0 @32768`)."""
+    if not at_depth:
+        return ""
+    depth, rate = at_depth[-1]
+    return f"{_num(rate)} @{depth}"
 
 
 def _num(value: float) -> str:

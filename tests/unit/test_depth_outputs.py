@@ -56,3 +56,15 @@ def test_the_report_charts_decode_and_ttft_against_depth() -> None:
     page = render_report(data)
     assert 'id="chart-depth-decode"' in page
     assert 'id="chart-depth-ttft"' in page
+
+
+def test_the_leaderboard_table_shows_decode_at_the_deepest_context(capsys: pytest.CaptureFixture[str]) -> None:
+    """`farm leaderboard` adds the column only when some row measured depth, with the depth named."""
+    from farm.cli.jobs import print_leaderboard
+
+    print_leaderboard(board((run("j-1", DEPTH_FIGURES),)))
+    out = capsys.readouterr().out
+    assert "decode @ deepest" in out
+    assert "121.0 @32768" in out
+    print_leaderboard(board((run("j-2", DEPTH_FIGURES[:1]),)))
+    assert "decode @ deepest" not in capsys.readouterr().out
