@@ -230,7 +230,7 @@ class MeasureContext:
             await self.counters()
         path = self.cache_resets.get(self.engine_family or "")
         if path is None:
-            engine = self.engine_family or "an engine without /metrics"
+            engine = f"the {self.engine_family}* engine" if self.engine_family else "an engine without /metrics"
             return f"none: {engine} offers no reset the farm knows; cold by unique prefixes"
         try:
             async with asyncio.timeout(self.control_timeout_s()):
