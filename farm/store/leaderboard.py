@@ -48,15 +48,21 @@ def pooled_stat(n: int, total: float, low: float, high: float) -> Stat:
     return Stat(n=n, mean=mean, min=low, max=high, spread=spread(low, high, mean))
 
 
-def _group(stat: GroupStat) -> _Group:
+def group_key(stat: GroupStat) -> _Group:
+    """(recipe sha256, hardware class, engine, engine version, origin): the group a statistic pools."""
     return (stat.recipe_sha256, stat.hardware_class, stat.engine_name, stat.engine_version, stat.origin)
 
 
-def rows(stats: Iterable[GroupStat], job_ids: dict[_Group, list[str]] | None = None) -> list[LeaderboardRow]:
-    """The leaderboard from pooled statistics per group and figure key (see the module docstring)."""
+def rows(
+    stats: Iterable[GroupStat],
+    job_ids: dict[_Group, list[str]] | None = None,
+    verified: dict[_Group, int] | None = None,
+) -> list[LeaderboardRow]:
+    """The leaderboard from pooled statistics per group and figure key (see the module docstring); `verified`:
+    how many of each group's runs are verified (signed by a trusted key, matching their signatures)."""
     by_group: dict[_Group, list[GroupStat]] = defaultdict(list)
     for stat in stats:
-        by_group[_group(stat)].append(stat)
+        by_group[group_key(stat)].append(stat)
     out = []
     for group, members in by_group.items():
         prefill = [
@@ -111,6 +117,8 @@ def rows(stats: Iterable[GroupStat], job_ids: dict[_Group, list[str]] | None = N
                     job_ids=tuple(sorted((job_ids or {}).get(group, ()))),
                     origin=decode.origin,
                     requested=decode.requested,
+                    verified_runs=(count := (verified or {}).get(group, 0)),
+                    verified=count > 0 and count >= len((job_ids or {}).get(group, ())),
                     decode_at_depth_tok_s=at_depth,
                 )
             )

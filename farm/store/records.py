@@ -98,6 +98,10 @@ class LeaderboardRow:
     """Decode samples the sweeps asked for (fewer than `decode_tok_s.n`: the row is incomplete)."""
     rank: int | None = None
     """1 is the fastest decode of its workload among rows of the same origin."""
+    verified_runs: int = 0
+    """The group's runs signed by a trusted key that matched their signatures at their last check."""
+    verified: bool = False
+    """Every run of the row is verified (farm.signing): what readers mark, as they mark simulated rows."""
     decode_at_depth_tok_s: tuple[tuple[int, float], ...] = ()
     """(context tokens, pooled mean decode tok/s) of the group's `depth/<d>/decode_tok_s`, shallowest first (in
     JSON a list of [tokens, tok/s] pairs)."""
@@ -216,6 +220,8 @@ class Entry:
     provenance: tuple[ProvenanceSummary, ...] = ()
     rank: int | None = None
     origin: str = "launched"
+    verified: bool = False
+    """Every run the entry pools is signed by a trusted key and matched its signature at its last check."""
 
     @property
     def incomplete(self) -> bool:

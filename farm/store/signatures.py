@@ -1,0 +1,425 @@
+"""Signatures in the store: the farm's keys, each run's signature and the verdict of its last check.
+
+- A worker registers its host key with its row (`register_key`): the key is known, not trusted.
+- At delivery the store checks the run it is about to keep against the signature the worker made
+  (`record_delivery`, in the transaction that stores the results) and keeps the signature and the verdict.
+- `verify` re-reads stored runs (figures, the bytes of their samples, provenance) and checks them again: what a
+  change made behind the store's back is caught by. It keeps each run's new verdict.
+- `trust` marks a key trusted and re-checks the runs it signed, so they become verified.
+
+Readers never check a signature: they read `run_summaries.verified`, which every check above keeps up to date.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from collections import defaultdict
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import Connection, bindparam, select, update
+
+from farm.domain import RunSignature
+from farm.errors import SigningError
+from farm.signing.keys import PublicKey, is_fingerprint
+from farm.signing.runs import Check, RunContent, Verdict, check
+from farm.store.db import upsert
+from farm.store.models import Host, RunSignatureRow, RunSummary, SigningKey
+from farm.store.sample_codec import encode as encode_samples
+
+VERIFY_BATCH = 250
+"""Runs read and checked at a time by `verify`: bounds memory (a run's samples are ~135 KB) at any store size."""
+MAX_VERIFY_WORKERS = 8
+"""At most this many processes check runs at once (each holds one batch)."""
+
+
+@dataclass(frozen=True)
+class KeyView:
+    """A key of the farm, as `farm keys list` and the API show it (never a private key: the store has none)."""
+
+    key_id: str
+    public_key: str
+    trusted: bool
+    label: str | None
+    source: str
+    first_seen_at: datetime
+    trusted_at: datetime | None
+
+
+@dataclass(frozen=True)
+class StoredSignature:
+    """A succeeded run's signature as stored, with the verdict of its last check (what the API serves)."""
+
+    job_id: str
+    attempt: int
+    worker_id: str
+    status: str
+    """farm.signing.runs.Verdict; `unsigned` when nobody signed the run."""
+    key_id: str | None = None
+    scheme: str | None = None
+    signature: str | None = None
+    digest: str | None = None
+    figures_sha256: str | None = None
+    samples_sha256: str | None = None
+    provenance_sha256: str | None = None
+    checked_at: datetime | None = None
+    origin_farm: str | None = None
+
+
+def stored_signature(conn: Connection, job_id: str) -> StoredSignature | None:
+    """The signature of the job's succeeded run (None when it has none)."""
+    row = conn.execute(
+        select(RunSummary.job_id, RunSummary.attempt, RunSummary.worker_id, RunSignatureRow)
+        .join(RunSignatureRow, RunSignatureRow.run_id == RunSummary.run_id, isouter=True)
+        .where(RunSummary.job_id == job_id)
+    ).first()
+    if row is None:
+        return None
+    if row.key_id is None:
+        return StoredSignature(row.job_id, row.attempt, row.worker_id, Verdict.UNSIGNED.value)
+    return StoredSignature(
+        job_id=row.job_id,
+        attempt=row.attempt,
+        worker_id=row.worker_id,
+        status=row.status,
+        key_id=row.key_id,
+        scheme=row.scheme,
+        signature=row.signature,
+        digest=row.digest,
+        figures_sha256=row.figures_sha256,
+        samples_sha256=row.samples_sha256,
+        provenance_sha256=row.provenance_sha256,
+        checked_at=row.checked_at,
+        origin_farm=row.origin_farm,
+    )
+
+
+@dataclass(frozen=True)
+class RunCheck:
+    """One stored run checked by `verify`."""
+
+    run_id: int
+    job_id: str
+    attempt: int
+    worker_id: str
+    key_id: str | None
+    verdict: Verdict
+    reason: str = ""
+
+
+def signature_of(row: Any) -> RunSignature:
+    return RunSignature(
+        key_id=row.key_id,
+        signature=row.signature,
+        digest=row.digest,
+        figures_sha256=row.figures_sha256,
+        samples_sha256=row.samples_sha256,
+        provenance_sha256=row.provenance_sha256,
+        scheme=row.scheme,
+    )
+
+
+# --- keys ------------------------------------------------------------------------------------------------------
+
+
+def known_keys(conn: Connection, key_ids: Iterable[str] | None = None) -> dict[str, tuple[PublicKey, bool]]:
+    """key id → (public key, trusted) of the keys this farm knows (those named, or all)."""
+    query = select(SigningKey.key_id, SigningKey.public_key, SigningKey.trusted)
+    if key_ids is not None:
+        query = query.where(SigningKey.key_id.in_(sorted(set(key_ids))))
+    return {key_id: (PublicKey.from_text(text), bool(trusted)) for key_id, text, trusted in conn.execute(query)}
+
+
+def add_key(conn: Connection, key: PublicKey, *, label: str | None, source: str, now: datetime) -> None:
+    """Know a public key (once; a key already known keeps its trust and label)."""
+    conn.execute(
+        upsert(conn, SigningKey)
+        .values(key_id=key.key_id, public_key=key.text, trusted=False, label=label, source=source, first_seen_at=now)
+        .on_conflict_do_nothing(index_elements=["key_id"])
+    )
+
+
+def register_key(conn: Connection, worker_id: str, key: PublicKey, now: datetime) -> None:
+    """A worker's host key: on its row, and known to the farm."""
+    conn.execute(update(Host).where(Host.worker_id == worker_id).values(key_id=key.key_id, public_key=key.text))
+    add_key(conn, key, label=worker_id, source="worker", now=now)
+
+
+def list_keys(conn: Connection) -> list[KeyView]:
+    rows = conn.execute(select(SigningKey).order_by(SigningKey.trusted.desc(), SigningKey.key_id)).all()
+    return [
+        KeyView(
+            key_id=row.key_id,
+            public_key=row.public_key,
+            trusted=bool(row.trusted),
+            label=row.label,
+            source=row.source,
+            first_seen_at=row.first_seen_at,
+            trusted_at=row.trusted_at,
+        )
+        for row in rows
+    ]
+
+
+def trust_key(conn: Connection, what: str, now: datetime) -> tuple[str, list[int]]:
+    """Trust a key named by its fingerprint (one the farm knows) or given whole (its one-line form, base64 or PEM).
+
+    Returns its id and the runs it signed (to check again). SigningError for a fingerprint the farm does not
+    know, or text that is no key."""
+    text = what.strip()
+    if is_fingerprint(text):
+        key_id = text
+        if conn.execute(select(SigningKey.key_id).where(SigningKey.key_id == key_id)).first() is None:
+            raise SigningError(
+                f"no key {key_id} is known here: give the key itself (a file of `farm keys show --public` "
+                "on its host), or import a bundle it signed"
+            )
+    else:
+        key = PublicKey.from_text(text)
+        key_id = key.key_id
+        add_key(conn, key, label=None, source="file", now=now)
+    conn.execute(update(SigningKey).where(SigningKey.key_id == key_id).values(trusted=True, trusted_at=now))
+    runs = conn.execute(select(RunSignatureRow.run_id).where(RunSignatureRow.key_id == key_id)).scalars().all()
+    return key_id, sorted(runs)
+
+
+# --- runs ------------------------------------------------------------------------------------------------------
+
+
+def insert_signature(
+    conn: Connection,
+    run_id: int,
+    signature: RunSignature,
+    verdict: Verdict,
+    now: datetime,
+    *,
+    origin_farm: str | None = None,
+    imported_at: datetime | None = None,
+) -> None:
+    conn.execute(
+        RunSignatureRow.__table__.insert().values(
+            run_id=run_id,
+            key_id=signature.key_id,
+            scheme=signature.scheme,
+            signature=signature.signature,
+            digest=signature.digest,
+            figures_sha256=signature.figures_sha256,
+            samples_sha256=signature.samples_sha256,
+            provenance_sha256=signature.provenance_sha256,
+            status=verdict.value,
+            checked_at=now,
+            origin_farm=origin_farm,
+            imported_at=imported_at,
+        )
+    )
+    conn.execute(update(RunSummary).where(RunSummary.run_id == run_id).values(verified=verdict is Verdict.VERIFIED))
+
+
+def check_with_keys(conn: Connection, content: RunContent, signature: RunSignature) -> Check:
+    """Check a run's content against its signature with the farm's keys."""
+    found = known_keys(conn, [signature.key_id]).get(signature.key_id)
+    key, trusted = found if found is not None else (None, False)
+    return check(content, signature, key, trusted=trusted)
+
+
+def record_delivery(
+    conn: Connection, run_id: int, content: RunContent, signature: RunSignature, now: datetime
+) -> Check:
+    """Keep a delivered run's signature with the verdict of checking what is being stored against it."""
+    try:
+        result = check_with_keys(conn, content, signature)
+    except ValueError as exc:  # content with no canonical form: kept, and never verified
+        result = Check(Verdict.CHANGED, (f"its content has no canonical form: {exc}",))
+    insert_signature(conn, run_id, signature, result.verdict, now)
+    return result
+
+
+def _driver_rows(conn: Connection, sql: str) -> list[tuple[Any, ...]]:
+    """The rows of a query on the driver's own cursor, in the connection's transaction: plain tuples, no
+    SQLAlchemy row or type processing (a check of 10,000 runs reads a million rows). JSON columns come back as
+    text on SQLite and parsed on PostgreSQL; `_json` takes either."""
+    cursor = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
+    try:
+        cursor.execute(sql)
+        return list(cursor.fetchall())
+    finally:
+        cursor.close()
+
+
+def _json(value: Any) -> Any:
+    return json.loads(value) if isinstance(value, str | bytes) else value
+
+
+def stored_contents(conn: Connection, run_ids: Sequence[int]) -> dict[int, tuple[RunContent, list[str]]]:
+    """The signed content of stored runs as the store holds it now (figures, the sha256 of each repeat's sample
+    bytes and of each figure's params bytes, provenance), with any stored summary (n, mean, min, max) that no
+    longer follows from its figure's values."""
+    if not run_ids:
+        return {}
+    listed = ",".join(str(int(run_id)) for run_id in run_ids)  # integers only: nothing to quote
+    where = f"IN ({listed})"
+    run_columns = "id, job_id, attempt, worker_id, provenance, failed_requests, total_requests"
+    runs = _driver_rows(conn, f"SELECT {run_columns} FROM runs WHERE id {where}")  # noqa: S608 - integer ids
+    figures: dict[int, list[dict[str, Any]]] = defaultdict(list)
+    problems: dict[int, list[str]] = defaultdict(list)
+    sha256 = hashlib.sha256
+    fsum, isclose = math.fsum, math.isclose
+    figure_columns = 'run_id, key, kind, metric, unit, workload, "values", params, requested_repeats, n, mean, min, max'
+    measured = _driver_rows(conn, f"SELECT {figure_columns} FROM measurements WHERE run_id {where}")  # noqa: S608
+    for run_id, key, kind, metric, unit, workload, stored, params, requested, n, mean, low, high in measured:
+        values = _json(stored)
+        figures[run_id].append(
+            {
+                "key": key,
+                "kind": kind,
+                "metric": metric,
+                "unit": unit,
+                "workload": workload,
+                "values": values,
+                "params_sha256": sha256(params).hexdigest(),
+                "requested_repeats": requested,
+            }
+        )
+        if n != len(values) or (
+            values and (low != min(values) or high != max(values) or not isclose(mean, fsum(values) / n, rel_tol=1e-9))
+        ):
+            problems[run_id].append(f"figure {key}: its stored summary does not follow from its values")
+    repeats: dict[int, dict[str, dict[int, str]]] = defaultdict(lambda: defaultdict(dict))
+    sample_columns = "run_id, figure_key, repeat_index, data, samples"
+    sampled = _driver_rows(conn, f"SELECT {sample_columns} FROM samples WHERE run_id {where}")  # noqa: S608
+    for run_id, key, index, data, legacy in sampled:
+        blob = bytes(data) if data is not None else encode_samples(_json(legacy) or [])
+        repeats[run_id][key][index] = sha256(blob).hexdigest()
+    out = {}
+    for run_id, job_id, attempt, worker_id, provenance, failed, total in runs:
+        digests = {key: [by_index[i] for i in sorted(by_index)] for key, by_index in repeats[run_id].items()}
+        out[run_id] = (
+            RunContent(
+                job_id=job_id,
+                attempt=attempt,
+                worker_id=worker_id,
+                figures=tuple(figures[run_id]),
+                sample_digests=digests,
+                provenance=dict(_json(provenance) or {}),
+                failed_requests=int(failed or 0),
+                total_requests=int(total or 0),
+            ),
+            problems[run_id],
+        )
+    return out
+
+
+def check_batch(
+    conn: Connection, run_ids: Sequence[int], keys: Mapping[str, tuple[PublicKey, bool]]
+) -> list[tuple[RunCheck, str | None]]:
+    """Check stored runs (a batch) against their signatures, reading only: each run's check and the verdict it
+    had before (None for an unsigned run)."""
+    signed = {
+        row.run_id: row
+        for row in conn.execute(
+            select(RunSignatureRow).where(RunSignatureRow.run_id.in_(bindparam("run_ids", expanding=True))),
+            {"run_ids": list(run_ids)},
+        )
+    }
+    contents = stored_contents(conn, run_ids)
+    out: list[tuple[RunCheck, str | None]] = []
+    for run_id in run_ids:
+        content, problems = contents[run_id]
+        row = signed.get(run_id)
+        if row is None:
+            unsigned = RunCheck(run_id, content.job_id, content.attempt, content.worker_id, None, Verdict.UNSIGNED)
+            out.append((unsigned, None))
+            continue
+        found = keys.get(row.key_id)
+        key, trusted = found if found is not None else (None, False)
+        result = check(content, signature_of(row), key, trusted=trusted, extra_problems=problems)
+        run_check = RunCheck(
+            run_id, content.job_id, content.attempt, content.worker_id, row.key_id, result.verdict, result.reason
+        )
+        out.append((run_check, row.status))
+    return out
+
+
+def keep_verdicts(conn: Connection, checked: Sequence[tuple[RunCheck, str | None]], now: datetime) -> None:
+    """Keep the verdicts of checked runs: the new verdict where it changed (and readers' `verified`), the time of
+    the check on every signed run."""
+    changed: dict[Verdict, list[int]] = defaultdict(list)
+    signed = []
+    for run_check, before in checked:
+        if before is None:
+            continue
+        signed.append(run_check.run_id)
+        if run_check.verdict.value != before:
+            changed[run_check.verdict].append(run_check.run_id)
+    for verdict, ids in changed.items():
+        conn.execute(update(RunSignatureRow).where(RunSignatureRow.run_id.in_(ids)).values(status=verdict.value))
+        conn.execute(update(RunSummary).where(RunSummary.run_id.in_(ids)).values(verified=verdict is Verdict.VERIFIED))
+    for begin in range(0, len(signed), VERIFY_BATCH * 4):
+        chunk = signed[begin : begin + VERIFY_BATCH * 4]
+        conn.execute(update(RunSignatureRow).where(RunSignatureRow.run_id.in_(chunk)).values(checked_at=now))
+
+
+def check_runs(
+    conn: Connection, run_ids: Sequence[int], keys: Mapping[str, tuple[PublicKey, bool]], now: datetime
+) -> list[RunCheck]:
+    """Check stored runs (a batch) against their signatures and keep each new verdict."""
+    checked = check_batch(conn, run_ids, keys)
+    keep_verdicts(conn, checked, now)
+    return [run_check for run_check, _ in checked]
+
+
+_worker_engine: Any = None
+
+
+def _open_worker_engine(url: str) -> None:
+    """A process of the pool: its own engine (a forked engine's connections are the parent's, never used here)."""
+    global _worker_engine  # one engine per pool process, made by the pool's initializer
+    from farm.store.db import create_store_engine
+
+    _worker_engine = create_store_engine(url)
+
+
+def _check_in_worker(
+    run_ids: Sequence[int], keys: Mapping[str, tuple[PublicKey, bool]]
+) -> list[tuple[RunCheck, str | None]]:
+    from farm.store.db import READ_ONLY, translate_errors
+
+    with (
+        translate_errors("cannot verify runs"),
+        _worker_engine.connect().execution_options(**READ_ONLY) as conn,
+        conn.begin(),
+    ):
+        return check_batch(conn, run_ids, keys)
+
+
+def check_in_processes(
+    url: str, batches: Sequence[Sequence[int]], keys: Mapping[str, tuple[PublicKey, bool]], workers: int
+) -> Iterator[list[tuple[RunCheck, str | None]]]:
+    """Check batches of runs in `workers` processes (reading only), in order: a check is CPU-bound (hashing,
+    canonical JSON, Ed25519), so a host's cores share it."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    context = multiprocessing.get_context("fork" if "fork" in multiprocessing.get_all_start_methods() else None)
+    with ProcessPoolExecutor(workers, mp_context=context, initializer=_open_worker_engine, initargs=(url,)) as pool:
+        yield from pool.map(_check_in_worker, batches, [keys] * len(batches))
+
+
+def verify_workers(runs: int) -> int:
+    """How many processes check `runs` runs: one per CPU this process may use, none for a few batches."""
+    import os
+
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return max(1, min(cpus, MAX_VERIFY_WORKERS, runs // (VERIFY_BATCH * 2)))
+
+
+def succeeded_run_ids(conn: Connection, job_ids: Sequence[str] | None) -> list[int]:
+    """The succeeded runs of these jobs (every one when None), in run id order."""
+    query = select(RunSummary.run_id).order_by(RunSummary.run_id)
+    if job_ids is not None:
+        query = query.where(RunSummary.job_id.in_(list(job_ids)))
+    return list(conn.execute(query).scalars())
