@@ -147,6 +147,7 @@ def print_leaderboard(rows: list[Any]) -> None:
     """The leaderboard as a table (farm.cli.tables: its rows grow with the store); `--json` has every field."""
     from farm.cli.tables import TextTable
 
+    at_depth = any(r.decode_at_depth_tok_s for r in rows)  # the column only where some run measured depth
     table = TextTable(
         (
             ("model", "left"),
@@ -162,6 +163,7 @@ def print_leaderboard(rows: list[Any]) -> None:
             ("J/tok GPU", "right"),
             ("W GPU", "right"),
             ("cost/Mtok", "right"),
+            *((("decode @ deepest", "right"),) if at_depth else ()),
         ),
         title="leaderboard (decode: mean of the runs' repeats; spread = (max - min) / mean)",
     )
@@ -184,6 +186,7 @@ def print_leaderboard(rows: list[Any]) -> None:
             _num(r.j_per_output_token) if r.j_per_output_token is not None else "",
             _power(r.avg_power_w, r.peak_power_w),
             _cost(r.cost_per_m_output_tokens, r.cost_unit),
+            *((_deepest(r.decode_at_depth_tok_s),) if at_depth else ()),
         )
     table.print()
     if any(r.j_per_output_token is not None or r.avg_power_w is not None for r in rows):
@@ -219,6 +222,14 @@ def _cost(value: float | None, unit: str | None) -> str:
         return ""
     currency = (unit or "").removesuffix("/Mtok")
     return f"{value:.3g} {currency}".strip()
+
+
+def _deepest(at_depth: tuple[tuple[int, float], ...]) -> str:
+    """Decode at the deepest context measured, with its depth (`121.0 @32768`)."""
+    if not at_depth:
+        return ""
+    depth, rate = at_depth[-1]
+    return f"{_num(rate)} @{depth}"
 
 
 def _num(value: float) -> str:
