@@ -54,11 +54,20 @@ class RunContent:
     provenance: dict[str, Any]
     failed_requests: int
     total_requests: int
+    figures_json: bytes | None = None
+    """Optional: bytes a reader built from the stored text of the figures (farm.store.signatures), which are
+    the figures' canonical JSON when the store kept the values' numbers as they were written. `parts` uses them
+    only when their sha256 is the one expected (then they are, byte for byte, what was signed); otherwise the
+    figures are canonicalized from `figures`, as always."""
 
-    def parts(self) -> tuple[str, str, str]:
+    def parts(self, expected_figures_sha256: str | None = None) -> tuple[str, str, str]:
         """(figures, samples, provenance) sha256."""
+        figures = None
+        if self.figures_json is not None and expected_figures_sha256 is not None:
+            candidate = canonical.sha256_hex(self.figures_json)
+            figures = candidate if candidate == expected_figures_sha256 else None
         return (
-            canonical.figures_sha256(self.figures),
+            figures or canonical.figures_sha256(self.figures),
             canonical.samples_sha256(self.sample_digests),
             canonical.provenance_sha256(self.provenance),
         )
@@ -172,7 +181,7 @@ def check(
         return Check(Verdict.UNSIGNED)
     if signature.scheme != canonical.SCHEME:
         return Check(Verdict.CHANGED, (f"unknown signature scheme {signature.scheme!r}",))
-    parts = content.parts()
+    parts = content.parts(signature.figures_sha256)
     problems = list(extra_problems)
     for name, now, signed in zip(
         ("figures", "samples", "provenance"),

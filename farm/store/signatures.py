@@ -19,9 +19,11 @@ from collections import defaultdict
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from json.encoder import encode_basestring_ascii
+from operator import itemgetter
 from typing import Any
 
-from sqlalchemy import Connection, bindparam, select, update
+from sqlalchemy import Connection, select, update
 
 from farm.domain import RunSignature
 from farm.errors import SigningError
@@ -254,10 +256,53 @@ def _json(value: Any) -> Any:
     return json.loads(value) if isinstance(value, str | bytes) else value
 
 
+def _decoded_values(texts: Sequence[Any]) -> list[Any]:
+    """Each figure's stored values, decoded. Texts that are each one flat array with no string (what the store
+    writes) are decoded together, by one json.loads (a check reads 60 figures a run); anything else one by one."""
+    if all(
+        type(text) is str
+        and text[:1] == "["
+        and text[-1:] == "]"
+        and text.count("[") == 1
+        and text.count("]") == 1
+        and '"' not in text
+        for text in texts
+    ):
+        try:
+            decoded = json.loads("[" + ",".join(texts) + "]")
+        except ValueError:
+            decoded = None
+        if isinstance(decoded, list) and len(decoded) == len(texts):
+            return decoded
+    return [_json(text) for text in texts]
+
+
+def _figure_frame(
+    key: Any, kind: Any, metric: Any, unit: Any, workload: Any, requested: Any
+) -> tuple[str, str, str] | None:
+    """A figure document's canonical JSON around its params sha256 and its values (farm.signing.canonical's
+    figure_document, keys in code point order), for columns of the types the store keeps (None otherwise)."""
+    texts = (key, kind, metric, unit)
+    if not all(type(text) is str for text in texts) or not (workload is None or type(workload) is str):
+        return None
+    if not (requested is None or type(requested) is int):
+        return None
+    quote = encode_basestring_ascii
+    head = f'{{"key":{quote(key)},"kind":{quote(kind)},"metric":{quote(metric)},"params_sha256":"'
+    middle = f'","requested_repeats":{"null" if requested is None else requested},"unit":{quote(unit)},"values":'
+    tail = f',"workload":{"null" if workload is None else quote(workload)}}}'
+    return head, middle, tail
+
+
 def stored_contents(conn: Connection, run_ids: Sequence[int]) -> dict[int, tuple[RunContent, list[str]]]:
     """The signed content of stored runs as the store holds it now (figures, the sha256 of each repeat's sample
     bytes and of each figure's params bytes, provenance), with any stored summary (n, mean, min, max) that no
-    longer follows from its figure's values."""
+    longer follows from its figure's values.
+
+    Where the store keeps the values as JSON text (SQLite), each run also gets `figures_json`: its figures'
+    canonical JSON written from the stored numbers' own text (no float is formatted again), which
+    farm.signing.runs.check uses only when its sha256 is the signed one; a store that kept other text
+    (PostgreSQL, or an edit) is checked from the decoded figures."""
     if not run_ids:
         return {}
     listed = ",".join(str(int(run_id)) for run_id in run_ids)  # integers only: nothing to quote
@@ -265,13 +310,17 @@ def stored_contents(conn: Connection, run_ids: Sequence[int]) -> dict[int, tuple
     run_columns = "id, job_id, attempt, worker_id, provenance, failed_requests, total_requests"
     runs = _driver_rows(conn, f"SELECT {run_columns} FROM runs WHERE id {where}")  # noqa: S608 - integer ids
     figures: dict[int, list[dict[str, Any]]] = defaultdict(list)
+    fragments: dict[int, list[tuple[str, str]] | None] = defaultdict(list)
     problems: dict[int, list[str]] = defaultdict(list)
     sha256 = hashlib.sha256
     fsum, isclose = math.fsum, math.isclose
+    frames: dict[tuple[Any, ...], tuple[str, str, str] | None] = {}
     figure_columns = 'run_id, key, kind, metric, unit, workload, "values", params, requested_repeats, n, mean, min, max'
     measured = _driver_rows(conn, f"SELECT {figure_columns} FROM measurements WHERE run_id {where}")  # noqa: S608
-    for run_id, key, kind, metric, unit, workload, stored, params, requested, n, mean, low, high in measured:
-        values = _json(stored)
+    decoded = _decoded_values([row[6] for row in measured])
+    for row, values in zip(measured, decoded, strict=True):
+        run_id, key, kind, metric, unit, workload, stored, params, requested, n, mean, low, high = row
+        params_sha256 = sha256(params).hexdigest()
         figures[run_id].append(
             {
                 "key": key,
@@ -280,10 +329,21 @@ def stored_contents(conn: Connection, run_ids: Sequence[int]) -> dict[int, tuple
                 "unit": unit,
                 "workload": workload,
                 "values": values,
-                "params_sha256": sha256(params).hexdigest(),
+                "params_sha256": params_sha256,
                 "requested_repeats": requested,
             }
         )
+        written = fragments[run_id]
+        if written is not None:
+            shape = (key, kind, metric, unit, workload, requested)
+            frame = frames.get(shape)
+            if frame is None and type(stored) is str:
+                frame = frames[shape] = _figure_frame(*shape)
+            if frame is not None and type(stored) is str:
+                head, middle, tail = frame
+                written.append((key, head + params_sha256 + middle + stored.replace(", ", ",") + tail))
+            else:
+                fragments[run_id] = None
         if n != len(values) or (
             values and (low != min(values) or high != max(values) or not isclose(mean, fsum(values) / n, rel_tol=1e-9))
         ):
@@ -295,8 +355,15 @@ def stored_contents(conn: Connection, run_ids: Sequence[int]) -> dict[int, tuple
         blob = bytes(data) if data is not None else encode_samples(_json(legacy) or [])
         repeats[run_id][key][index] = sha256(blob).hexdigest()
     out = {}
+    by_key = itemgetter(0)
     for run_id, job_id, attempt, worker_id, provenance, failed, total in runs:
         digests = {key: [by_index[i] for i in sorted(by_index)] for key, by_index in repeats[run_id].items()}
+        written = fragments.get(run_id, [])
+        figures_json = (
+            None
+            if written is None
+            else ("[" + ",".join(text for _, text in sorted(written, key=by_key)) + "]").encode("utf-8")
+        )
         out[run_id] = (
             RunContent(
                 job_id=job_id,
@@ -307,6 +374,7 @@ def stored_contents(conn: Connection, run_ids: Sequence[int]) -> dict[int, tuple
                 provenance=dict(_json(provenance) or {}),
                 failed_requests=int(failed or 0),
                 total_requests=int(total or 0),
+                figures_json=figures_json,
             ),
             problems[run_id],
         )
@@ -318,29 +386,36 @@ def check_batch(
 ) -> list[tuple[RunCheck, str | None]]:
     """Check stored runs (a batch) against their signatures, reading only: each run's check and the verdict it
     had before (None for an unsigned run)."""
-    signed = {
-        row.run_id: row
-        for row in conn.execute(
-            select(RunSignatureRow).where(RunSignatureRow.run_id.in_(bindparam("run_ids", expanding=True))),
-            {"run_ids": list(run_ids)},
-        )
-    }
+    listed = ",".join(str(int(run_id)) for run_id in run_ids)  # integers only: nothing to quote
+    signature_columns = "run_id, key_id, signature, digest, figures_sha256, samples_sha256, provenance_sha256, scheme"
+    signed = (
+        {
+            row[0]: (RunSignature(*row[1:8]), row[8])
+            for row in _driver_rows(
+                conn,
+                f"SELECT {signature_columns}, status FROM run_signatures WHERE run_id IN ({listed})",  # noqa: S608
+            )
+        }
+        if run_ids
+        else {}
+    )
     contents = stored_contents(conn, run_ids)
     out: list[tuple[RunCheck, str | None]] = []
     for run_id in run_ids:
         content, problems = contents[run_id]
-        row = signed.get(run_id)
-        if row is None:
+        stored = signed.get(run_id)
+        if stored is None:
             unsigned = RunCheck(run_id, content.job_id, content.attempt, content.worker_id, None, Verdict.UNSIGNED)
             out.append((unsigned, None))
             continue
-        found = keys.get(row.key_id)
+        signature, status = stored
+        found = keys.get(signature.key_id)
         key, trusted = found if found is not None else (None, False)
-        result = check(content, signature_of(row), key, trusted=trusted, extra_problems=problems)
+        result = check(content, signature, key, trusted=trusted, extra_problems=problems)
         run_check = RunCheck(
-            run_id, content.job_id, content.attempt, content.worker_id, row.key_id, result.verdict, result.reason
+            run_id, content.job_id, content.attempt, content.worker_id, signature.key_id, result.verdict, result.reason
         )
-        out.append((run_check, row.status))
+        out.append((run_check, status))
     return out
 
 

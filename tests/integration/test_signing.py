@@ -378,3 +378,44 @@ def test_verify_in_several_processes_finds_what_one_finds(
     assert not verified_flag(raw, jobs[2])
     assert verified_flag(raw, jobs[0])
     assert len(store.keys()) == 1
+
+
+def test_figures_stored_as_other_text_of_the_same_numbers_still_verify(
+    store: Store, raw: sa.Engine, make_recipe: Callable[..., Recipe], make_result: Callable[..., RunResult]
+) -> None:
+    """`verify` first hashes the figures' canonical JSON written from the stored numbers' own text; a store that
+    keeps the same numbers as other text (`282.00`) is not tampered with: the figures are then
+    canonicalized from their decoded values and the run still verifies, while a changed number is still caught."""
+    key = HostKey.generate()
+    result = make_result(dict.fromkeys(KEYS, (270.0, 276.0, 282.0)))
+    same, other = deliver(store, make_recipe(), result, key), deliver(store, make_recipe(), result, key)
+    store.trust_key(key.key_id)
+    cast = "CAST(:text AS jsonb)" if raw.dialect.name == "postgresql" else ":text"
+    statement = sa.text(f'UPDATE measurements SET "values" = {cast} WHERE run_id = :run AND key = :key')  # noqa: S608
+    with raw.begin() as conn:
+        conn.execute(statement, {"text": "[270.0,276.0, 282.00]", "run": run_id_of(raw, same), "key": KEYS[0]})
+        conn.execute(statement, {"text": "[270.0, 276.0, 282.001]", "run": run_id_of(raw, other), "key": KEYS[0]})
+    found = verdicts(store)
+    assert found[same] == (Verdict.VERIFIED, "")
+    assert found[other][0] is Verdict.CHANGED
+    assert "figures changed" in found[other][1]
+
+
+def test_the_figures_text_verify_hashes_first_is_their_canonical_json(
+    store: Store, make_recipe: Callable[..., Recipe], make_result: Callable[..., RunResult]
+) -> None:
+    """Where the store keeps values as JSON text (SQLite) the bytes `verify` builds from it are exactly the
+    figures' canonical JSON (so the fast path is taken on an untouched store); PostgreSQL hands values back
+    decoded and builds none."""
+    from farm.signing import canonical
+    from farm.store.signatures import stored_contents
+
+    job_id = deliver(store, make_recipe(), make_result(dict.fromkeys(KEYS, (270.0, 276.0, 1e-07))), HostKey.generate())
+    with store._read("test") as conn:
+        run_id = int(conn.execute(sa.select(Run.id).where(Run.job_id == job_id)).scalar_one())
+        [(content, problems)] = stored_contents(conn, [run_id]).values()
+    assert problems == []
+    if store.url.startswith("sqlite"):
+        assert content.figures_json == canonical.canonical_json(sorted(content.figures, key=lambda f: str(f["key"])))
+    else:
+        assert content.figures_json is None
