@@ -18,6 +18,7 @@ import importlib
 import json
 import os
 import sys
+import time
 from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
@@ -65,25 +66,45 @@ def main() -> None:
     store.key = key
     for index in range(12):  # the builder's workers: host-<n>-w1
         store.register_worker(f"host-{index}-w1", f"host-{index}", ["any"], public_key=key.public)
+    have = store_scale.store_runs(store)
+    fill_cpu = time.process_time()
     fill_s = store_scale.fill(store, args.runs, template)
+    fill_cpu = time.process_time() - fill_cpu
+    filled = args.runs - have if fill_s else 0
     store.trust_key(key.key_id)
     runs = store_scale.store_runs(store)
     if store.url.startswith("postgres"):
         store_scale.analyze(store)
     store.close()
-    print(f"{runs} runs ({fill_s:.0f} s to fill, signed on delivery)", file=sys.stderr)
+    if filled:
+        print(
+            f"filled {filled} runs in {fill_s:.0f} s wall, {fill_cpu:.1f} s CPU ({filled / fill_s:.1f} runs/s, "
+            f"{fill_cpu / filled * 1000:.1f} ms CPU per run: signing, the check at delivery, the store's writes)"
+        )
+    print(f"{runs} runs in the store (signed on delivery); load average {os.getloadavg()[0]:.1f}")
 
     env = {**os.environ, "FARM_DATABASE_URL": args.database_url}
+    # What a `farm verify` costs before it checks anything (interpreter, imports, the store opened): one that
+    # names a job with no run. Subtracted to give the cost per run.
+    base_s, _, _, base_cpu = store_scale.run_measured(["verify", "--json", "no-such-job"], env, repeats=args.repeats)
+    print(f"farm verify of no run (start-up): {base_s:.2f} s wall, {base_cpu:.2f} s CPU")
     out = Path(f"/tmp/farm-bench-verify-{os.getpid()}.json")
-    seconds, peak_mb, status, cpu_s = store_scale.run_measured(["verify", "--json"], env, stdout=out, repeats=1)
-    checks = json.loads(out.read_text(encoding="utf-8"))
+    for label, extra in (("one process", ["--workers", "1"]), ("default processes", [])):
+        seconds, peak_mb, status, cpu_s = store_scale.run_measured(["verify", "--json", *extra], env, stdout=out)
+        checks = json.loads(out.read_text(encoding="utf-8"))
+        verdicts: dict[str, int] = {}
+        for item in checks:
+            verdicts[item["verdict"]] = verdicts.get(item["verdict"], 0) + 1
+        n = max(len(checks), 1)
+        print(
+            f"farm verify ({label}): {len(checks)} runs in {seconds:.2f} s wall, {cpu_s:.2f} s CPU "
+            f"(all processes), {peak_mb:.0f} MB, exit {status}; verdicts {verdicts}"
+        )
+        print(
+            f"  per run: {(cpu_s - base_cpu) / n * 1000:.3f} ms CPU, {(seconds - base_s) / n * 1000:.3f} ms wall "
+            f"(start-up subtracted); 10,000 runs at this rate: {base_cpu + (cpu_s - base_cpu) / n * 10_000:.1f} s CPU"
+        )
     out.unlink()
-    verdicts: dict[str, int] = {}
-    for item in checks:
-        verdicts[item["verdict"]] = verdicts.get(item["verdict"], 0) + 1
-    print(f"farm verify: {len(checks)} runs in {seconds:.2f} s (cpu {cpu_s:.2f} s, {peak_mb:.0f} MB), exit {status}")
-    print(f"  verdicts: {verdicts}")
-    print(f"  {seconds / max(len(checks), 1) * 1000:.3f} ms per run")
     for name, argv in (
         ("farm leaderboard --json", ["leaderboard", "--json"]),
         ("farm leaderboard --verified --json", ["leaderboard", "--verified", "--json"]),

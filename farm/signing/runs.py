@@ -139,6 +139,18 @@ def sign(content: RunContent, key: HostKey) -> RunSignature:
     )
 
 
+def _normalized_figure(figure: Figure) -> Figure:
+    """The figure with its values normalized; itself when they already are (most are: a new Figure re-checks
+    everything it holds, which is most of what signing a run costs)."""
+    values = canonical.normalized(list(figure.values))
+    if all(
+        type(now) is type(was) and now == was and (now or repr(now) == repr(was))
+        for now, was in zip(values, figure.values, strict=True)
+    ):
+        return figure
+    return replace(figure, values=tuple(values))
+
+
 def sign_result(job_id: str, attempt: int, worker_id: str, result: RunResult, key: HostKey) -> RunResult:
     """The result, normalized (canonical.normalized: what every store gives back unchanged), with its signature
     (made over everything but its artifacts, which are not signed). CanonicalError (a ValueError) for a result
@@ -146,9 +158,7 @@ def sign_result(job_id: str, attempt: int, worker_id: str, result: RunResult, ke
     normal = replace(
         result,
         provenance=canonical.normalized(dict(result.provenance)),
-        figures=tuple(
-            replace(figure, values=tuple(canonical.normalized(list(figure.values)))) for figure in result.figures
-        ),
+        figures=tuple(_normalized_figure(figure) for figure in result.figures),
     )
     return replace(normal, signature=sign(content_of(job_id, attempt, worker_id, normal), key))
 

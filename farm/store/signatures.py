@@ -19,6 +19,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from itertools import repeat
 from json.encoder import encode_basestring_ascii
 from operator import itemgetter
 from typing import Any
@@ -259,17 +260,19 @@ def _json(value: Any) -> Any:
 def _decoded_values(texts: Sequence[Any]) -> list[Any]:
     """Each figure's stored values, decoded. Texts that are each one flat array with no string (what the store
     writes) are decoded together, by one json.loads (a check reads 60 figures a run); anything else one by one."""
-    if all(
-        type(text) is str
-        and text[:1] == "["
-        and text[-1:] == "]"
-        and text.count("[") == 1
-        and text.count("]") == 1
-        and '"' not in text
-        for text in texts
-    ):
+    try:  # each text starts with `[` and ends with `]`, and the whole has one of each per text: each is one array
+        joined = ",".join(texts)
+        flat = (
+            all(map(str.startswith, texts, repeat("[")))
+            and all(map(str.endswith, texts, repeat("]")))
+            and joined.count("[") == len(texts) == joined.count("]")
+            and '"' not in joined
+        )
+    except TypeError:  # a text that is not text (PostgreSQL hands JSON back decoded)
+        flat = False
+    if flat:
         try:
-            decoded = json.loads("[" + ",".join(texts) + "]")
+            decoded = json.loads("[" + joined + "]")
         except ValueError:
             decoded = None
         if isinstance(decoded, list) and len(decoded) == len(texts):
@@ -315,12 +318,15 @@ def stored_contents(conn: Connection, run_ids: Sequence[int]) -> dict[int, tuple
     sha256 = hashlib.sha256
     fsum, isclose = math.fsum, math.isclose
     frames: dict[tuple[Any, ...], tuple[str, str, str] | None] = {}
+    params_digests: dict[Any, str] = {}
     figure_columns = 'run_id, key, kind, metric, unit, workload, "values", params, requested_repeats, n, mean, min, max'
     measured = _driver_rows(conn, f"SELECT {figure_columns} FROM measurements WHERE run_id {where}")  # noqa: S608
     decoded = _decoded_values([row[6] for row in measured])
     for row, values in zip(measured, decoded, strict=True):
         run_id, key, kind, metric, unit, workload, stored, params, requested, n, mean, low, high = row
-        params_sha256 = sha256(params).hexdigest()
+        params_sha256 = params_digests.get(params)
+        if params_sha256 is None:  # a sweep's figures share a few parameter sets: each hashed once a batch
+            params_sha256 = params_digests[params] = sha256(params).hexdigest()
         figures[run_id].append(
             {
                 "key": key,

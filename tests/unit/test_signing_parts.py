@@ -161,3 +161,17 @@ def test_the_validated_rules_each_read_their_fields() -> None:
     assert not outcomes(good_recipe, good, False)["acceptance run"]
     eager = {**good, "argv": ["vllm", "serve", "m", "--enforce-eager"]}
     assert not outcomes(good_recipe, eager, True)["no eager mode"]
+
+
+def test_the_signer_normalizes_figure_values_and_keeps_figures_that_need_none() -> None:
+    """A figure's -0.0 becomes 0.0 and an integral 1e16 its integer (what PostgreSQL gives back); a figure whose
+    values are already normal is kept as it is (the same object: no new Figure to re-check)."""
+    odd = (-0.0, 1e16, 2.5)
+    plain = Figure(
+        "decode", "decode/a/decode_tok_s", "decode_tok_s", "tok/s", (270.0, 276.0), summarize((270.0, 276.0))
+    )
+    strange = Figure("decode", "decode/b/decode_tok_s", "decode_tok_s", "tok/s", odd, summarize(odd))
+    signed = sign_result("j-1", 1, "w", replace(_result(), figures=(plain, strange)), HostKey.generate())
+    kept, normal = signed.figures
+    assert kept is plain
+    assert [repr(v) for v in normal.values] == ["0.0", "10000000000000000", "2.5"]
