@@ -254,6 +254,8 @@ def _engine_provenance(engine: Engine, recipe: Recipe, outcome: SweepOutcome) ->
         "version": outcome.engine_version or engine.version(),
         "image_digest": recipe.container.digest if recipe.container else None,
     }
+    if judged_by := getattr(engine, "argument_spec", None):
+        launched["argument_spec"] = judged_by  # an EngineProcess's: which spec version judged its command
     describe = getattr(engine, "provenance", None)
     if not callable(describe):
         return launched

@@ -31,8 +31,8 @@ def demo(
     engine: str = typer.Option(
         "sim",
         help="sim: the seed's host on the simulator; vllm: a tiny model on vLLM for the CPU (installed first); "
-        "llama.cpp: SmolLM2-135M on llama-server (built first); ollama, tabbyapi, mlx: a registry recipe through "
-        "that engine's adapter, the simulator standing in for the engine",
+        "llama.cpp: SmolLM2-135M on llama-server (built first); ollama, lmstudio, tabbyapi, mlx: a registry recipe "
+        "through that engine's adapter, the simulator standing in for the engine",
     ),
     spec: Path | None = typer.Option(None, help="the sweep to run (default: the engine's demo sweep)"),
     profile: Path | None = typer.Option(None, help="the worker profile to run it with (default: the engine's)"),

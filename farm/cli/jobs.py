@@ -28,13 +28,18 @@ def submit(
     with farm_errors():
         sweep = load_sweep(spec, recipe_override=recipe)
         # Judged before the store or the broker is touched (submit_sweep judges again, for its other callers).
-        check_recipe_for_submit(sweep.recipe)
+        judged = check_recipe_for_submit(sweep.recipe).spec
         check_runnable(sweep.recipe)
         store = open_store(s)
         job_ids = submit_sweep(store, sweep, simulate=simulate, count=count)
+    # The version the farm's workers run unless their profile says otherwise; each worker judges again with its own.
+    judged_against = f"{judged.engine} {judged.version}"
     if as_json:
-        print_json({"jobs": job_ids, "recipe": sweep.recipe.id, "sweep": sweep.spec.name})
+        print_json(
+            {"jobs": job_ids, "recipe": sweep.recipe.id, "sweep": sweep.spec.name, "judged_against": judged_against}
+        )
         return
+    get_console("err_console").print(f"judged against {judged_against}", markup=False, highlight=False)
     for job_id in job_ids:
         get_console().print(job_id, markup=False, highlight=False)
 

@@ -121,6 +121,9 @@ class ArgSpec:
     switch_values: Mapping[str, bool | None] = field(default_factory=dict)
     """Values a newer engine takes after an option this version reads as a bare switch (llama.cpp's `-fa on`):
     True sets the switch, False leaves it off, None leaves the engine's default (the option is dropped)."""
+    current_spellings: Callable[[Sequence[str]], list[str]] | None = field(default=None, compare=False)
+    """Rewrites a command written for an older version into this version's spellings before it is parsed
+    (llama.cpp: a bare `--flash-attn` is `--flash-attn on`, `--no-mmap` is `--load-mode none`); None: none."""
 
     def __post_init__(self) -> None:
         index: dict[str, OptionSpec] = {}
@@ -292,6 +295,8 @@ def parse_command(
     for token in argv:
         value_check(token)
     args = strip_prefix(argv, spec)
+    if spec.current_spellings is not None:
+        args = tuple(spec.current_spellings(args))
     extras = {_normalise(e, spec): OptionSpec(name=_normalise(e, spec)) for e in extra_options}
     positional: str | None = None
     parsed: dict[str, ParsedOption] = {}

@@ -70,6 +70,8 @@ class EnginePolicy:
     """vLLM's spec on this host; None: the shipped one."""
     specs: Mapping[str, ArgSpec] = field(default_factory=dict, compare=False)
     """Other engines' specs on this host (by canonical engine name); missing: the shipped ones."""
+    spec_notes: Mapping[str, str] = field(default_factory=dict, compare=False)
+    """Which spec judges each engine on this host, and why that one (the worker's provenance says it)."""
 
     def spec_for(self, engine: str) -> ArgSpec:
         if engine == "vllm" and self.serve_args is not None:

@@ -64,6 +64,9 @@ class EngineProcess:
     """The farm's counters (named as vLLM's) to this engine's /metrics names, handed to the sweep; None: the
     sweep learns them from the server's /metrics page (the simulator, which speaks any dialect)."""
 
+    argument_spec: str | None = None
+    """Which spec judged its command, and why that one (set by the worker; its provenance says it)."""
+
     def __init__(
         self,
         argv: Sequence[str],
