@@ -267,5 +267,5 @@ def test_the_supplement_names_its_source_and_only_extends_the_shipped_list() -> 
     ],
 )
 def test_vllm_options_recipes_use_are_in_the_dump(options: str) -> None:
-    """The newer vLLM options registry recipes use are in the shipped vLLM 0.32.0 dump, judged by their kind."""
+    """The newer vLLM options registry recipes use are in the shipped vLLM 0.33.0 dump, judged by their kind."""
     canonical_command(shlex.split("vllm serve org/model " + options), "vllm")
