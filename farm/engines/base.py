@@ -100,7 +100,8 @@ class EngineKind:
     """Its shipped specs by engine version (release numbers, oldest first); `spec` is the newest, the version
     the farm's workers run unless their profile says otherwise (`default_version`). Empty: `spec` alone."""
     default_version: str | None = None
-    """The version `spec` is of (what submit judges against), where the engine ships specs per version."""
+    """The version `spec` is of (what submit judges against), where the engine ships specs per version; None
+    with `spec_versions`: `spec` is newer than every release among them (a main branch's)."""
     read_version: Callable[[tuple[str, ...]], str | None] | None = None
     """Asks the host's executable which of `spec_versions` it is (llama-server --version); None: the profile
     says (`version`), or the default stands."""
@@ -117,6 +118,9 @@ class EngineKind:
             spec = self.spec_versions[version]()
             return spec, f"{self.name} {spec.version}"
         wanted = version_key(version)
+        if self.default_version is None and wanted and all(version_key(v) < wanted for v in self.spec_versions):
+            spec = self.spec()  # the default is newer than every release shipped (SGLang's main branch)
+            return spec, f"{self.name} {spec.version}, newer than every release spec shipped, for {version}"
         older = [v for v in self.spec_versions if wanted and version_key(v) <= wanted]
         if older:
             chosen = max(older, key=version_key)

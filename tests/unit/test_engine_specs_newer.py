@@ -16,6 +16,7 @@ from farm.engines.argspec import ArgSpec
 from farm.engines.llamacpp import supplement as llamacpp_supplement
 from farm.engines.llamacpp.adapter import SPEC_FILES, shipped_llamacpp_spec, spec_from_dump
 from farm.engines.policy import EnginePolicy, canonical_command
+from farm.engines.registry import engine_kind
 from farm.engines.sglang.spec import SGLANG
 from farm.errors import ArgumentPolicyError
 
@@ -269,3 +270,22 @@ def test_the_supplement_names_its_source_and_only_extends_the_shipped_list() -> 
 def test_vllm_options_recipes_use_are_in_the_dump(options: str) -> None:
     """The newer vLLM options registry recipes use are in the shipped vLLM 0.33.0 dump, judged by their kind."""
     canonical_command(shlex.split("vllm serve org/model " + options), "vllm")
+
+
+def test_sglang_0_5_23_is_the_allowlist_narrowed_to_its_own_parser() -> None:
+    """A worker that runs SGLang 0.5.23 judges with the allowlist cut to the options and values 0.5.23's own
+    parser has (sglang_server_args_0.5.23.json, dumped from its wheel): a newer option passes on main's spec and is
+    not an option of 0.5.23; a value 0.5.23 lacks is refused; the default stays main's (recipes use it)."""
+    release, said = engine_kind("sglang").spec_at("0.5.23")
+    assert release.version == "0.5.23"
+    assert said == "sglang 0.5.23"
+    newer = shlex.split(SGLANG_START + "--enable-pcie-oneshot-allreduce")
+    canonical_command(newer, "sglang")
+    on_release = EnginePolicy(specs={"sglang": release})
+    with pytest.raises(ArgumentPolicyError, match=re.escape("not an option of sglang 0.5.23")):
+        canonical_command(newer, "sglang", on_release)
+    assert "marlin" in (SGLANG.option("--quantization").choices or ())
+    assert "marlin" not in (release.option("--quantization").choices or ())
+    rendered = canonical_command(shlex.split(SGLANG_START + "--tp 2 --mem-fraction-static 0.8"), "sglang", on_release)
+    assert rendered.render_options() == ("--tp-size", "2", "--mem-fraction-static", "0.8")
+    assert engine_kind("sglang").spec().version == "0.5 (main at 001067ff)"
