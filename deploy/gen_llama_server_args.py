@@ -77,26 +77,25 @@ def parse_help(text: str) -> list[dict[str, Any]]:
             choices = sorted(match.group(1).split("|"))
         positive, negative = split_negative(strings)
         owner = len(options)
-        for spellings in (positive, negative):
-            if spellings:
-                options.append(
-                    {
-                        "option_strings": spellings,
-                        "nargs": (len(values) if len(values) != 1 else None) if spellings is positive else 0,
-                        "placeholders": values if spellings is positive else [],
-                        "choices": choices if spellings is positive else None,
-                    }
-                )
+        entry: dict[str, Any] = {
+            "option_strings": positive,
+            "nargs": len(values) if len(values) != 1 else None,
+            "placeholders": values,
+            "choices": choices,
+        }
+        if negative:
+            entry["negatives"] = negative
+        options.append(entry)
         if env := _ENV.search(line):
             options[owner]["env"] = env.group(1)
     return options
 
 
 def split_negative(strings: list[str]) -> tuple[list[str], list[str]]:
-    """A switch and its negation on one line (`-kvo, --kv-offload, -nkvo, --no-kv-offload`): two options, as
-    llama.cpp reads them (each sets the switch its way). The negation starts at the first `--no-...` spelling, or
-    at a short `-n...` spelling that a `--no-...` one follows; a line of negations alone (`--no-host`) is one
-    option."""
+    """A switch and its negation on one line (`-kvo, --kv-offload, -nkvo, --no-kv-offload`): its spellings and
+    the ones that turn it off (`negatives` in the dump, llama.cpp's args_neg). The negation starts at the first
+    `--no-...` spelling, or at a short `-n...` spelling that a `--no-...` one follows; a line of negations alone
+    (`--no-host`) is a switch of its own."""
     for i, spelling in enumerate(strings):
         later_long_negation = any(s.startswith("--no-") for s in strings[i:])
         if spelling.startswith("--no-") or (

@@ -35,6 +35,12 @@ class SimProfile(BaseModel):
     model_root: str | None = Field(None, description="`root` in /v1/models; the served name when unset")
     version: str = Field(description="what /version answers")
     max_model_len: int = Field(gt=0)
+    max_position_embeddings: int | None = Field(
+        None,
+        gt=0,
+        description="the model's own context limit: a recipe's --max-model-len above it makes the engine exit at "
+        "start, as vLLM does (None: no limit)",
+    )
     startup_s: float = Field(1.0, ge=0, description="seconds before the socket listens (vLLM loads the model)")
 
     # Time to first token: base + prefill(uncached) + cached * cached_s_per_token; prefill(n) = a*n + b*n².

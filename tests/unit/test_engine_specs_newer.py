@@ -48,7 +48,9 @@ def test_every_spelling_names_one_option(spec: ArgSpec) -> None:
             "--schedule-policy lpm --max-queued-requests 64 --chunked-prefill-size -1 --sleep-on-idle "
             "--kv-cache-dtype fp8_e4m3 --max-total-tokens 128k",
             1,
-            None,
+            # a value beginning with '-' is rendered in the one-token form argparse keeps as a value
+            "--schedule-policy lpm --max-queued-requests 64 --chunked-prefill-size=-1 --sleep-on-idle "
+            "--kv-cache-dtype fp8_e4m3 --max-total-tokens 128k",
         ),
         (  # parallelism, with SGLang's own aliases
             "--tensor-parallel-size 2 --ep 2 --enable-dp-attention --dp-size 2 --dcp-replicate-q-proj",
@@ -83,7 +85,7 @@ def test_every_spelling_names_one_option(spec: ArgSpec) -> None:
         ),
         (  # serving, logging and LoRA
             "--reasoning-parser deepseek-r1 --tool-call-parser qwen --default-chat-template-kwargs "
-            "'{\"enable_thinking\":false}' --log-requests-target stdout /models/logs --enable-lora --max-lora-rank 64",
+            "'{\"enable_thinking\":false}' --log-requests-target stdout stderr --enable-lora --max-lora-rank 64",
             1,
             None,
         ),
@@ -129,7 +131,7 @@ def test_sglang_options_parse_and_pass(options: str, devices: int, rendered: str
         ('--cuda-graph-config \'{"decode":{"runner_cls":"x"}}\'', "names code"),
         ("--deepep-config /etc/deepep.json", "not valid JSON"),
         ("--init-expert-location /etc/experts.json", "outside this host's"),
-        ("--log-requests-target /var/log", "outside this host's"),
+        ("--log-requests-target /var/log", "writes"),
         ("--speculative-token-map ../../vocab.pt", "a relative path"),
         ("--ep-siz 2", "abbreviations are refused"),
     ],
@@ -144,8 +146,11 @@ def test_sglang_refuses_dangerous_options(options: str, why: str) -> None:
 
 def test_sglang_draft_model_is_a_repository_on_the_trust_list() -> None:
     """With remote code trusted, the draft model and tokenizer must be on the host's trust list like the model."""
-    argv = shlex.split(SGLANG_START + "--trust-remote-code --speculative-draft-model-path evil/draft")
-    policy = EnginePolicy(allow_trust_remote_code_models=frozenset({"org/model"}))
+    commit = "a" * 40
+    argv = shlex.split(
+        SGLANG_START + f"--revision {commit} --trust-remote-code --speculative-draft-model-path evil/draft"
+    )
+    policy = EnginePolicy(allow_trust_remote_code_models=frozenset({f"org/model@{commit}"}))
     with pytest.raises(ArgumentPolicyError, match="evil/draft"):
         canonical_command(argv, "sglang", policy, device_count=1)
 
@@ -227,7 +232,7 @@ def test_newer_llamacpp_options_parse_and_pass(options: str, rendered: str | Non
         ("--reasoning maybe", "not one of"),
         ("--spec-type my_pkg.spec.Drafter", "qualified Python name"),
         ('--chat-template-kwargs \'{"loader_cls":"x"}\'', "names code"),
-        ("--log-prompts-dir /tmp/prompts", "outside this host's"),
+        ("--log-prompts-dir /tmp/prompts", "writes"),
         ("--media-path /etc", "outside this host's"),
         ("--spec-draft-model /home/me/draft.gguf", "outside this host's"),
         ("-ngl most", "expected an integer or 'auto' or 'all'"),
@@ -274,7 +279,7 @@ def test_vllm_options_recipes_use_are_in_the_dump(options: str) -> None:
 
 def test_sglang_0_5_23_is_the_allowlist_narrowed_to_its_own_parser() -> None:
     """A worker that runs SGLang 0.5.23 judges with the allowlist cut to the options and values 0.5.23's own
-    parser has (sglang_server_args_0.5.23.json, dumped from its wheel): a newer option passes on main's spec and is
+    parser has (sglang_server_args.json, dumped from its wheel): a newer option passes on main's spec and is
     not an option of 0.5.23; a value 0.5.23 lacks is refused; the default stays main's (recipes use it)."""
     release, said = engine_kind("sglang").spec_at("0.5.23")
     assert release.version == "0.5.23"

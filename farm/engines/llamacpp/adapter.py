@@ -34,6 +34,7 @@ from farm.engines.llamacpp import supplement as llamacpp_supplement
 from farm.engines.llamacpp.counters import METRICS
 from farm.engines.llamacpp.spellings import WORD_VALUES, current_spellings_for
 from farm.engines.process import GPU_FREE_DEADLINE_S, EngineProcess
+from farm.engines.reparse import check_launch
 from farm.errors import ArgumentPolicyError
 from farm.hardware.probe import HardwareProbe
 
@@ -115,10 +116,11 @@ KINDS: Mapping[str, ValueKind] = {
     "--json-schema-file": ValueKind.PATH,
     "--mmproj": ValueKind.PATH,
     "--chat-template-file": ValueKind.PATH,
-    "--log-file": ValueKind.PATH,
-    "--slot-save-path": ValueKind.PATH,
+    "--log-file": ValueKind.OUTPUT,
+    "--slot-save-path": ValueKind.OUTPUT,
     "--lookup-cache-static": ValueKind.PATH,
-    "--lookup-cache-dynamic": ValueKind.PATH,
+    "--lookup-cache-dynamic": ValueKind.OUTPUT,
+    "--log-prompts-dir": ValueKind.OUTPUT,
     "--hf-repo": ValueKind.REPO,
     "--hf-repo-draft": ValueKind.REPO,
     "--hf-repo-v": ValueKind.REPO,
@@ -128,6 +130,21 @@ KINDS: Mapping[str, ValueKind] = {
     "--json-schema": ValueKind.JSON,
     **{name: ValueKind.REFUSED for name in REFUSED},
 }
+
+WRITES: Mapping[str, str] = {
+    "--log-file": "the engine's log; the worker keeps it (engine.log, an artifact of the run)",
+    "--slot-save-path": "saves the slots' KV caches into the directory",
+    "--lookup-cache-dynamic": "updates its lookup cache file as it generates",
+    "--log-prompts-dir": "writes every prompt into the directory",
+}
+"""llama-server options that write files (kind OUTPUT), from common/arg.cpp; every other path option reads (the
+model and draft, --lora, --control-vector, --mmproj, --grammar-file, --chat-template-file,
+--lookup-cache-static)."""
+
+OFFICIAL_IMAGES: tuple[str, ...] = ("ghcr.io/ggml-org/llama.cpp",)
+"""llama.cpp's own image repository; only its `server` tags (`server`, `server-cuda`, `server-vulkan`...) start
+llama-server (`full` runs a tools script, `light` the CLI), so an image from it must carry a `server` tag."""
+IMAGE_TAG_PREFIX = "server"
 
 SWITCH_VALUES: Mapping[str, bool | None] = {
     "on": True,
@@ -170,6 +187,8 @@ REFUSED_ENV_PREFIXES = ("LLAMA_ARG_",)
 BENCH_TO_SERVER: Mapping[str, str] = {
     "-m": "--model",
     "--model": "--model",
+    "-hf": "--hf-repo",  # llama-bench downloads a repository's file as llama-server does (recorded runs use it)
+    "--hf-repo": "--hf-repo",
     "-ngl": "--n-gpu-layers",
     "--n-gpu-layers": "--n-gpu-layers",
     "-ncmoe": "--n-cpu-moe",
@@ -355,20 +374,31 @@ def spec_from_dump(data: Mapping[str, Any], source: str) -> ArgSpec:
                 word_options.append(name)
             layer_words = _known(LAYER_WORDS, strings)
             refused = _known(REFUSED, strings)
+            writes = _known(WRITES, strings)
             kind, choices = _kind(raw, strings), tuple(raw["choices"]) if raw.get("choices") else None
             by_hand = _known(_DECLARED, strings)
             if by_hand and choices is None and not _known(KINDS, strings) and raw["nargs"] != 0:
                 # The help says only "MODE" or "N": the supplement, read from common/arg.cpp, says what it is.
                 kind, choices = _DECLARED[by_hand].kind, _DECLARED[by_hand].choices
+            negatives = tuple(sorted(raw.get("negatives") or (), key=lambda n: not n.startswith("--")))  # long first
+            if negatives and kind != ValueKind.FLAG:
+                # A refused switch (`--agent`): its negation, which only turns it off, is a switch of its own.
+                options.append(OptionSpec(name=negatives[0], aliases=negatives[1:], kind=ValueKind.FLAG, nargs=0))
+                spellings.update({n: negatives[0] for n in negatives})
+                negatives = ()
+            if negatives:  # a switch with its negation (0.3.36's `--kv-offload` / `--no-kv-offload`)
+                kind = ValueKind.BOOL
+                spellings.update({n: name for n in negatives})
             options.append(
                 OptionSpec(
                     name=name,
-                    aliases=tuple(s for s in strings if s != name),
+                    aliases=tuple(s for s in (*strings, *negatives) if s != name),
+                    negations=negatives,
                     kind=kind,
                     nargs=raw["nargs"],
                     choices=choices or (LAYER_WORDS[layer_words] if layer_words else None),
                     repeatable=_known(REPEATABLE, strings) is not None,
-                    reason=REFUSED[refused] if refused else "",
+                    reason=REFUSED[refused] if refused else (WRITES[writes] if writes else ""),
                 )
             )
         release = data.get("release")
@@ -380,6 +410,7 @@ def spec_from_dump(data: Mapping[str, Any], source: str) -> ArgSpec:
             prefixes=PREFIXES,
             underscores=False,
             abbreviations=False,
+            inline_values=False,
             switch_values=SWITCH_VALUES,
             current_spellings=current_spellings_for(spellings, word_options),
         )
@@ -413,7 +444,9 @@ def with_supplement(spec: ArgSpec) -> ArgSpec:
         if any(spec.lookup(spelling) is not None for spelling in (option.name, *option.aliases)):
             continue  # the dump has it: its own entry stands
         kind = KINDS.get(option.name, option.kind)
-        options.append(replace(option, kind=kind, reason=REFUSED.get(option.name, option.reason)))
+        options.append(
+            replace(option, kind=kind, reason=REFUSED.get(option.name, WRITES.get(option.name, option.reason)))
+        )
     source = f"{spec.source} + llamacpp_supplement.py ({llamacpp_supplement.SOURCE_SHORT})"
     return replace(spec, options=tuple(options), source=source)
 
@@ -489,17 +522,10 @@ def llamacpp_process_argv(
                 f"this host keeps no file for the draft model {draft!r} (profile draft_paths)", field="argv"
             )
         kept = kept.with_options(option_value(spec.option(draft_option), os.path.expanduser(draft_path)))
-    return (
-        *executable,
-        *kept.render_options(),
-        *extra_args,
-        "--alias",
-        served_model,
-        "--host",
-        host,
-        "--port",
-        str(port),
-    )
+    worker = (*extra_args, "--alias", served_model, "--host", host, "--port", str(port))
+    tokens = (*kept.render_options(), *worker)
+    check_launch(kept, tokens, model=None, worker_tokens=worker)
+    return (*executable, *tokens)
 
 
 _LLAMA_PATTERNS: tuple[tuple[FailureClass, re.Pattern[str]], ...] = (

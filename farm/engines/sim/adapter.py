@@ -21,10 +21,28 @@ def sim_argv(
     overrides: Mapping[str, str] = {},
     faults: Sequence[str] = (),
 ) -> tuple[str, ...]:
-    """The simulator's command line for a recipe: it serves the recipe's model under the given profile."""
+    """The simulator's command line for a recipe: it serves the recipe's model under the given profile, and checks
+    the recipe's --max-model-len at start as vLLM does."""
     return sim_serve_argv(
-        profile=profile, host=host, port=port, model=recipe.model_id, overrides=overrides, faults=faults
+        profile=profile,
+        host=host,
+        port=port,
+        model=recipe.model_id,
+        overrides=overrides,
+        faults=faults,
+        max_model_len=_max_model_len(recipe.argv),
     )
+
+
+def _max_model_len(argv: Sequence[str]) -> int | None:
+    """The value of `--max-model-len N` or `--max-model-len=N` in a recipe's command, if it names a number."""
+    for index, word in enumerate(argv):
+        name, _, inline = word.partition("=")
+        if name.replace("_", "-") != "--max-model-len":
+            continue
+        value = inline if inline else (argv[index + 1] if index + 1 < len(argv) else "")
+        return int(value) if value.isdigit() else None
+    return None
 
 
 def sim_engine(
