@@ -178,6 +178,10 @@ class Host(Base):
     quarantined_at: Col[datetime | None] = Column(UTCDateTime)
     """Set when the host stopped claiming because its engine keeps failing to start; None while in rotation."""
     quarantine_reason: Col[str | None] = Column(StoredText)
+    broker_ok: Col[bool | None] = Column(Boolean)
+    """The worker's last check of its broker (None: embedded mode); False: it cannot receive messages."""
+    spool_held: Col[int] = Column(Integer, server_default="0", nullable=False)
+    """Results held in the worker's memory because its spool's disk refused them."""
 
 
 class RecipeRow(Base):
