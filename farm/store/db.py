@@ -118,7 +118,10 @@ def create_store_engine(url: str, *, pool_size: int = POOL_SIZE) -> Engine:
             max_overflow=0,
             pool_timeout=POOL_TIMEOUT_S,
             json_serializer=json_text,
-            connect_args={"connect_timeout": CONNECT_TIMEOUT_S, **TCP_KEEPALIVE},
+            # No server-side prepared statements (psycopg prepares a query run 5 times on a connection): behind
+            # PgBouncer in transaction mode a statement prepared on one server connection is unknown on the next
+            # (docs/farm-mode.md). The farm runs each query rarely on a connection, so nothing is lost.
+            connect_args={"connect_timeout": CONNECT_TIMEOUT_S, "prepare_threshold": None, **TCP_KEEPALIVE},
         )
     except (exc.SQLAlchemyError, ImportError) as error:
         raise StoreError(f"cannot create an engine for {parsed.render_as_string(hide_password=True)}") from error
