@@ -364,7 +364,12 @@ def main() -> int:
     parser.add_argument(
         "--server-connections", type=int, default=20, help="PgBouncer's connections to PostgreSQL (--pooler pgbouncer)"
     )
+    parser.add_argument(
+        "--sweep-interval-s", type=float, default=None, help="each host's FARM_SWEEP_INTERVAL_S (default: the farm's)"
+    )
     args = parser.parse_args()
+    if args.sweep_interval_s is not None:
+        os.environ["FARM_SWEEP_INTERVAL_S"] = str(args.sweep_interval_s)  # the host processes inherit it
     from farm.logs import configure
 
     configure("json", "warning")
@@ -386,7 +391,7 @@ def main() -> int:
         via = f"PgBouncer ({args.server_connections} server connections)" if bouncer else "PostgreSQL directly"
         print(
             f"fleet: {args.hosts} hosts in {args.processes} processes, {args.jobs} jobs, job_s={args.job_s}, "
-            f"reaching {via}"
+            f"sweep every {Settings().sweep_interval_s:g} s, reaching {via}"
         )
         started = time.monotonic()
         ids: list[str] = []

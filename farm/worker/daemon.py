@@ -86,8 +86,9 @@ class Worker:
         self.hardware_classes = profile.hardware_classes()
         self.lease_s = profile.worker.lease_s or self.settings.lease_s
         self.poll_interval_s = profile.worker.poll_interval_s or self.settings.poll_interval_s
-        self.store_watch = StoreWatch(self.settings.reap_grace_s)
-        """What this worker saw of the database: a reap waits after an outage (farm.worker.outage)."""
+        self.store_watch = StoreWatch(0.0 if store.is_sqlite else self.settings.reap_grace_s)
+        """What this worker saw of the database: a reap waits after an outage (farm.worker.outage). Not on SQLite:
+        a file on this host has no outage that another host's owner could be caught in."""
         self.broker_ok: bool | None = None
         """Farm mode: whether the broker answered the sweeper's last check; None in embedded mode."""
         self._shutdown = threading.Event()
