@@ -6,7 +6,7 @@ For a GPU host with PyTorch (CUDA) and nvidia-ml-py but no vLLM and not even the
     PYTHONPATH=. python bench/gpu_check.py [--gib 8] [--card 0]
 
 Only the standard library, torch, pynvml and the farm modules that need nothing else (farm.hardware.nvml,
-farm.worker.memory, farm.engines.process and farm.engines.vllm) are imported; when structlog is missing, a
+farm.worker.memory, farm.engines.process and farm.engines.vllm.adapter) are imported; when structlog is missing, a
 small stand-in for farm.logs prints the engine events instead. Without a GPU it says so and exits 2.
 
 Order matters: the stop check runs before this process touches CUDA, because its own CUDA context would
@@ -87,7 +87,7 @@ def check_probe(probe: Any) -> bool:
 def check_stop(probe: Any, gib: int, log_dir: Path) -> bool:
     """A child that allocates GPU memory and ignores SIGTERM, in its own group via the engine supervisor, is
     stopped; then the cards must be free (no compute process, memory back under the threshold)."""
-    from farm.engines.vllm import VllmEngineProcess
+    from farm.engines.vllm.process import VllmEngineProcess
     from farm.errors import EngineError
 
     baseline = probe.memory_used_mib()

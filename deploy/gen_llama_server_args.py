@@ -5,7 +5,7 @@ strings and value placeholders, then the description, then `(env: LLAMA_ARG_...)
 sets the same option. Run it against the binary a host runs:
 
     python3 deploy/gen_llama_server_args.py "$(deploy/install-llama-server.sh | head -1)" \
-        farm/engines/llama_server_args.json
+        farm/engines/llamacpp/llama_server_args.json
 
 For each option: its option strings, the number of values it takes (from the placeholders), its choices (a
 `{a,b,c}` placeholder) and the environment variable that also sets it. It imports only the standard library.

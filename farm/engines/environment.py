@@ -1,54 +1,35 @@
-"""The environment a recipe may give its engine: an allowlist, in one place.
+"""The environment a recipe may give its engine: an allowlist by exact name, in one place.
 
 A recipe's environment (`tokenized.environment`, leading `VAR=value` words, a container's `environment`) tunes
 the engine; it never reaches the worker's own tools (the docker client), never carries a secret (tokens come from
 the worker's environment), and never sets what the argument policy judges (an engine option by environment,
-a listening address, a plugin, a path).
+a listening address, a plugin, a path). A name passes only where farm.engines.environment_names (or an engine's
+table generated from its package) knows it as tuning, and its value only where it is of that name's kind (a
+switch, a number, a plain word): names that load libraries, redirect downloads, switch off checksums or name
+files are refused with their reason, and so is every name the farm does not know.
 """
 
 from __future__ import annotations
 
+import functools
+import json
 import re
 from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
 
-from farm.errors import ArgumentPolicyError
-
-ALLOWED_PREFIXES = (
-    "VLLM_",
-    "NCCL_",
-    "CUDA_",
-    "CUBLAS_",
-    "CUDNN_",
-    "TORCH_",
-    "PYTORCH_",
-    "OMP_",
-    "MKL_",
-    "KMP_",
-    "OPENBLAS_",
-    "HF_",
-    "HUGGINGFACE_",
-    "TRANSFORMERS_",
-    "TOKENIZERS_",
-    "SGLANG_",
-    "SGL_",
-    "GGML_",
-    "OLLAMA_",
-    "MLX_",
-    "HIP_",
-    "HSA_",
-    "ROCM_",
-    "ROCR_",
-    "NVIDIA_",
-    "TRITON_",
-    "FLASHINFER_",
-    "UCX_",
-    "GLOO_",
-    "TP_",
-    "SAFETENSORS_",
-    "B12X_",
-    "CUTE_DSL_",
+from farm.engines.environment_names import (
+    LIBRARIES,
+    LIBRARY_TUNING,
+    NUMBER,
+    REFUSED,
+    REFUSED_PREFIXES,
+    RUNTIME,
+    SWITCH,
+    TOKEN,
+    EngineEnvironment,
 )
-"""Name prefixes of tuning variables a recipe may set."""
+from farm.errors import ArgumentPolicyError
 
 _CACHE_PATH = (
     "a cache directory on the recipe author's machine: the worker's own cache (under its roots) applies, and "
@@ -90,12 +71,6 @@ DROPPED_NAMES = {
 """Variables a recipe may carry that are dropped, not refused: they name where the author's machine keeps files,
 which says nothing about what runs. Credentials (is_secret_name) are dropped the same way."""
 
-ALLOWED_NAMES = frozenset({"TOKENIZERS_PARALLELISM", "MALLOC_ARENA_MAX", "TZ", "USE_PINNED_ONECCL"})
-
-BENIGN_NAMES = frozenset({"NCCL_CUMEM_HOST_ENABLE", "VLLM_XPU_HOST_STAGED_COLLECTIVES"})
-"""Tuning variables whose names trip a refusal pattern without meaning it (`_HOST_` here is host memory: NCCL's
-cuMem allocations, collectives staged through host memory on Intel XPUs; not an address)."""
-
 _SECRET = re.compile(r"(TOKEN(?!S|IZ)|KEY|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH)", re.I)
 _REFUSED_PARTS: tuple[tuple[re.Pattern[str], str], ...] = (
     (_SECRET, "a secret: tokens come from the worker's own environment, never from a recipe"),
@@ -106,12 +81,14 @@ _REFUSED_PARTS: tuple[tuple[re.Pattern[str], str], ...] = (
     ),
     (re.compile(r"(^|_)(DIR|PATH|ROOT|HOME|CACHE|FILE|PREFIX)(_|$)"), "names a path on the worker"),
     (re.compile(r"USE_MODELSCOPE|USAGE_STATS|TRACE|OTEL|OTLP"), "sends data or downloads beyond the farm's checks"),
+    (
+        re.compile(r"(^|_)(REPO|REPOSITORY|MIRROR|BUCKET|REGION|S3|GCS)(_|$)"),
+        "changes where or how downloads come from, past the farm's checks of what the engine loads",
+    ),
+    (re.compile(r"DUMP"), "writes dumps of the process or its tensors to disk"),
+    (re.compile(r"(^|_)(TEST|CI)(_|$)"), "a test hook of the engine, not a setting of a benchmark"),
     (re.compile(r"^HF_HUB_OFFLINE$|^TRANSFORMERS_OFFLINE$"), "the worker's profile decides whether downloads happen"),
 )
-_REFUSED_PREFIXES = {
-    "LLAMA_ARG_": "llama-server reads it as an option, past the argument policy",
-    "SGLANG_ARG": "the engine reads it as an option, past the argument policy",
-}
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _VALUE = re.compile(r"^[\w.,:+=@/ -]*$")
 
@@ -119,21 +96,127 @@ ENV_LIMIT = 64
 """At most this many variables: more is not tuning."""
 
 
-def refused_reason(name: str) -> str | None:
-    """Why a recipe may not set `name`; None when it may."""
+def refused_reason(name: str, engine: str = "vllm") -> str | None:
+    """Why a recipe may not give `engine` the variable `name`, whatever its value; None when the farm knows the
+    name as plain tuning (its value is judged by check_recipe_environment)."""
+    verdict = _judged_name(name, engine)
+    return verdict if isinstance(verdict, str) else None
+
+
+def value_refused_reason(name: str, value: str, engine: str = "vllm") -> str | None:
+    """Why `name=value` may not reach `engine`: the name's reason, or the value not of the name's kind."""
+    verdict = _judged_name(name, engine)
+    if isinstance(verdict, str):
+        return verdict
+    kind, choices = verdict
+    if choices:
+        return None if value in choices else f"not one of {', '.join(choices)}"
+    if not _KIND_VALUE[kind].match(value):
+        return f"the value must be {_KIND_WORDS[kind]}"
+    return None
+
+
+def _judged_name(name: str, engine: str) -> str | tuple[str, tuple[str, ...]]:
+    """A refusal's reason, or the kind of value the name takes (with its choices where the engine lists them)."""
     if not _NAME.match(name):
         return "not a valid variable name"
-    for prefix, why in _REFUSED_PREFIXES.items():
+    own = _canonical(engine)
+    home = engine_environment(own)
+    read_as = name
+    for old, new in home.rewrites:
+        if name.startswith(old):
+            read_as = new + name[len(old) :]
+    candidates = tuple(dict.fromkeys((name, read_as)))
+    for candidate in candidates:
+        why = _refused(candidate, home)
+        if why is not None:
+            return why
+    for candidate in reversed(candidates):
+        known = _known_kind(candidate, home)
+        if known is not None:
+            return known
+    return (
+        f"not on the farm's list of variables {own} or its runtime read as plain tuning (exact names: "
+        "farm/engines/environment_names.py, the engine's environment.py and the tables generated from its package)"
+    )
+
+
+def _refused(name: str, home: EngineEnvironment) -> str | None:
+    refused = {**REFUSED, **home.refused}
+    if name in refused:
+        return refused[name]
+    for prefix, why in {**REFUSED_PREFIXES, **home.refused_prefixes}.items():
         if name.startswith(prefix):
             return why
-    if name not in ALLOWED_NAMES and not name.startswith(ALLOWED_PREFIXES):
-        return f"not on the farm's list of tuning variables (prefixes {', '.join(ALLOWED_PREFIXES[:6])}, ...)"
-    if name in BENIGN_NAMES:
-        return None
+    if name in RUNTIME or name in LIBRARY_TUNING or name in home.tuning:
+        return None  # listed by hand: read and judged
+    # a name from a generated table, or an unknown one, is screened by its words
     for pattern, why in _REFUSED_PARTS:
         if pattern.search(name):
             return why
     return None
+
+
+def _known_kind(name: str, home: EngineEnvironment) -> tuple[str, tuple[str, ...]] | str | None:
+    for table in (RUNTIME, home.tuning, LIBRARY_TUNING if home.libraries else {}):
+        if name in table:
+            return table[name][0], ()
+    sources = [(home.own_prefixes, home.declared)] if home.declared is not None else []
+    sources += [(LIBRARIES[library][0], Path(__file__).parent / LIBRARIES[library][1]) for library in home.libraries]
+    for prefixes, path in sources:
+        declared = _generated(str(path)).get(name) if name.startswith(prefixes) else None
+        if declared is None:
+            continue
+        kind = declared["kind"]
+        if kind == "choice":
+            return TOKEN, tuple(declared["choices"])
+        if kind in _DECLARED_KINDS:
+            return _DECLARED_KINDS[kind], ()
+        return (
+            f"{path.parent.name}/{path.name} declares it a {kind} (a path, a URL or a module name can be one); "
+            "not on the farm's list of plain words"
+        )
+    return None
+
+
+def engine_environment(engine: str) -> EngineEnvironment:
+    """What the engine's home says of its variables (farm/engines/<engine>/environment.py); an engine without
+    one gets the runtime tables only."""
+    from farm.engines.llamacpp.environment import ENVIRONMENT as LLAMACPP
+    from farm.engines.ollama.environment import ENVIRONMENT as OLLAMA
+    from farm.engines.sglang.environment import ENVIRONMENT as SGLANG
+    from farm.engines.vllm.environment import ENVIRONMENT as VLLM
+
+    homes = {"vllm": VLLM, "sglang": SGLANG, "llama.cpp": LLAMACPP, "ollama": OLLAMA}
+    return homes.get(_canonical(engine), EngineEnvironment())
+
+
+def _canonical(engine: str) -> str:
+    from farm.engines.registry import canonical_engine_name
+
+    name = canonical_engine_name(engine)
+    return "vllm" if name.startswith("vllm") else name
+
+
+_DECLARED_KINDS = {"bool": SWITCH, "int": NUMBER, "float": NUMBER, "unknown": TOKEN}
+_KIND_VALUE = {
+    SWITCH: re.compile(r"^(?i:0|1|true|false|yes|no|on|off)$"),
+    NUMBER: re.compile(r"^-?[0-9]+(\.[0-9]+)?$"),
+    TOKEN: re.compile(r"^[A-Za-z0-9_.,:+^-]{0,128}$"),
+}
+_KIND_WORDS = {
+    SWITCH: "a switch (0/1, true/false, yes/no, on/off)",
+    NUMBER: "a number",
+    TOKEN: "a plain word or list (letters, digits, _.,:+^-; no path, no URL), at most 128 characters",
+}
+
+
+@functools.cache
+def _generated(path: str) -> dict[str, dict[str, Any]]:
+    """A generated table (deploy/gen_engine_environment.py): name -> {"kind", "choices"}."""
+    document = json.loads(Path(path).read_text())
+    variables: dict[str, dict[str, Any]] = document["variables"]
+    return variables
 
 
 def dropped_names(environment: Mapping[str, str]) -> dict[str, str]:
@@ -164,7 +247,7 @@ def check_recipe_environment(environment: Mapping[str, str], engine: str) -> dic
     for name, value in environment.items():
         if _NAME.match(name) and (is_secret_name(name) or name in DROPPED_NAMES):
             continue
-        why = refused_reason(name)
+        why = refused_reason(name, engine)
         if why is not None:
             raise ArgumentPolicyError(f"{name!r}: {why} ({engine} recipe)", field="environment")
         plain = _unquoted(value)
@@ -173,6 +256,9 @@ def check_recipe_environment(environment: Mapping[str, str], engine: str) -> dic
                 f"{name}: the value must be plain text (letters, digits, ._,:+=@/ -), at most 1024 characters",
                 field="environment",
             )
+        why = value_refused_reason(name, plain, engine)
+        if why is not None:
+            raise ArgumentPolicyError(f"{name}={plain!r}: {why} ({engine} recipe)", field="environment")
         kept[name] = plain
     return kept
 

@@ -17,14 +17,16 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from farm.engines.argspec import ArgSpec, CanonicalCommand, parse_command
 from farm.engines.environment import check_recipe_environment, recipe_environment
 from farm.engines.judge import DEFAULT_PATH_ROOTS, Judgement, judge
-from farm.engines.registry import engine_kind, launchable_engines
-from farm.engines.vllm_args import CODE_LOADING
+from farm.engines.registry import engine_kind
+from farm.engines.reparse import check_round_trip
+from farm.engines.trust import ANY_COMMIT
+from farm.engines.vllm.spec import CODE_LOADING
 from farm.errors import ArgumentPolicyError
 from farm.recipes.fields import CREDENTIAL_VALUE
 
@@ -51,7 +53,8 @@ class EnginePolicy:
     """What one host allows beyond the engine's own list. The default allows nothing risky."""
 
     allow_trust_remote_code_models: frozenset[str] = frozenset()
-    """Repositories that may run with remote code trusted; every repository the engine loads must be listed."""
+    """`repository@revision` pairs that may run with remote code trusted (farm.engines.trust.parse_trust_list):
+    every repository the engine loads must be pinned to a listed revision."""
     allow_local_media: bool = False
     """Whether --allowed-local-media-path (the engine reads files of the host) is allowed."""
     allowed_extra_flags: frozenset[str] = frozenset()
@@ -60,6 +63,8 @@ class EnginePolicy:
     """Code-loading options this host accepts."""
     allow_image_tags: bool = False
     """Container images: whether an image pinned by tag, not digest, may run."""
+    allowed_images: frozenset[str] = frozenset()
+    """Container images: repositories this host runs beside each engine's official ones (farm.engines.container)."""
     allowed_mount_sources: frozenset[str] = frozenset()
     """Container mounts: host paths a recipe may mount besides the model cache."""
     mount_roots: Mapping[str, str] = field(default_factory=dict, compare=False)
@@ -119,6 +124,7 @@ def canonical_command(
     spec = policy.spec_for(engine)
     command = parse_command(argv, spec, extra_options=policy.allowed_extra_flags, value_check=check_token)
     judge(command, policy.judgement(device_count=device_count, resolve_links=resolve_links))
+    check_round_trip(command)
     return command
 
 
@@ -148,52 +154,7 @@ def submit_policy(recipe: Recipe) -> EnginePolicy:
     """What some host may allow, since a host's own policy is not known at submit: remote code for the recipe's
     own model only, local media, code-loading options. The worker judges again with its real policy."""
     return EnginePolicy(
-        allow_trust_remote_code_models=frozenset({recipe.model_id}),
+        allow_trust_remote_code_models=frozenset({f"{recipe.model_id}@{ANY_COMMIT}"}),
         allow_local_media=True,
         allowed_risky_flags=frozenset(CODE_LOADING),
     )
-
-
-def check_recipe_for_submit(recipe: Recipe) -> CanonicalCommand:
-    """The check of a recipe's command before anything is stored (`farm submit`, `farm recipe check`): its engine
-    has a spec, and its command and container launch pass the policy that some host may have. Whether any worker
-    runs the engine is `check_runnable`'s question."""
-    engine = engine_kind(recipe.engine.name)
-    policy = submit_policy(recipe)
-    if recipe.container is not None:
-        # Some host may run the recipe in its container, where its paths name the container's mounts.
-        from farm.engines.container import container_path_roots
-
-        policy = replace(policy, path_roots=container_path_roots(recipe.container, policy.path_roots))
-    command = recipe_command(recipe, policy)
-    if recipe.container is not None:
-        from farm.engines.container import check_container_launch
-
-        check_container_launch(recipe.container, policy, engine=engine.name, device_count=recipe.hardware_count)
-    return command
-
-
-def check_runnable(recipe: Recipe, *, runnable: Sequence[str] | None = None) -> None:
-    """Refuse at submit a job no worker can run, rather than queue it forever.
-
-    `runnable`: the engines the farm's workers can run (default: every engine with a launching adapter). A recipe
-    whose hardware id the catalogue lacks is valid (the parser keeps a well-formed id as-is), but no worker
-    profile can name that hardware, so its job is refused here too."""
-    engine = engine_kind(recipe.engine.name)
-    can_run = tuple(runnable) if runnable is not None else launchable_engines()
-    if engine.name not in can_run:
-        raise ArgumentPolicyError(
-            f"the recipe is valid, but no worker of this farm runs {engine.name} "
-            f"(the farm's workers run: {', '.join(can_run)}); nothing was queued",
-            field="engine.name",
-        )
-    from farm import hardware
-
-    if not hardware.is_known(recipe.hardware_id):
-        raise ArgumentPolicyError(
-            f"unknown hardware id {recipe.hardware_id!r}: the recipe is valid, but the id is not in the farm's "
-            "catalogue, so no "
-            "worker can declare it (a worker profile names catalogued hardware only; `farm catalogue` lists them, "
-            "and farm/hardware/catalogue.toml takes more); nothing was queued",
-            field="hardware_id",
-        )

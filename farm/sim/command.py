@@ -27,8 +27,15 @@ def serve(
     host: Annotated[str, typer.Option(help="address to listen on")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="port to listen on (0: any free port, logged)")] = 8000,
     model: Annotated[str | None, typer.Option(help="served model name (overrides the profile's)")] = None,
+    max_model_len: Annotated[
+        int | None,
+        typer.Option(help="the recipe's --max-model-len: above the profile's max_position_embeddings, exit at start"),
+    ] = None,
     dialect: Annotated[
-        str | None, typer.Option(help="the server to play: vllm or sglang (overrides the profile's)")
+        str | None,
+        typer.Option(
+            help="the server to play: vllm, sglang, ollama, lmstudio, tabbyapi or mlx (overrides the profile's)"
+        ),
     ] = None,
     fault_startup_delay: Annotated[
         float | None, typer.Option(help="seconds before listening (replaces the profile's startup_s)")
@@ -72,6 +79,15 @@ def serve(
     except (InputError, ValueError) as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from exc
+    limit = loaded.max_position_embeddings
+    if max_model_len is not None and limit is not None and max_model_len > limit:
+        # vLLM's own refusal (ModelConfig), before anything listens: the same recipe fails so on every host.
+        typer.echo(
+            f"ValueError: User-specified max_model_len ({max_model_len}) is greater than the derived max_model_len "
+            f"(max_position_embeddings={limit} in model's config.json).",
+            err=True,
+        )
+        raise typer.Exit(1)
     run_server(loaded, faults, host=host, port=port, spin_us=spin_us)
 
 

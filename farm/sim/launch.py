@@ -3,7 +3,7 @@
 `sim_serve_argv` is the command line (`python -m farm sim serve ...`); `launch_sim` starts it as an
 `EngineProcess` (its own process group, a log file, readiness by /health and a tiny completion, stop by
 TERM then KILL), optionally pinned to a set of CPUs; `running_sim` does both as a context manager. The
-worker's simulator engine (`farm.engines.sim`) and bench/ and the tests all start it through here.
+worker's simulator engine (`farm.engines.sim.adapter`) and bench/ and the tests all start it through here.
 """
 
 from __future__ import annotations
@@ -33,13 +33,17 @@ def sim_serve_argv(
     model: str | None = None,
     overrides: Mapping[str, str] | Sequence[str] = (),
     faults: Sequence[str] = (),
+    max_model_len: int | None = None,
 ) -> tuple[str, ...]:
     """The simulator's command line (through the farm's CLI, as the worker has always recorded it).
 
-    `overrides` are profile fields (`key=value` strings or a mapping)."""
+    `overrides` are profile fields (`key=value` strings or a mapping); `max_model_len` is the recipe's, which the
+    simulator checks at start against its model's limit, as vLLM does."""
     argv = [sys.executable, "-m", "farm", "sim", "serve", "--profile", profile, "--host", host, "--port", str(port)]
     if model is not None:
         argv += ["--model", model]
+    if max_model_len is not None:
+        argv += ["--max-model-len", str(max_model_len)]
     items = (
         [f"{key}={value}" for key, value in sorted(overrides.items())] if isinstance(overrides, Mapping) else overrides
     )

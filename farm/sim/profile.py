@@ -35,6 +35,12 @@ class SimProfile(BaseModel):
     model_root: str | None = Field(None, description="`root` in /v1/models; the served name when unset")
     version: str = Field(description="what /version answers")
     max_model_len: int = Field(gt=0)
+    max_position_embeddings: int | None = Field(
+        None,
+        gt=0,
+        description="the model's own context limit: a recipe's --max-model-len above it makes the engine exit at "
+        "start, as vLLM does (None: no limit)",
+    )
     startup_s: float = Field(1.0, ge=0, description="seconds before the socket listens (vLLM loads the model)")
 
     # Time to first token: base + prefill(uncached) + cached * cached_s_per_token; prefill(n) = a*n + b*n².
@@ -71,10 +77,10 @@ class SimProfile(BaseModel):
     gpu_memory_used_mib: int = Field(0, ge=0)
 
     seed: int = Field(0, description="seeds every random draw (spec-decode acceptance, sampled text)")
-    dialect: Literal["vllm", "sglang"] = Field(
+    dialect: Literal["vllm", "sglang", "ollama", "lmstudio", "tabbyapi", "mlx"] = Field(
         "vllm",
-        description="the server it plays: vllm (/version, vllm:* metrics) or sglang (/get_server_info, "
-        "/get_model_info, sglang:* metrics, no /version)",
+        description="the server it plays: vllm (/version, vllm:* metrics), sglang (/get_server_info, "
+        "/get_model_info, sglang:* metrics, no /version), or ollama, lmstudio, tabbyapi, mlx (farm.sim.dialects)",
     )
 
     @model_validator(mode="after")

@@ -13,8 +13,10 @@ The lease protocol, in one place:
   the class whose broker answers (it can receive the job's message) and that has not failed it exists; when
   none does, the host may take it again after the job's back-off (`retry_after`). A quarantined host claims
   nothing (`quarantine`, `release_host`): `fail` quarantines a host after K failed engine starts in a row
-  (START_FAILURES), and such an attempt is not charged to the job when it is the job's first failed start or
-  when it quarantined the host (it is counted with the releases).
+  (START_FAILURES) that are the host's, not the recipe's (a start that failed the same way in another run of
+  the job, or of its recipe on another host, follows the recipe; a recipe counts once), and such an attempt is
+  not charged to the job when it is the job's first failed start or when it quarantined the host (it is counted
+  with the releases).
 - Fenced by attempt, not by clock: `heartbeat`, `fail` and `release` are accepted from the owner of the current
   attempt while the job runs, even after its lease expired, until a reaper takes the job back. `complete`
   accepts the results of the current attempt whenever they arrive (spooled through a database outage) as long as
@@ -66,10 +68,17 @@ from farm.errors import InvalidTransition, JobNotFound, LeaseLost, StoreError
 from farm.provenance import scrub_artifact, scrub_text
 from farm.settings import LIVE_WITHIN_S
 from farm.store import migrate, queries
-from farm.store.db import POOL_SIZE, READ_ONLY, create_store_engine, is_sqlite, normalise_url, translate_errors
+from farm.store.db import (
+    POOL_SIZE,
+    READ_ONLY,
+    create_store_engine,
+    is_sqlite,
+    normalise_url,
+    translate_errors,
+    upsert,
+)
 from farm.store.models import (
     ArtifactRow,
-    Base,
     GroupFigureStat,
     Host,
     Job,
@@ -84,24 +93,11 @@ from farm.store.sample_codec import encode as encode_samples
 from farm.store.summaries import run_summary_values
 
 if TYPE_CHECKING:
-    from sqlalchemy.dialects.postgresql import Insert as PostgresInsert
-    from sqlalchemy.dialects.sqlite import Insert as SqliteInsert
-
     from farm.recipes.model import Recipe  # only named in signatures: the store's readers start without pydantic
+    from farm.signing.keys import PublicKey
+    from farm.store.signatures import KeyView, RunCheck, StoredSignature
 
 HOST_LOST_MESSAGE = "the worker's lease expired: host lost"
-
-
-def upsert(conn: Connection, table: type[Base]) -> PostgresInsert | SqliteInsert:
-    """An INSERT that can say ON CONFLICT, in this connection's dialect. The dialect module is imported here, on
-    first use: SQLAlchemy's PostgreSQL dialect would otherwise cost every CLI command's start."""
-    if conn.dialect.name == "postgresql":
-        from sqlalchemy.dialects import postgresql
-
-        return postgresql.insert(table)
-    from sqlalchemy.dialects import sqlite
-
-    return sqlite.insert(table)
 
 
 DEFAULT_LIST_LIMIT = 100
@@ -112,6 +108,14 @@ def recipe_sha256(recipe: Recipe) -> str:
     """The sha256 of the recipe's canonical JSON: equal recipes share a row, a changed one gets a new row."""
     canonical = json.dumps(recipe.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+
+
+def _encoded_by_key(rows: Sequence[Mapping[str, Any]]) -> dict[str, list[bytes]]:
+    """The encoded sample bytes of sample rows, by figure key, in repeat order."""
+    out: dict[str, list[bytes]] = {}
+    for row in rows:
+        out.setdefault(str(row["figure_key"]), []).append(bytes(row["data"]))
+    return out
 
 
 def new_job_id() -> str:
@@ -609,10 +613,41 @@ class Store:
                 .returning(Run.id)
             ).scalar_one()
             self._insert_figures(conn, run_id, result.figures)
-            self._insert_samples(conn, run_id, result.samples)
+            sample_digests = self._insert_samples(conn, run_id, result.samples)
             self._insert_artifacts(conn, run_id, result.artifacts)
             summary = self._insert_summary(conn, run_id, job_id, attempt, worker_id, when, result.provenance)
             self._add_to_group_stats(conn, summary, result.figures)
+            if result.signature is not None:
+                self._record_signature(conn, run_id, job_id, attempt, worker_id, result, sample_digests, when)
+
+    @staticmethod
+    def _record_signature(
+        conn: Connection,
+        run_id: int,
+        job_id: str,
+        attempt: int,
+        worker_id: str,
+        result: RunResult,
+        sample_digests: dict[str, list[str]],
+        now: datetime,
+    ) -> None:
+        """Keep the run's signature with the verdict of checking what was just stored against it (the signing
+        code is imported here, on the first signed delivery: readers of the store never need it)."""
+        from farm.signing.runs import RunContent, figure_document
+        from farm.store import signatures
+
+        assert result.signature is not None
+        content = RunContent(
+            job_id=job_id,
+            attempt=attempt,
+            worker_id=worker_id,
+            figures=tuple(figure_document(figure) for figure in result.figures),
+            sample_digests=sample_digests,
+            provenance=dict(result.provenance),
+            failed_requests=result.failed_requests,
+            total_requests=result.total_requests,
+        )
+        signatures.record_delivery(conn, run_id, content, result.signature, now)
 
     @staticmethod
     def _insert_summary(
@@ -770,7 +805,10 @@ class Store:
             conn.execute(insert(MeasurementRow), rows)
 
     @staticmethod
-    def _insert_samples(conn: Connection, run_id: int, samples: Mapping[str, Sequence[Sequence[Any]]]) -> None:
+    def _insert_samples(
+        conn: Connection, run_id: int, samples: Mapping[str, Sequence[Sequence[Any]]]
+    ) -> dict[str, list[str]]:
+        """Store the samples compact; returns the sha256 of each repeat's bytes (what a run's signature covers)."""
         rows = [
             {
                 "run_id": run_id,
@@ -784,6 +822,10 @@ class Store:
         ]
         if rows:
             conn.execute(insert(Sample), rows)
+        return {
+            key: [hashlib.sha256(encode).hexdigest() for encode in encoded]
+            for key, encoded in _encoded_by_key(rows).items()
+        }
 
     @staticmethod
     def _insert_artifacts(conn: Connection, run_id: int, artifacts: Iterable[Artifact]) -> None:
@@ -825,9 +867,9 @@ class Store:
         (database time), and not at all while another live host can take it (`claim`).
 
         A failed engine start (START_FAILURES) counts against the host: `quarantine_after` of them in a row
-        quarantine it. Such an attempt is not charged to the job (it never reached its engine) when it is the
-        job's first failed start, or when it quarantined the host. The message and artifacts are scrubbed of
-        secrets before they are stored.
+        quarantine it, less those that follow the recipe (_host_attributed_failures). Such an attempt is not
+        charged to the job (it never reached its engine) when it is the job's first failed start, or when it
+        quarantined the host. The message and artifacts are scrubbed of secrets before they are stored.
         """
         failure = FailureClass(failure_class)
         text = scrub_text(message)
@@ -836,7 +878,7 @@ class Store:
             job = self._lock_owned(conn, job_id, attempt, worker_id)
             uncharged = False
             if failure in START_FAILURES:
-                quarantined = self._count_start_failure(conn, worker_id, failure, text, quarantine_after, when)
+                quarantined = self._count_start_failure(conn, worker_id, job_id, failure, text, quarantine_after, when)
                 earlier = conn.execute(
                     select(Run.id).where(
                         Run.job_id == job_id,
@@ -873,28 +915,110 @@ class Store:
     def _count_start_failure(
         conn: Connection,
         worker_id: str,
+        job_id: str,
         failure: FailureClass,
         message: str,
         quarantine_after: int | None,
         now: datetime,
     ) -> bool:
-        """One more failed engine start on the host; True when this one quarantined it."""
+        """One more failed engine start on the host; True when this one quarantined it.
+
+        `start_failures` counts every failed start in a row; the quarantine counts only those that are the host's:
+        a failed start that follows the recipe (host_attributed_failures) never takes a host out of rotation."""
         row = conn.execute(
             update(Host)
             .where(Host.worker_id == worker_id)
             .values(start_failures=Host.start_failures + 1)
             .returning(Host.start_failures, Host.quarantined_at)
         ).first()
-        if row is None or quarantine_after is None or row.start_failures < quarantine_after:
+        if row is None or quarantine_after is None or row.quarantined_at is not None:
             return False
-        if row.quarantined_at is not None:
+        own = Store._host_attributed_failures(conn, worker_id, job_id, failure, row.start_failures)
+        if own < quarantine_after:
             return False
         first_line = message.splitlines()[0] if message else ""
-        reason = f"the engine failed to start {row.start_failures} times in a row; last: {failure.value}: {first_line}"
+        reason = (
+            f"the engine failed to start {own} times in a row, none explained by its recipe (no other run of the "
+            f"job, nor of its recipe on another host, failed that way); last: {failure.value}: {first_line}"
+        )
         conn.execute(
             update(Host).where(Host.worker_id == worker_id).values(quarantined_at=now, quarantine_reason=reason[:2000])
         )
         return True
+
+    @staticmethod
+    def _host_attributed_failures(
+        conn: Connection, worker_id: str, job_id: str, failure: FailureClass, in_a_row: int
+    ) -> int:
+        """Of the host's last `in_a_row` failed starts (this one included), how many are the host's own.
+
+        A failed start follows the recipe, not the host, when another run failed at start the same way (the same
+        failure class) as part of the same job (on any host), or of the same recipe on another host: a recipe
+        whose engine cannot start fails like that everywhere, a broken host fails every recipe. Of the rest, a
+        recipe whose engine started on another host counts each time; one that started nowhere else counts once
+        (three jobs of one recipe failing on the only host that ran it are one strike, three different recipes are
+        three). The judgement is made again at each failure, so the first failure of a bad
+        recipe stops counting once its second is seen elsewhere. GPU_BUSY and PORT_IN_USE are the host's whatever
+        the recipe, each one a strike."""
+        start_classes = [c.value for c in START_FAILURES]
+        recipe_sha256 = conn.execute(select(Job.recipe_sha256).where(Job.id == job_id)).scalar_one()
+        earlier = conn.execute(
+            select(Run.id, Run.job_id, Run.failure_class, Job.recipe_sha256)
+            .join(Job, Job.id == Run.job_id)
+            .where(Run.worker_id == worker_id, Run.failure_class.in_(start_classes), Run.state == RunState.FAILED.value)
+            .order_by(Run.id.desc())
+            .limit(max(in_a_row - 1, 0))
+        ).all()
+        mine: list[tuple[int, str, str, str]] = [(-1, job_id, failure.value, recipe_sha256)]
+        mine += [(r[0], r[1], r[2] or "", r[3]) for r in earlier]
+        recipes = {recipe for _, _, _, recipe in mine}
+        others = conn.execute(
+            select(Run.id, Run.job_id, Run.worker_id, Run.failure_class, Job.recipe_sha256)
+            .join(Job, Job.id == Run.job_id)
+            .where(
+                Job.recipe_sha256.in_(recipes),
+                Run.failure_class.in_(start_classes),
+                Run.state == RunState.FAILED.value,
+            )
+        ).all()
+        twins: list[tuple[int, str, str, str, str]] = [(r[0], r[1], r[2], r[3] or "", r[4]) for r in others]
+        twins.append((-1, job_id, worker_id, failure.value, recipe_sha256))  # this run, not yet marked failed
+        host_classes = {FailureClass.GPU_BUSY.value, FailureClass.PORT_IN_USE.value}
+
+        def follows_recipe(run_id: int, run_job: str, klass: str, recipe: str) -> bool:
+            if klass in host_classes:
+                return False
+            return any(
+                other_id != run_id
+                and other_class == klass
+                and (other_job == run_job or (other_recipe == recipe and other_worker != worker_id))
+                for other_id, other_job, other_worker, other_class, other_recipe in twins
+            )
+
+        started_elsewhere = set(
+            conn.execute(
+                select(Job.recipe_sha256)
+                .join(Run, Run.job_id == Job.id)
+                .where(
+                    Job.recipe_sha256.in_(recipes),
+                    Run.worker_id != worker_id,
+                    or_(
+                        Run.state == RunState.SUCCEEDED.value,
+                        and_(Run.state == RunState.FAILED.value, Run.failure_class.not_in(start_classes)),
+                    ),
+                )
+                .distinct()
+            ).scalars()
+        )
+        # A recipe whose engine started on another host is not to blame: each failure is a strike. One that never
+        # started anywhere else counts once however many of its jobs failed here (three jobs of one recipe on the
+        # only host that ran it are one strike; three different recipes are three).
+        strikes = {
+            recipe if klass not in host_classes and recipe not in started_elsewhere else f"run {run_id}"
+            for run_id, run_job, klass, recipe in mine
+            if not follows_recipe(run_id, run_job, klass, recipe)
+        }
+        return len(strikes)
 
     @staticmethod
     def _finish_run(
@@ -1011,10 +1135,12 @@ class Store:
         hardware_classes: Sequence[str],
         version: str | None = None,
         *,
+        public_key: PublicKey | None = None,
         now: datetime | None = None,
     ) -> None:
         """Record (or refresh) a worker daemon in the hosts table when it starts; `version` is the farm's own
-        unless given. A restarted worker keeps its id, and so its quarantine and its run of failed starts."""
+        unless given. A restarted worker keeps its id, and so its quarantine and its run of failed starts.
+        `public_key`: the host's signing key, kept with the row and known to the farm (not trusted by this)."""
         with self._write(f"cannot register worker {worker_id!r}") as conn:
             when = _clock(conn, now)
             values = {
@@ -1030,6 +1156,10 @@ class Store:
             statement = upsert(conn, Host).values(**values)
             updates = {name: statement.excluded[name] for name in values if name != "worker_id"}
             conn.execute(statement.on_conflict_do_update(index_elements=["worker_id"], set_=updates))
+            if public_key is not None:
+                from farm.store import signatures
+
+                signatures.register_key(conn, worker_id, public_key, when)
 
     def worker_heartbeat(
         self,
@@ -1188,3 +1318,52 @@ class Store:
         """Queued jobs per hardware class (classes with none are left out)."""
         with self._read("cannot read the queue depth") as conn:
             return queries.queue_depth(conn)
+
+    # --- signatures (farm.store.signatures) -------------------------------------------------------------------
+
+    def verify(self, job_ids: Sequence[str] | None = None, *, now: datetime | None = None) -> Iterator[RunCheck]:
+        """Check every succeeded run (or those of `job_ids`) against its signature, as stored now; each run's
+        new verdict is kept (readers' `verified`). Runs are read and checked a batch at a time."""
+        from farm.store import signatures
+
+        with self._read("cannot list the runs to verify") as conn:
+            run_ids = signatures.succeeded_run_ids(conn, job_ids)
+            keys = signatures.known_keys(conn)
+        for start in range(0, len(run_ids), signatures.VERIFY_BATCH):
+            batch = run_ids[start : start + signatures.VERIFY_BATCH]
+            with self._write("cannot verify runs") as conn:
+                checks = list(signatures.check_runs(conn, batch, keys, _clock(conn, now)))
+            yield from checks
+
+    def trust_key(self, what: str, *, now: datetime | None = None) -> tuple[str, list[RunCheck]]:
+        """Trust a key (its fingerprint, when the farm knows it, or the key itself) and check again the runs it
+        signed, which become verified where they match. Returns the key id and those runs' checks."""
+        from farm.store import signatures
+
+        with self._write("cannot trust a key") as conn:
+            key_id, run_ids = signatures.trust_key(conn, what, _clock(conn, now))
+        with self._read("cannot read the keys") as conn:
+            keys = signatures.known_keys(conn)
+        checks: list[RunCheck] = []
+        for start in range(0, len(run_ids), signatures.VERIFY_BATCH):
+            with self._write("cannot verify runs") as conn:
+                batch = run_ids[start : start + signatures.VERIFY_BATCH]
+                checks += signatures.check_runs(conn, batch, keys, _clock(conn, now))
+        return key_id, checks
+
+    def keys(self) -> list[KeyView]:
+        """Every public key the farm knows, trusted ones first."""
+        from farm.store import signatures
+
+        with self._read("cannot read the keys") as conn:
+            return signatures.list_keys(conn)
+
+    def signature(self, job_id: str) -> StoredSignature:
+        """The signature of the job's succeeded run and its last verdict; JobNotFound when it has no such run."""
+        from farm.store import signatures
+
+        with self._read(f"cannot read the signature of job {job_id!r}") as conn:
+            found = signatures.stored_signature(conn, job_id)
+        if found is None:
+            raise JobNotFound(f"job {job_id!r} has no succeeded run")
+        return found

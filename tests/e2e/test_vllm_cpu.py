@@ -16,7 +16,7 @@ from buffering_proxy import BufferingProxy
 
 from farm.domain import FailureClass, JobState
 from farm.engines.process import group_alive
-from farm.engines.vllm_cpu import ensure_tiny_model, vllm_cpu_python
+from farm.engines.vllm.cpu import ensure_tiny_model, vllm_cpu_python
 from farm.recipes.spec import load_sweep
 from farm.store import Store
 from farm.submit import submit_sweep

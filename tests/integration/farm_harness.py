@@ -181,15 +181,16 @@ def postgres_schema(*, port: int | None = None) -> Iterator[tuple[str, str]]:
 # --- jobs ------------------------------------------------------------------------------------------------------
 
 
-def make_recipe(hardware_id: str = RTX, count: int = 2) -> Recipe:
-    """A small valid recipe for `count` × `hardware_id`; the simulator serves its model."""
+def make_recipe(hardware_id: str = RTX, count: int = 2, options: tuple[str, ...] = ()) -> Recipe:
+    """A small valid recipe for `count` × `hardware_id` (and `options` after the model); the simulator serves its
+    model."""
     return Recipe(
         id=f"sim-test-{hardware_id}-x{count}",
         model_id="sim/test-model",
         hardware_id=hardware_id,
         hardware_count=count,
         engine=Engine(name="vllm", version="0.11.0"),
-        argv=("vllm", "serve", "sim/test-model"),
+        argv=("vllm", "serve", "sim/test-model", *options),
         provenance=RecipeProvenance(source_format="local-ai-registry/v1", content_sha256="ab" * 32),
     )
 
@@ -217,9 +218,11 @@ def store_jobs(
     n: int = 1,
     max_attempts: int = 2,
     plan: SweepPlan | None = None,
+    options: tuple[str, ...] = (),
 ) -> tuple[list[str], str]:
-    """Store `n` simulated jobs (not announced); returns their ids and their hardware class."""
-    recipe = make_recipe(hardware_id, count)
+    """Store `n` simulated jobs (not announced) of the recipe make_recipe gives; returns their ids and their
+    hardware class."""
+    recipe = make_recipe(hardware_id, count, options)
     klass = simulated_class(recipe.hardware_class)
     ids = store.submit(
         recipe,
@@ -259,9 +262,10 @@ def write_profile(
     lease_s: float = 4.0,
     faults: tuple[str, ...] = (),
     sim_profile: str = "test",
+    overrides: dict[str, str] | None = None,
 ) -> Path:
     """A simulator worker profile on the fast `test` simulator profile (a profile that does not exist makes a
-    host whose engine dies at every start)."""
+    host whose engine dies at every start); `overrides` set simulator profile fields."""
     lines = [
         f'name = "{name}"',
         "[worker]",
@@ -278,6 +282,8 @@ def write_profile(
         f"profile = {json.dumps(sim_profile)}",
         f"faults = {json.dumps(list(faults))}",
     ]
+    if overrides:
+        lines += ["[engine.sim.overrides]", *(f"{key} = {json.dumps(value)}" for key, value in overrides.items())]
     path = directory / f"{name}.toml"
     path.write_text("\n".join(lines) + "\n")
     return path

@@ -308,12 +308,12 @@ def test_when_every_live_host_failed_a_job_any_may_retry_it(store: Store, make_r
 def test_a_host_whose_engine_fails_to_start_k_times_is_quarantined_until_released(
     store: Store, make_recipe: Callable[..., Recipe]
 ) -> None:
-    """K failed starts in a row quarantine the host: it claims nothing, `list_workers` says why, and
-    `release_host` (by host name) returns it to rotation with its count reset."""
+    """K failed starts in a row, of different recipes, quarantine the host: it claims nothing, `list_workers` says
+    why, and `release_host` (by host name) returns it to rotation with its count reset."""
     _register(store, "broken")
-    ids = _submit(store, make_recipe(), count=4)
+    ids = [job_id for index in range(4) for job_id in _submit(store, make_recipe(f"recipe-{index}"))]
     for attempt_no in range(3):
-        job = store.claim("broken", [HW], lease_s=60, now=T0)
+        job = store.claim_job(ids[attempt_no], "broken", [HW], lease_s=60, now=T0)
         assert job is not None
         assert store.quarantine_reason("broken") is None
         store.fail(
@@ -332,6 +332,53 @@ def test_a_host_whose_engine_fails_to_start_k_times_is_quarantined_until_release
     assert store.quarantine_reason("broken") is None
     assert store.list_workers()[0].start_failures == 0
     assert store.claim("broken", [HW], lease_s=60, now=T0) is not None
+
+
+def test_a_recipe_whose_engine_cannot_start_quarantines_no_host(
+    store: Store, make_recipe: Callable[..., Recipe]
+) -> None:
+    """A recipe whose engine fails at start on every host, submitted four times: every job ends failed, and no
+    host is quarantined however low K is, for each of its failed starts follows the recipe (another run of the job,
+    or of the recipe on another host, failed the same way)."""
+    _register(store, "a", "b", "c")
+    ids = _submit(store, make_recipe("bad"), count=4, max_attempts=2)
+    for step in range(40):
+        if all(store.get_job(job_id).state is JobState.FAILED for job_id in ids):
+            break
+        worker = "abc"[step % 3]
+        job = store.claim(worker, [HW], lease_s=60, now=T0 + timedelta(seconds=step))
+        if job is not None:
+            store.fail(job.id, job.attempt, worker, FailureClass.ENGINE_START_FAILED, "exit 1", quarantine_after=2)
+    assert {store.get_job(job_id).state for job_id in ids} == {JobState.FAILED}
+    assert [store.quarantine_reason(worker) for worker in "abc"] == [None, None, None]
+    assert max(view.start_failures for view in store.list_workers()) >= 2  # the raw run of failed starts
+
+
+def test_a_bad_recipes_first_failure_stops_counting_once_another_host_fails_it(
+    store: Store, make_recipe: Callable[..., Recipe]
+) -> None:
+    """Host a fails recipe X first (nothing yet says it is X's fault), then host b fails X the same way: a's
+    failure is X's from then on. a's own failures of recipes nobody else failed still count: three of them
+    quarantine it."""
+    _register(store, "a", "b")
+    [x1, x2] = _submit(store, make_recipe("x"), count=2)
+    others = [job_id for name in ("y", "z", "w") for job_id in _submit(store, make_recipe(name))]
+
+    def fail(job_id: str, worker: str) -> None:
+        job = store.claim_job(job_id, worker, [HW], lease_s=60, now=T0)
+        assert job is not None
+        store.fail(job.id, job.attempt, worker, FailureClass.ENGINE_START_FAILED, "exit 1", quarantine_after=3)
+
+    fail(x1, "a")
+    fail(x2, "b")
+    fail(others[0], "a")
+    fail(others[1], "a")
+    assert store.quarantine_reason("a") is None  # x1, y, z in a row: x1 is the recipe's
+    fail(others[2], "a")
+    reason = store.quarantine_reason("a")
+    assert reason is not None
+    assert "3 times in a row" in reason
+    assert store.quarantine_reason("b") is None
 
 
 def test_a_start_that_succeeds_ends_the_run_of_failed_starts(store: Store, make_recipe: Callable[..., Recipe]) -> None:

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from farm.engines.base import Engine
-from farm.engines.endpoint import EndpointEngine, EndpointSection, endpoint_engine
+from farm.engines.endpoint.adapter import EndpointEngine, EndpointSection, endpoint_engine
 from farm.errors import EngineError
 from farm.net import free_port
 from farm.sim.launch import running_sim

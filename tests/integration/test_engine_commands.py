@@ -44,9 +44,9 @@ REFUSED: list[tuple[list[str], str]] = [
     (["vllm", "serve", MODEL, "--master-addr", "0.0.0.0"], "not loopback"),
     (["vllm", "serve", MODEL, "--otlp-traces-endpoint", "http://collector:4317"], "telemetry"),
     (["vllm", "serve", MODEL, "--chat-template", "/etc/passwd"], "outside this host's model and cache roots"),
-    (["vllm", "serve", MODEL, "--download-dir", "/"], "outside this host's model and cache roots"),
+    (["vllm", "serve", MODEL, "--download-dir", "/"], "writes"),
     (["vllm", "serve", MODEL, "--lora-modules", "a=/root/.ssh"], "outside this host's model and cache roots"),
-    (["vllm", "serve", MODEL, "--mm-encoder-fp8-scale-save-path", "/tmp/s"], "outside this host's"),
+    (["vllm", "serve", MODEL, "--mm-encoder-fp8-scale-save-path", "/tmp/s"], "writes"),
     (["vllm", "serve", "../../etc"], "relative path"),
     # the recipe reader may refuse it first, naming hardware_count: either way, never queued
     (["vllm", "serve", MODEL, "--tensor_parallel_size", "2"], "the job has 1|runs on 2 device"),
@@ -186,7 +186,7 @@ def test_an_engine_no_worker_runs_is_refused_at_submit_with_the_list(tmp_path: P
         argv=("mlx_lm.server", "--model", "mlx-community/Qwen3-4B-4bit", "--port", "8080"),
         provenance=RecipeProvenance(source_format="local-ai-registry/v1", content_sha256="0" * 64),
     )
-    from farm.engines.policy import check_recipe_for_submit, check_runnable
+    from farm.engines.admission import check_recipe_for_submit, check_runnable
 
     check_recipe_for_submit(recipe)
     with pytest.raises(ArgumentPolicyError, match=r"no worker of this farm runs mlx \(the farm's workers run: vllm"):

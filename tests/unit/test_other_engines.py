@@ -12,10 +12,10 @@ import pytest
 
 from farm.engines.argspec import CanonicalCommand
 from farm.engines.environment import check_recipe_environment, refused_reason
-from farm.engines.llamacpp import llama_bench_to_server, llamacpp_process_argv, shipped_llamacpp_spec
+from farm.engines.llamacpp.adapter import llama_bench_to_server, llamacpp_process_argv, shipped_llamacpp_spec
 from farm.engines.policy import EnginePolicy, canonical_command
 from farm.engines.registry import canonical_engine_name, engine_kind, launchable_engines
-from farm.engines.sglang import sglang_process_argv
+from farm.engines.sglang.adapter import sglang_process_argv
 from farm.errors import ArgumentPolicyError
 from farm.recipes import assets
 
@@ -80,7 +80,7 @@ def test_each_engine_parses_to_its_canonical_form(engine: str, argv: str, render
         ("llama.cpp", "llama-server -m /models/a.gguf --rpc 10.0.0.2:50052", "RPC servers beyond"),
         ("llama.cpp", "llama-server -mu http://evil/model.gguf", "downloads a model from any URL"),
         ("llama.cpp", "llama-server -m /models/a.gguf --ctx", "not an option"),
-        ("llama.cpp", "llama-server -m /models/a.gguf --slot-save-path /tmp", "outside this host's"),
+        ("llama.cpp", "llama-server -m /models/a.gguf --slot-save-path /tmp", "writes"),
         ("sglang", "python -m sglang.launch_server --model-path m/x --speculative-algo EAGLE", "abbreviations are"),
         ("sglang", "python -m sglang.launch_server --model-path m/x --tp 2", "the job has 1"),
         ("sglang", "python -m sglang.launch_server --model-path m/x --tp-size 4", "the job has 1"),
@@ -225,7 +225,7 @@ def test_unknown_engine_and_the_launchable_list() -> None:
     """An unknown engine names the ones the farm reads; only engines with a launching adapter are runnable."""
     with pytest.raises(ArgumentPolicyError, match="unknown engine 'hipfire'"):
         engine_kind("hipfire")
-    assert launchable_engines() == ("vllm", "llama.cpp", "sglang")
+    assert launchable_engines() == ("vllm", "llama.cpp", "sglang", "ollama", "tabbyapi", "mlx")
 
 
 def test_extra_options_of_a_newer_engine_through_the_profile() -> None:
@@ -237,11 +237,11 @@ def test_extra_options_of_a_newer_engine_through_the_profile() -> None:
 @pytest.mark.parametrize(
     ("name", "why"),
     [
-        ("DOCKER_HOST", "not on the farm's list"),
-        ("LD_AUDIT", "not on the farm's list"),
-        ("LD_PRELOAD", "not on the farm's list"),
-        ("HTTPS_PROXY", "not on the farm's list"),
-        ("PYTHONPATH", "not on the farm's list"),
+        ("DOCKER_HOST", "listens or connects"),
+        ("LD_AUDIT", "loads code"),
+        ("LD_PRELOAD", "loads code"),
+        ("HTTPS_PROXY", "listens or connects"),
+        ("PYTHONPATH", "loads code"),
         ("HF_TOKEN", "a secret"),
         ("VLLM_API_KEY", "a secret"),
         ("VLLM_PLUGINS", "loads code"),
@@ -249,7 +249,7 @@ def test_extra_options_of_a_newer_engine_through_the_profile() -> None:
         ("VLLM_HOST_IP", "listens or connects"),
         ("VLLM_PORT", "listens or connects"),
         ("OLLAMA_HOST", "listens or connects"),
-        ("HF_ENDPOINT", "listens or connects"),
+        ("HF_ENDPOINT", "where or how downloads come from"),
         ("VLLM_CACHE_ROOT", "a path"),
         ("LLAMA_ARG_MODEL", "past the argument policy"),
         ("VLLM_ALLOW_INSECURE_SERIALIZATION", "loads code"),

@@ -15,11 +15,12 @@ from typing import Any
 
 import pytest
 
+from farm.engines.admission import check_recipe_for_submit, check_runnable
 from farm.engines.argspec import CanonicalCommand
 from farm.engines.container import check_container_launch, docker_run_argv
 from farm.engines.environment import check_recipe_environment, dropped_names
-from farm.engines.policy import DEFAULT_POLICY, check_recipe_for_submit, check_runnable
-from farm.engines.vllm import vllm_process_argv
+from farm.engines.policy import DEFAULT_POLICY
+from farm.engines.vllm.adapter import vllm_process_argv
 from farm.errors import ArgumentPolicyError, InputError, RecipeError
 from farm.recipes.parse import load_recipe, parse_registry
 
@@ -175,10 +176,13 @@ def test_device_pinning_and_cache_paths_are_dropped_tuning_kept() -> None:
     assert set(dropped_names(env)) == {"CUDA_VISIBLE_DEVICES", "LLAMA_CACHE"}
 
 
-@pytest.mark.parametrize("name", ["VLLM_MAX_TOKENS_PER_EXPERT", "B12X_MHC_MAX_TOKENS", "TOKENIZERS_PARALLELISM"])
-def test_token_counts_are_not_credentials(name: str) -> None:
-    """A variable counting tokens, or the tokenizer's, is tuning, not a credential: it reaches the engine."""
-    assert check_recipe_environment({name: "8"}, "vllm") == {name: "8"}
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [("VLLM_MAX_TOKENS_PER_EXPERT", "8"), ("B12X_MHC_MAX_TOKENS", "8"), ("TOKENIZERS_PARALLELISM", "false")],
+)
+def test_token_counts_are_not_credentials(name: str, value: str) -> None:
+    """A variable counting tokens, or the tokenizer's switch, is tuning, not a credential: it reaches the engine."""
+    assert check_recipe_environment({name: value}, "vllm") == {name: value}
 
 
 def test_a_credential_in_a_recipe_is_never_stored() -> None:

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from farm.engines.endpoint import EndpointEngine
+from farm.engines.endpoint.adapter import EndpointEngine
 from farm.errors import EngineError, ProfileError
 from farm.hardware.amd import ROCM_SMI_INFO, ROCM_SMI_MEMORY, AmdProbe
 from farm.hardware.apple import SYSCTL_CHIP, SYSCTL_MEMORY, SYSTEM_PROFILER, AppleProbe

@@ -2,7 +2,7 @@
 results its spool holds in memory because the disk refused them.
 
 Revision ID: 0006_host_health
-Revises: 0004_postgres_storage
+Revises: 0005_run_signatures
 Create Date: 2026-12-01
 
 - hosts.broker_ok: the worker's last check of its wake-up channel (None: embedded mode, no broker). A worker
@@ -20,7 +20,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision: str = "0006_host_health"
-down_revision: str | None = "0004_postgres_storage"
+down_revision: str | None = "0005_run_signatures"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 

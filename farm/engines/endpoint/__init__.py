@@ -1,0 +1,1 @@
+"""A hosted endpoint as an engine (adapter.py)."""

@@ -1,0 +1,540 @@
+"""llama.cpp's `llama-server` as an engine: its argument spec, its canonical argv on a worker, readiness,
+version and metrics.
+
+The spec is `llama_server_args.json`, dumped from the server's own `--help` by deploy/gen_llama_server_args.py
+(llama.cpp declares its options in C++, common/arg.cpp), with the newer options of farm.engines.llamacpp.supplement
+merged in (`with_supplement`, for the shipped list only). llama.cpp's parser takes no abbreviations and reads
+dashes literally; every option except a few list-valued ones is single-valued (it would keep the last).
+
+On a worker the model is the host's own GGUF file (the profile's `model_paths`), served under the recipe's model
+id (`--alias`); a recipe's `-m`/`-hf` name what to load, never where the host keeps it. The server's own
+environment variables (`LLAMA_ARG_*`) set options too, so no recipe may set them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from functools import cache
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from farm.domain import FailureClass
+from farm.engines.argspec import ArgSpec, CanonicalCommand, OptionSpec, ValueKind, option_value
+from farm.engines.base import LaunchRequest
+from farm.engines.llamacpp import supplement as llamacpp_supplement
+from farm.engines.llamacpp.counters import METRICS
+from farm.engines.process import GPU_FREE_DEADLINE_S, EngineProcess
+from farm.engines.reparse import check_launch
+from farm.errors import ArgumentPolicyError
+from farm.hardware.probe import HardwareProbe
+
+ARGS_FILE = "llama_server_args.json"
+
+PREFIXES = (("llama-server",), ("llama.cpp/llama-server",), ("./llama-server",), ("build/bin/llama-server",))
+"""How a llama.cpp recipe's command may start."""
+
+_CORS = "CORS settings let web pages reach the API; the worker's engine serves the farm alone"
+_TOOLS = "built-in agent tools read and write files and run commands on the host"
+_PRESET = "loads a preset model from the internet instead of the recipe's"
+_PRESETS = (
+    "--embd-bge-small-en-default", "--embd-e5-small-en-default", "--embd-gte-small-default", "--embd-gemma-default",
+    "--fim-qwen-1.5b-default", "--fim-qwen-3b-default", "--fim-qwen-7b-default", "--fim-qwen-7b-spec",
+    "--fim-qwen-14b-spec", "--fim-qwen-30b-default", "--gpt-oss-20b-default", "--gpt-oss-120b-default",
+    "--vision-gemma-4b-default", "--vision-gemma-12b-default",
+)  # fmt: skip
+"""Options that set `--hf-repo` (and a draft) to a model of llama.cpp's choosing, downloaded over the host's."""
+
+REFUSED: Mapping[str, str] = {
+    "--api-key": "secrets never go in argv (they would be stored and logged)",
+    "--api-key-file": "the worker measures an open loopback API",
+    "--ssl-key-file": "the worker speaks plain HTTP on loopback",
+    "--ssl-cert-file": "the worker speaks plain HTTP on loopback",
+    "--hf-token": "a token in argv; HF_TOKEN comes from the worker's own environment",
+    "--model-url": "downloads a model from any URL",
+    "--mmproj-url": "downloads a projector from any URL",
+    "--rpc": "offloads to RPC servers beyond the worker's host",
+    "--api-prefix": "the worker reaches the API at its standard paths",
+    "--path": "serves static files from a directory of the host",
+    "--help": "prints and exits; serves nothing",
+    "--version": "prints and exits; serves nothing",
+    "--completion-bash": "prints and exits; serves nothing",
+    "--list-devices": "prints and exits; serves nothing",
+    "--cache-list": "prints and exits; serves nothing",
+    "--docker-repo": "downloads a model from Docker Hub; the host maps the model",
+    "--video-ffmpeg-dir": "runs the ffmpeg found in a directory the recipe names",
+    "--reuse-port": "the worker's port is the engine's alone",
+    "--cors-origins": _CORS,
+    "--cors-methods": _CORS,
+    "--cors-headers": _CORS,
+    "--cors-credentials": _CORS,
+    "--no-cors-credentials": _CORS,
+    "--ui-mcp-proxy": "proxies the web UI to MCP servers beyond the worker's host",
+    "--tools": _TOOLS,
+    "--tools-runtime": _TOOLS,
+    "--agent": _TOOLS,
+    "--mcp-servers-config": "spawns the MCP server commands a file names",
+    "--mcp-servers-json": "spawns the MCP server commands it names",
+    "--models-dir": "router mode serves other models than the recipe's",
+    "--models-preset": "router mode serves other models, with arguments from a file past every check",
+    "--spec-synth-len": "synthetic acceptance fakes speculative decoding's results",
+    "--spec-synth-rates": "synthetic acceptance fakes speculative decoding's results",
+    **{preset: _PRESET for preset in _PRESETS},
+}
+
+KINDS: Mapping[str, ValueKind] = {
+    "--host": ValueKind.LISTEN,
+    "--port": ValueKind.LISTEN,
+    "--model": ValueKind.REPO,
+    "--gpu-layers": ValueKind.INT_OR_AUTO,  # newer builds take `auto` (their default) or `all` as well as a count
+    "--gpu-layers-draft": ValueKind.INT_OR_AUTO,
+    "--model-draft": ValueKind.REPO,  # like --model: a file name the host maps, or a path under its roots
+    "--model-vocoder": ValueKind.PATH,
+    "--lora": ValueKind.PATH,
+    "--lora-scaled": ValueKind.PATH,
+    "--control-vector": ValueKind.PATH,
+    "--control-vector-scaled": ValueKind.PATH,
+    "--grammar-file": ValueKind.PATH,
+    "--json-schema-file": ValueKind.PATH,
+    "--mmproj": ValueKind.PATH,
+    "--chat-template-file": ValueKind.PATH,
+    "--log-file": ValueKind.OUTPUT,
+    "--slot-save-path": ValueKind.OUTPUT,
+    "--lookup-cache-static": ValueKind.PATH,
+    "--lookup-cache-dynamic": ValueKind.OUTPUT,
+    "--log-prompts-dir": ValueKind.OUTPUT,
+    "--hf-repo": ValueKind.REPO,
+    "--hf-repo-draft": ValueKind.REPO,
+    "--hf-repo-v": ValueKind.REPO,
+    "--hf-file": ValueKind.REPO_FILE,
+    "--hf-file-v": ValueKind.REPO_FILE,
+    "--chat-template-kwargs": ValueKind.JSON,
+    "--json-schema": ValueKind.JSON,
+    **{name: ValueKind.REFUSED for name in REFUSED},
+}
+
+WRITES: Mapping[str, str] = {
+    "--log-file": "the engine's log; the worker keeps it (engine.log, an artifact of the run)",
+    "--slot-save-path": "saves the slots' KV caches into the directory",
+    "--lookup-cache-dynamic": "updates its lookup cache file as it generates",
+    "--log-prompts-dir": "writes every prompt into the directory",
+}
+"""llama-server options that write files (kind OUTPUT), from common/arg.cpp; every other path option reads (the
+model and draft, --lora, --control-vector, --mmproj, --grammar-file, --chat-template-file,
+--lookup-cache-static)."""
+
+OFFICIAL_IMAGES: tuple[str, ...] = ("ghcr.io/ggml-org/llama.cpp",)
+"""llama.cpp's own image repository; only its `server` tags (`server`, `server-cuda`, `server-vulkan`...) start
+llama-server (`full` runs a tools script, `light` the CLI), so an image from it must carry a `server` tag."""
+IMAGE_TAG_PREFIX = "server"
+
+SWITCH_VALUES: Mapping[str, bool | None] = {
+    "on": True,
+    "1": True,
+    "true": True,
+    "enabled": True,
+    "off": False,
+    "0": False,
+    "false": False,
+    "disabled": False,
+    "auto": None,
+}
+"""Newer llama-server versions take `-fa on|off|auto` where older ones read `-fa` as a switch: on a spec whose
+option is a switch, on sets it, off leaves it off, auto leaves the server's default."""
+
+REPEATABLE = frozenset(
+    {
+        "--lora",
+        "--lora-scaled",
+        "--control-vector",
+        "--control-vector-scaled",
+        "--override-kv",
+        "--override-tensor",
+        "--reverse-prompt",
+        "--spec-replace",
+        "--dry-sequence-breaker",
+        "--override-tensor-draft",
+    }
+)
+"""Options llama.cpp collects into a list; every other one keeps only its last value, so a repeat is refused."""
+
+MODEL_OPTIONS = ("--model", "--hf-repo", "--hf-file")
+"""What names the main model; replaced on a worker by the host's own file."""
+
+REFUSED_ENV_PREFIXES = ("LLAMA_ARG_",)
+"""llama-server reads these as options: a recipe's environment may not set them (they would pass unjudged)."""
+
+
+BENCH_TO_SERVER: Mapping[str, str] = {
+    "-m": "--model",
+    "--model": "--model",
+    "-hf": "--hf-repo",  # llama-bench downloads a repository's file as llama-server does (recorded runs use it)
+    "--hf-repo": "--hf-repo",
+    "-ngl": "--n-gpu-layers",
+    "--n-gpu-layers": "--n-gpu-layers",
+    "-ncmoe": "--n-cpu-moe",
+    "--n-cpu-moe": "--n-cpu-moe",
+    "-sm": "--split-mode",
+    "--split-mode": "--split-mode",
+    "-mg": "--main-gpu",
+    "--main-gpu": "--main-gpu",
+    "-ts": "--tensor-split",
+    "--tensor-split": "--tensor-split",
+    "-ctk": "--cache-type-k",
+    "--cache-type-k": "--cache-type-k",
+    "-ctv": "--cache-type-v",
+    "--cache-type-v": "--cache-type-v",
+    "-t": "--threads",
+    "--threads": "--threads",
+    "-b": "--batch-size",
+    "--batch-size": "--batch-size",
+    "-ub": "--ubatch-size",
+    "--ubatch-size": "--ubatch-size",
+    "-ot": "--override-tensor",
+    "--override-tensor": "--override-tensor",
+    "-dev": "--device",
+    "--device": "--device",
+    "-fitt": "--fit-target",
+    "--fit-target": "--fit-target",
+    "-fitc": "--fit-ctx",
+    "--fit-ctx": "--fit-ctx",
+}
+"""llama-bench options that configure the model and its placement, as llama-server spells them
+(tools/llama-bench/llama-bench.cpp and common/arg.cpp)."""
+
+BENCH_SLASH_LISTS = frozenset({"-ts", "--tensor-split", "-dev", "--device"})
+"""llama-bench options whose one value is a list written with `/` (a `,` separates configurations), where
+llama-server writes the list with `,`."""
+
+BENCH_SWITCHES: Mapping[str, tuple[str, str | None, str | None]] = {
+    "-fa": ("--flash-attn", "--flash-attn", None),
+    "--flash-attn": ("--flash-attn", "--flash-attn", None),
+    "-nkvo": ("--no-kv-offload", "--no-kv-offload", None),
+    "--no-kv-offload": ("--no-kv-offload", "--no-kv-offload", None),
+    "-mmp": ("--mmap", None, "--no-mmap"),
+    "--mmap": ("--mmap", None, "--no-mmap"),
+}
+"""llama-bench's 0/1 switches: (what it sets, the server option when on, the server option when off)."""
+
+BENCH_ONLY = frozenset(
+    {
+        "-p",
+        "--n-prompt",
+        "-n",
+        "--n-gen",
+        "-pg",
+        "-d",
+        "--n-depth",
+        "-r",
+        "--repetitions",
+        "-o",
+        "--output",
+        "-oe",
+        "--output-err",
+        "--delay",
+        "--prio",
+        "--poll",
+        "--cpu-strict",
+        "-C",
+        "--cpu-mask",
+        "-embd",
+        "--embeddings",
+        "-nopo",
+        "--no-op-offload",
+        "--numa",
+    }
+)
+"""llama-bench options that shape the benchmark, not the model: the farm's sweep plan replaces them."""
+BENCH_FLAGS = frozenset({"-v", "--verbose", "--progress", "-h", "--help", "--no-warmup"})
+
+
+BENCH_DEFAULTS: Mapping[str, str] = {"--n-gpu-layers": "99"}
+"""llama-bench's defaults that llama-server does not share (tools/llama-bench/llama-bench.cpp
+`cmd_params_defaults`: every layer on the GPU), made explicit when the bench command leaves them out."""
+
+
+def llama_bench_to_server(argv: Sequence[str]) -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]:
+    """A `llama-bench ...` command (what LocalMaxxing pages record for llama.cpp) as the `llama-server` command
+    that loads the same model the same way, the benchmark-only tokens it dropped, and the llama-bench defaults it
+    made explicit (both for provenance).
+
+    A value list (`-ngl 28,99`: llama-bench runs each) is refused: the server runs one configuration. A `-m`
+    without a value (pages that hid the path) is dropped: the model then comes from the recipe's instance."""
+    tokens = list(argv)
+    if not tokens or not re.fullmatch(r"(?:.*[/\\])?llama-bench(?:\.exe)?", tokens[0], flags=re.IGNORECASE):
+        raise ArgumentPolicyError(f"not a llama-bench command: {' '.join(tokens[:2])!r}", field="argv")
+    out: list[str] = ["llama-server"]
+    dropped: list[str] = []
+    i = 1
+    while i < len(tokens):
+        token = tokens[i]
+        i += 1
+        name, eq, inline = token.partition("=")
+        value: str | None = inline if eq else None
+        takes_value = name in BENCH_TO_SERVER or name in BENCH_SWITCHES or name in BENCH_ONLY
+        if takes_value and value is None and i < len(tokens) and not tokens[i].startswith("-"):
+            value = tokens[i]
+            i += 1
+        if name in BENCH_ONLY or name in BENCH_FLAGS:
+            dropped += [token] if eq or value is None else [token, value]
+            continue
+        if not takes_value:
+            raise ArgumentPolicyError(f"{token!r}: not a llama-bench option the farm can translate", field="argv")
+        if value is None:
+            if name in ("-m", "--model"):
+                dropped.append(token)
+                continue
+            raise ArgumentPolicyError(f"{token!r}: needs a value", field="argv")
+        if "," in value and name not in ("-ot", "--override-tensor"):
+            raise ArgumentPolicyError(
+                f"{token} {value}: llama-bench runs each of several values; the server runs one", field="argv"
+            )
+        if name in BENCH_SLASH_LISTS:
+            value = value.replace("/", ",")  # one configuration's list: llama-bench `1/1/1`, llama-server `1,1,1`
+        if name in BENCH_SWITCHES:
+            _, when_on, when_off = BENCH_SWITCHES[name]
+            on = value.lower() in ("1", "on", "true", "yes")
+            if not on and value.lower() not in ("0", "off", "false", "no"):
+                raise ArgumentPolicyError(f"{token} {value}: expected 0/1 or on/off", field="argv")
+            chosen = when_on if on else when_off
+            if chosen:
+                out.append(chosen)
+            continue
+        out += [BENCH_TO_SERVER[name], value]
+    defaults: list[str] = []
+    for option, value in BENCH_DEFAULTS.items():
+        if option not in out:
+            defaults += [option, value]
+    return (*out, *defaults), tuple(dropped), tuple(defaults)
+
+
+def _kind(raw: Mapping[str, Any], name: str) -> ValueKind:
+    if name in KINDS:
+        return KINDS[name]
+    if raw["nargs"] == 0:
+        return ValueKind.FLAG
+    if raw.get("choices"):
+        return ValueKind.CHOICE
+    placeholder = (raw.get("placeholders") or [""])[0]
+    if placeholder in ("N", "P", "SEED", "<0...100>", "<0|1>", "SIMILARITY", "SCALE"):
+        return ValueKind.NUMBER
+    return ValueKind.TEXT
+
+
+LAYER_WORDS: Mapping[str, tuple[str, ...]] = {
+    "--gpu-layers": ("auto", "all"),
+    "--gpu-layers-draft": ("auto", "all"),
+}
+"""The words newer llama-server builds take for a layer count: "either an exact number, 'auto', or 'all'"."""
+
+
+def spec_from_dump(data: Mapping[str, Any], source: str) -> ArgSpec:
+    try:
+        options: list[OptionSpec] = []
+        for raw in data["options"]:
+            strings = list(raw["option_strings"])
+            longs = [s for s in strings if s.startswith("--")]
+            name = (longs or strings)[0]
+            options.append(
+                OptionSpec(
+                    name=name,
+                    aliases=tuple(s for s in strings if s != name),
+                    kind=_kind(raw, name),
+                    nargs=raw["nargs"],
+                    choices=tuple(raw["choices"]) if raw.get("choices") else LAYER_WORDS.get(name),
+                    repeatable=name in REPEATABLE,
+                    reason=REFUSED.get(name, WRITES.get(name, "")),
+                )
+            )
+        return ArgSpec(
+            engine="llama.cpp",
+            version=str(data["version"]),
+            source=source,
+            options=tuple(options),
+            prefixes=PREFIXES,
+            underscores=False,
+            abbreviations=False,
+            inline_values=False,
+            switch_values=SWITCH_VALUES,
+        )
+    except (KeyError, TypeError) as exc:
+        raise ArgumentPolicyError(f"not a llama-server argument list: {exc!r}", source=source) from exc
+
+
+def load_llamacpp_spec(path: Path) -> ArgSpec:
+    """A spec from a list made by deploy/gen_llama_server_args.py on a host (its own llama-server)."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise ArgumentPolicyError(f"cannot read the argument list: {exc}", source=path) from exc
+    return spec_from_dump(data, str(path))
+
+
+def with_supplement(spec: ArgSpec) -> ArgSpec:
+    """The spec with the newer llama-server options of farm.engines.llamacpp.supplement: newer spellings become
+    aliases of the dump's options, options the dump lacks are added, judged by this module's tables first."""
+    aliases = llamacpp_supplement.ALIASES
+    options: list[OptionSpec] = []
+    for option in spec.options:
+        added = tuple(a for spelling in (option.name, *option.aliases) for a in aliases.get(spelling, ()))
+        if added:
+            option = replace(option, aliases=(*option.aliases, *added))
+        newer = llamacpp_supplement.NEWER_CHOICES.get(option.name, ())
+        if newer and option.choices is not None:
+            option = replace(option, choices=(*option.choices, *(c for c in newer if c not in option.choices)))
+        options.append(option)
+    for option in llamacpp_supplement.NEWER:
+        if any(spec.lookup(spelling) is not None for spelling in (option.name, *option.aliases)):
+            continue  # the dump has it: its own entry stands
+        kind = KINDS.get(option.name, option.kind)
+        options.append(
+            replace(option, kind=kind, reason=REFUSED.get(option.name, WRITES.get(option.name, option.reason)))
+        )
+    source = f"{spec.source} + llamacpp_supplement.py ({llamacpp_supplement.SOURCE_SHORT})"
+    return replace(spec, options=tuple(options), source=source)
+
+
+@cache
+def shipped_llamacpp_spec() -> ArgSpec:
+    """The dump of llama.cpp 4227c9b's llama-server, with the newer options recipes use (llamacpp_supplement)."""
+    text = resources.files(__package__).joinpath(ARGS_FILE).read_text(encoding="utf-8")
+    return with_supplement(spec_from_dump(json.loads(text), ARGS_FILE))
+
+
+def llamacpp_process_argv(
+    command: CanonicalCommand,
+    *,
+    executable: Sequence[str],
+    host: str,
+    port: int,
+    served_model: str,
+    model_path: str | None,
+    extra_args: Sequence[str] = (),
+    draft_paths: Mapping[str, str] = {},
+) -> tuple[str, ...]:
+    """The judged command on this host: the host's executable, its model file (when it maps the model), the
+    recipe's options re-rendered, the host's extra arguments, `--alias` and the worker's listen address. A draft
+    model named by its file name alone is the host's file for that name (profile `draft_paths`), or no command."""
+    if not executable:
+        raise ArgumentPolicyError("the worker's executable is empty")
+    spec = command.spec
+    kept = command.without("--host", "--port", "--alias")
+    if model_path is not None:
+        kept = kept.without(*MODEL_OPTIONS)
+        kept = kept.with_options(option_value(spec.option("--model"), model_path))
+    elif not os.path.isabs(os.path.expanduser(kept.value("--model") or "")) and kept.get("--hf-repo") is None:
+        raise ArgumentPolicyError(
+            f"this host keeps no file for {served_model!r} (profile model_paths), and the recipe names no file by "
+            f"an absolute path ({kept.value('--model')!r})",
+            field="argv",
+        )
+    draft = kept.value("--model-draft")
+    if draft is not None and not os.path.isabs(os.path.expanduser(draft)):
+        draft_path = draft_paths.get(draft)
+        if draft_path is None:
+            raise ArgumentPolicyError(
+                f"this host keeps no file for the draft model {draft!r} (profile draft_paths)", field="argv"
+            )
+        kept = kept.with_options(option_value(spec.option("--model-draft"), os.path.expanduser(draft_path)))
+    worker = (*extra_args, "--alias", served_model, "--host", host, "--port", str(port))
+    tokens = (*kept.render_options(), *worker)
+    check_launch(kept, tokens, model=None, worker_tokens=worker)
+    return (*executable, *tokens)
+
+
+_LLAMA_PATTERNS: tuple[tuple[FailureClass, re.Pattern[str]], ...] = (
+    (FailureClass.PORT_IN_USE, re.compile(r"couldn't bind HTTP server socket|[Aa]ddress already in use")),
+    (FailureClass.OUT_OF_MEMORY, re.compile(r"failed to allocate|out of memory|ggml_backend_cpu_buffer_type_alloc")),
+    (
+        FailureClass.BAD_ARGUMENT,
+        re.compile(r"error: (invalid argument|unknown argument)|error while handling argument"),
+    ),
+    (FailureClass.ENGINE_START_FAILED, re.compile(r"failed to load model|error loading model")),
+)
+
+
+def classify_llamacpp_log(text: str, *, started: bool) -> FailureClass:
+    for failure_class, pattern in _LLAMA_PATTERNS:
+        if pattern.search(text):
+            return failure_class
+    return FailureClass.ENGINE_CRASHED if started else FailureClass.ENGINE_START_FAILED
+
+
+class LlamaServerProcess(EngineProcess):
+    """llama-server as a supervised process: `/health` then a tiny completion, `/props` for the version."""
+
+    metric_names: Mapping[str, str] = METRICS
+
+    def version(self) -> str | None:
+        """llama-server has no `/version`: its `/props` carries `build_info` (`b<number>-<commit>`)."""
+        body = self._http_json("GET", "/props", None, 5.0)
+        if isinstance(body, dict) and body.get("build_info"):
+            return str(body["build_info"])
+        return None
+
+    def classify(self, *, started: bool) -> FailureClass:
+        return classify_llamacpp_log(self.log_text(), started=started)
+
+
+def launch(request: LaunchRequest) -> LlamaServerProcess:
+    """llama-server for one job attempt (the table's adapter entry point)."""
+    return llamacpp_engine(
+        request.command,
+        executable=request.executable,
+        host=request.host,
+        port=request.port,
+        served_model=request.served_model,
+        model_path=request.model_path,
+        log_path=request.log_path,
+        env=request.env,
+        extra_args=request.extra_args,
+        stop_grace_s=request.stop_grace_s,
+        draft_paths=request.draft_paths,
+        probe=request.probe,
+        gpu_free_deadline_s=request.gpu_free_deadline_s,
+        simulated=request.simulated,
+    )
+
+
+def llamacpp_engine(
+    command: CanonicalCommand,
+    *,
+    executable: Sequence[str],
+    host: str,
+    port: int,
+    served_model: str,
+    model_path: str | None,
+    log_path: Path,
+    env: Mapping[str, str],
+    extra_args: Sequence[str] = (),
+    stop_grace_s: float = 15.0,
+    draft_paths: Mapping[str, str] = {},
+    probe: HardwareProbe | None = None,
+    gpu_free_deadline_s: float = GPU_FREE_DEADLINE_S,
+    simulated: bool = False,
+) -> LlamaServerProcess:
+    argv = llamacpp_process_argv(
+        command,
+        executable=executable,
+        host=host,
+        port=port,
+        served_model=served_model,
+        model_path=model_path,
+        extra_args=extra_args,
+        draft_paths=draft_paths,
+    )
+    return LlamaServerProcess(
+        argv,
+        env=env,
+        log_path=log_path,
+        base_url=f"http://{host}:{port}",
+        served_model=served_model,
+        simulated=simulated,
+        stop_grace_s=stop_grace_s,
+        probe=probe,
+        gpu_free_deadline_s=gpu_free_deadline_s,
+    )

@@ -1,0 +1,1 @@
+"""The simulator as an engine (adapter.py)."""
