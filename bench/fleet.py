@@ -6,9 +6,10 @@ nothing more: its own Store (the 2-connection pool every farm process has), its 
 class's queue with a prefetch of one and late acknowledgement, the real claim (`Store.claim_job` on the message's
 job id), the real result write (`Store.complete`, one figure with its summary, group stats and leaderboard
 rows), and the real sweeper thread of a farm worker (`farm.worker.sweeper.Sweeper`: reap, announce what is
-due, ping the broker, heartbeat) at the default 5-s interval. No engine runs: a job "measures" for `--job-s`
-(an engine is the host's own load, not the coordinator's). Hosts are threads, `--processes` processes of them,
-because a process per host does not fit 2 cores (a farm worker is a Celery worker, a Python process of ~80 MB).
+due, ping the broker, heartbeat) at the default 5-s interval. No engine runs: a job "measures" for about
+`--job-s` (0 by default: a saturation test; an engine is the host's own load, not the coordinator's). Hosts
+are threads, `--processes` processes of them, because a process per host does not fit 2 cores (a farm worker
+is a Celery worker, a Python process of ~80 MB).
 
 Printed: claims per second (from the first claim to the last), pickup p50 / p99 (from a host being free, at the
 start or after acknowledging its previous job, to its next claim returning; and the claim's own part), the
@@ -36,6 +37,7 @@ import argparse
 import contextlib
 import multiprocessing
 import os
+import random
 import secrets
 import shutil
 import statistics
@@ -133,6 +135,7 @@ def run_host(
 ) -> None:
     """One host: consume the class's queue (prefetch one, ack after the job), claim, 'measure', complete."""
     settings = Settings()
+    rng = random.Random(worker_id)
     store = Store(fleet_url)
     announcer = Announcer.from_url(broker_url, settings)
     sweeper = Sweeper(
@@ -171,7 +174,7 @@ def run_host(
                 tally.last_claim = claimed_at
                 tally.claimed += 1
                 if job_s:
-                    time.sleep(job_s)
+                    time.sleep(job_s * rng.uniform(0.5, 1.5))  # hosts drift apart, as real ones do
                 store.complete(job.id, job.attempt, worker_id, tiny_result(worker_id, job.attempt))
                 message.ack()
                 free_at = time.monotonic()
@@ -358,7 +361,9 @@ def main() -> int:
     parser.add_argument("--hosts", type=int, default=100)
     parser.add_argument("--jobs", type=int, default=10_000)
     parser.add_argument("--processes", type=int, default=4, help="processes the hosts are spread over")
-    parser.add_argument("--job-s", type=float, default=0.0, help="how long each job 'measures'")
+    parser.add_argument(
+        "--job-s", type=float, default=0.0, help="how long each job 'measures' on average (uniform, 0.5 to 1.5 times)"
+    )
     parser.add_argument("--timeout-s", type=float, default=1800.0, help="give up after this long")
     parser.add_argument("--pooler", choices=("pgbouncer", "none"), default="pgbouncer")
     parser.add_argument(
