@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import threading
 import time
 from collections.abc import Callable, Coroutine, Sequence
@@ -88,9 +89,6 @@ class Worker:
         self.hardware_classes = profile.hardware_classes()
         self.lease_s = profile.worker.lease_s or self.settings.lease_s
         self.poll_interval_s = profile.worker.poll_interval_s or self.settings.poll_interval_s
-        self.store_watch = StoreWatch(0.0 if store.is_sqlite else self.settings.reap_grace_s)
-        """What this worker saw of the database: a reap waits after an outage (farm.worker.outage). Not on SQLite:
-        a file on this host has no outage that another host's owner could be caught in."""
         self.broker_ok: bool | None = None
         """Farm mode: whether the broker answered the sweeper's last check; None in embedded mode."""
         self._shutdown = threading.Event()
@@ -101,6 +99,13 @@ class Worker:
         """This host's signing key (farm.signing.keys: made at the first start, 0600 in the data directory)."""
         self._last_recipe: Recipe | None = None
         self._next_self_check = 0.0
+
+    @functools.cached_property
+    def store_watch(self) -> StoreWatch:
+        """What this worker saw of the database: a reap waits after an outage (farm.worker.outage), and from its
+        first use (the worker's start). Not on SQLite: a file on this host has no outage that another host's owner
+        could be caught in."""
+        return StoreWatch(0.0 if self.store.is_sqlite else self.settings.reap_grace_s)
 
     # --- the loop ---
 

@@ -41,6 +41,7 @@ def test_results_the_store_and_the_disk_refuse_are_held_reported_and_delivered_l
         simulated=True,
         hardware_class=simulated_class(recipe.hardware_class),
     )
+    spool = tmp_path / "data" / "spool"
     job = store.claim("spooler", worker.hardware_classes, 60)
     assert job is not None
     assert job.id == job_id
@@ -56,7 +57,7 @@ def test_results_the_store_and_the_disk_refuse_are_held_reported_and_delivered_l
         outage.setattr(os, "fsync", disk_full)
         worker._deliver(job, RESULT)  # the delivery at the end of a run, without an engine
         assert worker.spool.held == 1
-        assert [p for p in (tmp_path / "data").rglob("*") if p.is_file()] == []  # no .json, no 0-byte .tmp
+        assert [p for p in spool.rglob("*") if p.is_file()] == []  # no .json, no 0-byte .tmp
         assert worker.deliver_spooled() == frozenset({job_id})  # still waiting: claims nothing meanwhile
     worker.report_alive()
     (seen,) = store.list_workers()
@@ -68,5 +69,5 @@ def test_results_the_store_and_the_disk_refuse_are_held_reported_and_delivered_l
     worker.report_alive()
     (seen,) = store.list_workers()
     assert seen.spool_held == 0
-    assert [p.name for p in (tmp_path / "data").rglob("*") if p.is_file()] == []
+    assert [p.name for p in spool.rglob("*") if p.is_file()] == []
     store.close()
