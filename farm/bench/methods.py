@@ -70,9 +70,13 @@ class MeasureContext:
         on_step: Callable[[str], None] = lambda message: None,
         counter_names: Mapping[str, str] | None = None,
         counter_families: Mapping[str, Mapping[str, str]] | None = None,
+        on_window_edge: Callable[[], None] = lambda: None,
     ) -> None:
         """`counter_names` maps the farm's counter names (vLLM's, metrics.TOKEN_COUNTERS) to the engine's; None
-        learns them from the first /metrics page whose names carry a prefix of `counter_families`."""
+        learns them from the first /metrics page whose names carry a prefix of `counter_families`.
+        `on_window_edge` is called just before timed requests go out and just after they end (it must not block:
+        the worker's energy sampler takes a reading then, farm.worker.energy)."""
+        self.on_window_edge = on_window_edge
         self.counter_names = counter_names
         self.counter_families = counter_families or {}
         self.base_url = base_url.rstrip("/")
@@ -124,7 +128,9 @@ class MeasureContext:
     async def send(self, client: StreamClient, request: StreamRequest) -> RequestSample:
         """One timed request, checked against the stop flag and the budget first, and counted."""
         self.check()
+        self.on_window_edge()
         sample = await client.stream(request, timeout_s=self.timeout_s())
+        self.on_window_edge()
         self.record([sample])
         return sample
 
@@ -616,7 +622,9 @@ async def measure_concurrency(ctx: MeasureContext, level: int, concurrency: Conc
             requests = concurrency_requests(plan, concurrency, sized)
             ctx.check()
             timeout = ctx.timeout_s()
+            ctx.on_window_edge()
             samples = list(await asyncio.gather(*(client.stream(request, timeout_s=timeout) for request in requests)))
+            ctx.on_window_edge()
             ctx.record(samples)
             rounds.add(samples)
             ctx.on_step(f"concurrency {level}: repeat {repeat + 1} of {plan.repeats}")

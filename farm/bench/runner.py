@@ -114,6 +114,7 @@ async def run_sweep(
     open_loop: OpenLoopPlan | None = None,
     client: ClientPlan | None = None,
     counter_names: Mapping[str, str] | None = None,
+    on_window_edge: Callable[[], None] | None = None,
 ) -> SweepOutcome:
     """Run every measurement of `plan` against the OpenAI-compatible server at `base_url` serving `model`.
 
@@ -122,7 +123,8 @@ async def run_sweep(
     loop lag and CPU, so a client-bound level is flagged). Both default to the plan's own sections
     (`plan.open_loop`, `plan.client`), so a worker running a job's plan measures them with no more arguments.
     `counter_names` maps the farm's counter names to the engine's (an adapter's `metric_names`); None learns
-    them from the server's /metrics page (ENGINE_COUNTER_NAMES).
+    them from the server's /metrics page (ENGINE_COUNTER_NAMES). `on_window_edge` is called, without blocking,
+    as timed requests start and end (the worker's energy sampler reads the cards then).
     """
     open_loop = open_loop if open_loop is not None else plan.open_loop
     client = client if client is not None else plan.client
@@ -148,6 +150,7 @@ async def run_sweep(
             on_step=on_step,
             counter_names=counter_names,
             counter_families=ENGINE_COUNTER_NAMES,
+            on_window_edge=on_window_edge or (lambda: None),
         )
         ctx.check()
         served = await methods.served_models(base_url, ctx.control_timeout_s())

@@ -42,6 +42,7 @@ async def measure_concurrency_sharded(
         ).hexdigest()
         requests = concurrency_requests(plan, concurrency, sized)
         ctx.check()
+        ctx.on_window_edge()
         result = await asyncio.to_thread(
             run_sharded,
             ctx.base_url,
@@ -51,6 +52,7 @@ async def measure_concurrency_sharded(
             processes=min(client.processes, level),
             timeout_s=ctx.timeout_s(),
         )
+        ctx.on_window_edge()
         ctx.record(result.samples)
         rounds.add(list(result.samples))
         shards.append([asdict(report) | {"cpu_fraction": report.cpu_fraction} for report in result.shards])

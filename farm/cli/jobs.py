@@ -111,6 +111,7 @@ def results(
         store = open_store(s)
         view = store.get_job(job)
         figures = store.results(job)
+        absent = _absent_figures(store.runs(job))
     if as_json:
         print_json({"job": _job_json(view), "figures": [_figure_json(f) for f in figures]})
         return
@@ -124,6 +125,16 @@ def results(
         sm = f.summary
         table.add_row(f.key, f.unit, str(sm.n), _num(sm.mean), _num(sm.min), _num(sm.max), f"{sm.spread:.1%}")
     get_console().print(table)
+    if any(f.params.get("gpu_only") for f in figures):
+        simulated = any(f.params.get("simulated") for f in figures if f.params.get("gpu_only"))
+        get_console().print(
+            "energy/, power/, cost/: GPU-only (the cards' board power, not the host's); over each repeat's window"
+            + ("; from the simulator's power model" if simulated else ""),
+            markup=False,
+            highlight=False,
+        )
+    for key, reason in absent.items():
+        get_console().print(f"not measured: {key}: {reason}", markup=False, highlight=False)
     if view.failure_message:
         get_console().print(f"failure: {view.failure_class}: {view.failure_message}", markup=False, highlight=False)
 
@@ -164,6 +175,9 @@ def print_leaderboard(rows: list[Any]) -> None:
             ("TTFT ms", "right"),
             ("GiB/card", "right"),
             ("accept", "right"),
+            ("J/tok GPU", "right"),
+            ("W GPU", "right"),
+            ("cost/Mtok", "right"),
         ),
         title="leaderboard (decode: mean of the runs' repeats; spread = (max - min) / mean)",
     )
@@ -183,14 +197,44 @@ def print_leaderboard(rows: list[Any]) -> None:
             _num(r.short_ttft_ms) if r.short_ttft_ms is not None else "",
             _num(r.peak_memory_gib) if r.peak_memory_gib is not None else "",
             f"{r.spec_acceptance_rate:.1%}" if r.spec_acceptance_rate is not None else "",
+            _num(r.j_per_output_token) if r.j_per_output_token is not None else "",
+            _power(r.avg_power_w, r.peak_power_w),
+            _cost(r.cost_per_m_output_tokens, r.cost_unit),
         )
     table.print()
+    if any(r.j_per_output_token is not None or r.avg_power_w is not None for r in rows):
+        print(
+            "J/tok GPU, W GPU: the cards' own energy per output token and average power (peak card) at the decode; "
+            "cost/Mtok: per million output tokens at the host's stated prices."
+        )
     if any(r.simulated for r in rows):
         print("(sim): measured on the simulator; never ranked with real hardware.")
     if any(r.origin == "endpoint" for r in rows):
         print("(endpoint): measured on a server the farm did not launch.")
     if any(r.verified for r in rows):
         print("(verified): every run signed by a trusted host key and matching its signature (farm verify).")
+
+
+def _absent_figures(runs: list[Any]) -> dict[str, str]:
+    """The figures the job's succeeded run could not measure, with the reasons (its provenance keeps them)."""
+    for run in reversed(runs):
+        if getattr(run.state, "value", run.state) == "succeeded" and isinstance(run.provenance, dict):
+            absent = run.provenance.get("absent_figures")
+            return {str(k): str(v) for k, v in absent.items()} if isinstance(absent, dict) else {}
+    return {}
+
+
+def _power(average: float | None, peak: float | None) -> str:
+    if average is None:
+        return ""
+    return f"{average:,.0f}" + (f" ({peak:,.0f})" if peak is not None else "")
+
+
+def _cost(value: float | None, unit: str | None) -> str:
+    if value is None:
+        return ""
+    currency = (unit or "").removesuffix("/Mtok")
+    return f"{value:.3g} {currency}".strip()
 
 
 def _num(value: float) -> str:

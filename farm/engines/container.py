@@ -26,6 +26,7 @@ from pathlib import Path
 from farm.engines.environment import check_recipe_environment
 from farm.engines.policy import DEFAULT_POLICY, EnginePolicy, canonical_command, check_token
 from farm.engines.process import GPU_FREE_DEADLINE_S
+from farm.engines.reparse import check_launch
 from farm.engines.vllm.process import VllmEngineProcess
 from farm.errors import ArgumentPolicyError
 from farm.hardware.probe import HardwareProbe
@@ -347,11 +348,14 @@ def docker_run_argv(
     argv.append(container.image)
     argv += launcher[len(runs) :]
     kept = command.without("--host", "--port")
+    engine_args: list[str] = []
     if kept.model is not None:
-        argv += [kept.spec.model_option or "--model", kept.model]
-    argv += kept.render_options()
-    argv += ["--host", "0.0.0.0", "--port", str(container_port)]
-    return tuple(argv)
+        engine_args += [kept.spec.model_option or "--model", kept.model]
+    engine_args += kept.render_options()
+    listen = ("--host", "0.0.0.0", "--port", str(container_port))
+    # what the image's server will read: the judged options and model, and the container's own listen address
+    check_launch(kept, (*engine_args, *listen), model=kept.model, worker_tokens=listen)
+    return (*argv, *engine_args, *listen)
 
 
 class ContainerEngine(VllmEngineProcess):

@@ -17,7 +17,7 @@ import argparse
 import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from importlib import resources
 from typing import Any, Protocol
 
@@ -185,14 +185,6 @@ class LlamaServerParser:
 
 
 # --- comparing what was read with what was judged ---
-
-
-@dataclass(frozen=True)
-class Expected:
-    """What the engine must read for one judged option."""
-
-    option: ParsedOption
-    dest: str
 
 
 def check_parses_back(
@@ -364,11 +356,16 @@ def _load(package: str, name: str) -> Any:
 
 
 _PARSERS: dict[tuple[str, ...], Any] = {}
-"""Parsers built for a spec (by engine, version and source: a spec holds mappings, so it is not hashable)."""
+"""Parsers built for a spec, by engine, version, source and option names (a spec holds mappings, so it is not
+hashable; the options a host's profile allows are added to it by `with_extras`)."""
+
+
+def _key(spec: ArgSpec) -> tuple[str, ...]:
+    return (spec.engine, spec.version, spec.source, *(o.name for o in spec.options))
 
 
 def vllm_parser(spec: ArgSpec) -> ArgparseParser:
-    key = (spec.engine, spec.version, spec.source, *(o.name for o in spec.options[-_EXTRA_TAIL:]))
+    key = _key(spec)
     if key not in _PARSERS:
         _PARSERS[key] = _vllm_parser(spec)
     parser: ArgparseParser = _PARSERS[key]
@@ -376,6 +373,16 @@ def vllm_parser(spec: ArgSpec) -> ArgparseParser:
 
 
 def _vllm_parser(spec: ArgSpec) -> ArgparseParser:
+    if spec.source != "vllm_serve_args.json":
+        # A host's own list (profile serve_args_file), dumped from its vLLM's parser: its declarations are that
+        # vLLM's, nargs and switches included.
+        return ArgparseParser(
+            spec_declarations(spec),
+            source=f"{spec.source} (this host's vLLM {spec.version})",
+            positional="model_tag",
+            rewrite=vllm_rewrite,
+            config_option="--config",
+        )
     data = _load("farm.engines.vllm", "vllm_serve_args.json")
     real = _argparse_declarations(data)
     known = {s for d in real for s in (*d.strings, *d.negatives)}
@@ -392,7 +399,7 @@ SGLANG_ARGS_FILE = "sglang_server_args.json"
 
 
 def sglang_parser(spec: ArgSpec) -> ArgparseParser:
-    key = (spec.engine, spec.version, spec.source, *(o.name for o in spec.options[-_EXTRA_TAIL:]))
+    key = _key(spec)
     if key not in _PARSERS:
         _PARSERS[key] = _sglang_parser(spec)
     parser: ArgparseParser = _PARSERS[key]
@@ -415,7 +422,7 @@ LLAMA_DECLS_FILE = "llama_server_decls.json"
 
 
 def llama_server_parser(spec: ArgSpec) -> LlamaServerParser:
-    key = (spec.engine, spec.version, spec.source, *(o.name for o in spec.options[-_EXTRA_TAIL:]))
+    key = _key(spec)
     if key not in _PARSERS:
         _PARSERS[key] = _llama_server_parser(spec)
     parser: LlamaServerParser = _PARSERS[key]
@@ -423,6 +430,10 @@ def llama_server_parser(spec: ArgSpec) -> LlamaServerParser:
 
 
 def _llama_server_parser(spec: ArgSpec) -> LlamaServerParser:
+    if not spec.source.startswith("llama_server_args.json"):
+        # A host's own list (profile llamacpp_args_file), from its llama-server's --help: how many values each
+        # option takes is that build's (a newer build's `-fa` takes on/off/auto, the shipped one's is a switch).
+        return LlamaServerParser(spec_declarations(spec), source=f"{spec.source} (this host's llama-server)")
     data = _load("farm.engines.llamacpp", LLAMA_DECLS_FILE)
     real = [
         Declaration(
@@ -445,11 +456,6 @@ class Mirror:
     parser: EngineParser
     model_dest: str | None = None
     """The dest of the option that names the model; None: the positional argument."""
-    worker_dests: frozenset[str] = field(default_factory=frozenset)
-
-
-_EXTRA_TAIL = 8
-"""Options a host's profile allows are added at the end of a spec (`with_extras`): part of a parser's cache key."""
 
 
 def with_extras(spec: ArgSpec, command: CanonicalCommand) -> ArgSpec:

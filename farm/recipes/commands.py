@@ -1038,6 +1038,11 @@ def _model_tokens(engine: str, model: str) -> list[str]:
     return [_SYNTH_MODEL_FLAG.get(engine, MODEL_FLAGS[engine][0]), model]
 
 
+def with_model(engine: str, args: list[str], new: list[str]) -> list[str]:
+    """The engine's argv with its model replaced by `new` (an empty list: no model in the command)."""
+    return _with_model(engine, args, ENGINE_LAUNCHERS[engine], MODEL_FLAGS.get(engine, ()), new)
+
+
 def _with_model(
     engine: str, args: list[str], launcher: Sequence[str], flags: Sequence[str], new: list[str]
 ) -> list[str]:

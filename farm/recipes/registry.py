@@ -38,6 +38,7 @@ from farm.recipes.commands import (
     split_environment,
     starts_a_server,
     synthesize,
+    with_model,
     without_closing_fence,
 )
 from farm.recipes.fields import (
@@ -699,6 +700,7 @@ def _generated_draft(
                 source=source,
                 field=field_name,
             )
+    command = _bare_gguf_repository(command, instance_id)
     argv = list(command.argv)
     notes: list[str] = []
     options = ENGINE_FLAG_OPTIONS.get(engine, {})
@@ -736,6 +738,38 @@ def _generated_draft(
                 what = "added" if was is None else f"replaces the draft's {was!r}"
                 notes.append(f"{flags_field}.{key} = {value!r} is what ran: {name} {rendered} {what}")
     return dataclasses.replace(command, argv=tuple(argv), notes=(*command.notes, *notes))
+
+
+def _bare_gguf_repository(command: Command, instance_id: object) -> Command:
+    """A llama.cpp draft the registry synthesized naming a GGUF repository without a quantization
+    (`-hf unsloth/Qwen3.8-27B-GGUF`): llama-server would download the repository's default file (Q4_K_M, or the
+    first it lists), not the recipe's instance (`...--ud-q4-k-xl`). The model becomes the instance's own: `REPO:QUANT`
+    when the farm's snapshot of the registry knows it, or none, for the host to map the instance id to its own file
+    (as for any recipe that names its model only by its instance), with a note."""
+    engine = command.engine
+    if engine != "llama.cpp" or not isinstance(instance_id, str):
+        return command
+    argv = list(command.argv)
+    model = model_in_argv(engine, argv)
+    named_files = {token.partition("=")[0] for token in argv} & {"--hf-file", "-hff"}
+    if model is None or ":" in model or named_files or instances.REPO_ID.match(model) is None:
+        return command
+    instance = instances.lookup(instance_id)
+    replacement = instances.instance_model(engine, instance) if instance is not None else None
+    new = ["--hf-repo", replacement] if replacement is not None else []
+    argv = with_model(engine, argv, new)
+    what = f"the instance's {replacement!r}" if replacement is not None else "the host's file for the instance"
+    note = (
+        f"the registry's synthesized draft names the GGUF repository {model!r} without a quantization, so llama.cpp "
+        f"would download its default file, not instance {instance_id!r}: the model is {what}"
+    )
+    return dataclasses.replace(
+        command,
+        argv=tuple(argv),
+        model=replacement if replacement is not None else instance_id,
+        model_source="model_instance_id",
+        notes=(*command.notes, note),
+    )
 
 
 _MTP_TOKENS = re.compile(r"\bMTP(?:\s*[=:]?\s*|\s+k\s*=\s*)(\d{1,2})\b", re.IGNORECASE)

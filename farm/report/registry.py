@@ -15,6 +15,11 @@ true` with `requested`. The top-level `source` (a free-form object in the schema
 provenance: jobs, workers, hosts, GPUs, farm version and commit, the method.
 
 `metrics.peak_memory_bytes` is the sum over the cards of their peaks, in bytes (the whole deployment).
+
+The schema's `metrics` has no field for energy, power or cost (and admits no others); its rows admit more, so
+the decode and concurrency rows carry the farm's GPU-only figures where the run measured them:
+`gpu_j_per_output_token`, `gpu_j_per_total_token`, `gpu_avg_power_w` (all cards), `gpu_peak_power_w` (the
+highest card) and, where the host stated prices, `cost_per_m_output_tokens` with `cost_unit`.
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ from farm.bench.records import (
     KIND_SHORT_TTFT,
     KIND_SPEC_DECODE,
 )
+from farm.domain import KIND_COST, KIND_ENERGY, KIND_POWER
 from farm.report.aggregate import Entry, groups
 from farm.report.registry_schema import SCHEMA_VERSION
 
@@ -90,6 +96,30 @@ def _row(entry: Entry, **fields: Any) -> dict[str, Any]:
     return row
 
 
+def energy_fields(entries: Sequence[Entry], by_key: dict[str, Entry], point: str) -> dict[str, Any]:
+    """The GPU-only energy, power and cost of one measurement point (`decode.code`), for a row; {} when unmeasured."""
+    fields: dict[str, Any] = {}
+    for name, key in (
+        ("gpu_j_per_output_token", f"{KIND_ENERGY}/{point}/j_per_output_token"),
+        ("gpu_j_per_total_token", f"{KIND_ENERGY}/{point}/j_per_total_token"),
+        ("gpu_avg_power_w", f"{KIND_ENERGY}/{point}/avg_power_w"),
+    ):
+        if key in by_key:
+            fields[name] = by_key[key].mean
+    peaks = [
+        e.max
+        for e in entries
+        if e.kind == KIND_POWER and e.metric == "peak_power_w" and e.point.startswith(f"{point}.gpu")
+    ]
+    if peaks:
+        fields["gpu_peak_power_w"] = max(peaks)
+    cost = by_key.get(f"{KIND_COST}/{point}/per_m_output_tokens")
+    if cost is not None:
+        fields["cost_per_m_output_tokens"] = cost.mean
+        fields["cost_unit"] = cost.unit
+    return fields
+
+
 def speed_sweep(entries: Sequence[Entry]) -> dict[str, Any]:
     """The speed-sweep document of one group's entries."""
     by_key = {e.key: e for e in entries}
@@ -113,6 +143,7 @@ def speed_sweep(entries: Sequence[Entry]) -> dict[str, Any]:
                 content_class=workload,
                 spec_accept_len=accept_len.mean if accept_len else None,
                 spec_acceptance_rate=accept_rate.mean if accept_rate else None,
+                **energy_fields(entries, by_key, f"{KIND_DECODE}.{workload}"),
             )
         )
     levels = sorted({level for e in entries if e.kind == KIND_CONCURRENCY and (level := _int_point(e)) is not None})
@@ -134,6 +165,7 @@ def speed_sweep(entries: Sequence[Entry]) -> dict[str, Any]:
                 ttft_ms_p50=ttft.mean if ttft else None,
                 peak_vram_gb=peak_vram_gb,
                 content_class=aggregate.workload,
+                **energy_fields(entries, by_key, f"{KIND_CONCURRENCY}.{level}"),
             )
         )
     for e in sorted((e for e in entries if e.kind == KIND_PREFILL and e.metric == "prefill_tok_s"), key=_point):

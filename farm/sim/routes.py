@@ -6,7 +6,10 @@
     GET  /sim/stats     schedule lateness (p50/p99 of write time minus due time) and scheduler counters;
          DELETE clears the lateness
     GET  /sim/requests  server-side truth per request (?chunks=1 adds every chunk's time); DELETE clears
-    GET  /sim/gpu       simulated per-card memory, for a worker's simulated GPU probe
+    GET  /sim/gpu       simulated per-card memory, and with a power model each card's energy counter (mJ) and
+                        power (mW), for a worker's simulated GPU probe
+    GET  /sim/energy    the power model's exact energy per card over ?start_ns=&end_ns= (perf_counter_ns, the
+                        clock of /sim/requests): the truth the farm's measured energy is checked against
 
 With the profile's `dialect = "sglang"` it answers as SGLang does instead: no /version, but /get_server_info
 (with the version) and /get_model_info, and /metrics under SGLang's `sglang:*` names; Ollama, LM Studio,
@@ -76,6 +79,7 @@ class SimApp:
             "/sim/stats": {"GET": sim_stats, "DELETE": sim_stats_clear},
             "/sim/requests": {"GET": sim_requests, "DELETE": sim_requests_clear},
             "/sim/gpu": {"GET": sim_gpu},
+            "/sim/energy": {"GET": sim_energy},
         }
         # Another server's routes (farm.sim.dialects): SGLang has no /version, its version is in
         # /get_server_info (and its metrics are sglang:*); Ollama's API is under /api; ...
@@ -341,7 +345,9 @@ def sim_requests_clear(state: SimState, request: Request, conn: Connection) -> R
 
 def sim_gpu(state: SimState, request: Request, conn: Connection) -> Response:
     p = state.profile
-    cards = [
+    meter = state.scheduler.power
+    now = perf_counter_ns()
+    cards: list[dict[str, Any]] = [
         {
             "index": i,
             "name": p.gpu_name,
@@ -351,4 +357,31 @@ def sim_gpu(state: SimState, request: Request, conn: Connection) -> Response:
         }
         for i in range(p.gpu_count)
     ]
+    if meter is not None:
+        energy_mj, power_mw = meter.energy_j(now) * 1000, meter.watts * 1000
+        for card in cards:
+            card["energy_mj"] = energy_mj
+            card["power_mw"] = power_mw
     return json_response(cards)
+
+
+def sim_energy(state: SimState, request: Request, conn: Connection) -> Response:
+    meter = state.scheduler.power
+    if meter is None:
+        return json_response({"detail": "this profile models no power"}, 404)
+    query = parse_qs(request.query)
+    try:
+        start_ns, end_ns = int(query["start_ns"][-1]), int(query["end_ns"][-1])
+    except (KeyError, ValueError):
+        return json_response({"detail": "give start_ns and end_ns as integers (perf_counter_ns)"}, 400)
+    per_card = meter.energy_between(start_ns, end_ns)
+    count = state.profile.gpu_count
+    return json_response(
+        {
+            "start_ns": start_ns,
+            "end_ns": end_ns,
+            "cards": count,
+            "energy_j_per_card": per_card,
+            "energy_j": per_card * count if per_card is not None else None,
+        }
+    )

@@ -95,6 +95,16 @@ class LeaderboardRow:
     short_ttft_ms: float | None = None
     peak_memory_gib: float | None = None
     spec_acceptance_rate: float | None = None
+    j_per_output_token: float | None = None
+    """GPU-only energy per output token of the workload's decode measurement (J/tok)."""
+    avg_power_w: float | None = None
+    """GPU-only average power over the decode measurement's windows, all cards together (W)."""
+    peak_power_w: float | None = None
+    """The highest power any one card drew in the decode measurement's windows (W)."""
+    cost_per_m_output_tokens: float | None = None
+    """What a million output tokens of the decode measurement cost at the host's stated prices."""
+    cost_unit: str | None = None
+    """The cost's unit, `<currency>/Mtok`."""
     job_ids: tuple[str, ...] = field(default=())
     origin: str = "launched"
     """launched, endpoint (a server the farm did not launch) or simulated: each is ranked only among its own."""
@@ -144,6 +154,7 @@ class GroupStat:
     max: float
     runs: int
     requested: int | None = None
+    unit: str = ""
 
 
 @dataclass(frozen=True)
@@ -263,6 +274,8 @@ class MeasuredRun:
     simulated: bool
     values: dict[str, tuple[float, ...]]
     origin: str = "launched"
+    units: dict[str, str] = field(default_factory=dict)
+    """Each figure key's unit, where the caller has it (a cost's currency comes from it)."""
 
 
 @dataclass(frozen=True)

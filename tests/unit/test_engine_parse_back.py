@@ -13,6 +13,7 @@ import argparse
 import json
 import re
 from importlib import resources
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -24,6 +25,8 @@ from farm.engines.policy import EnginePolicy, canonical_command
 from farm.engines.registry import engine_kind
 from farm.engines.reparse import check_parses_back, mirror_for, recipe_tokens
 from farm.errors import ArgumentPolicyError
+
+ROOT = Path(__file__).resolve().parents[2]
 
 TRICKY = [
     "--trust-remote-code",
@@ -280,3 +283,24 @@ def test_values_the_engine_would_misread_are_refused(engine: str, tokens: list[s
     beginning with '-'), the command is refused with the reason."""
     with pytest.raises(ArgumentPolicyError, match=why):
         canonical_command([*PREFIX[engine], *tokens], engine, POLICY)
+
+
+HOST_LLAMA = ROOT / "tests" / "fixtures" / "engine_args" / "llama_server_args_0.3.36.json"
+"""deploy/gen_llama_server_args.py's list from the real llama-server of llama-cpp-python 0.3.36 (its --help)."""
+
+
+def test_a_host_llama_server_list_is_the_parser_its_argv_is_read_back_with() -> None:
+    """The shipped spec (llama.cpp 4227c9b, 0.3.16) reads `-fa on` as a switch and renders a bare `--flash-attn`,
+    which 0.3.36's llama-server reads with the next token as its value (seen: `unknown value for --flash-attn:
+    '--alias'`). A host whose profile names its own list gets that build's counts: `--flash-attn on` renders and
+    reads back as judged, and the shipped spec's bare switch would not pass that host's parser."""
+    from farm.engines.llamacpp.adapter import load_llamacpp_spec
+
+    host = EnginePolicy(specs={"llama.cpp": load_llamacpp_spec(HOST_LLAMA)})
+    command = canonical_command(["llama-server", "-m", "/models/m.gguf", "-fa", "on"], "llama.cpp", host)
+    assert command.render_options() == ("--model", "/models/m.gguf", "--flash-attn", "on")
+    shipped = canonical_command(["llama-server", "-m", "/models/m.gguf", "-fa", "on"], "llama.cpp")
+    mirror = mirror_for(host.spec_for("llama.cpp"))
+    assert mirror is not None
+    with pytest.raises(ArgumentPolicyError, match="llama-server would stop here"):
+        check_parses_back(shipped, (*shipped.render_options(), "--alias", "org/m"), mirror.parser)

@@ -4,6 +4,7 @@ real registry document in tests/fixtures/registry."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -91,3 +92,25 @@ def test_a_vllm_command_naming_a_gguf_repository_without_its_file_is_refused() -
         load_recipe(REGISTRY / "qwen3-6-35b-a3b-ud-q4-k-m-rtx-4070-12gb-vllm-tp1-xmn9blhn.json")
     assert caught.value.field == "draft_launch.arguments"
     assert "GGUF repository" in caught.value.detail
+
+
+def test_a_llama_cpp_draft_naming_a_gguf_repository_without_its_quantization_is_not_the_model(
+    tmp_path: Path,
+) -> None:
+    """The registry's draft gives llama-server `-hf unsloth/gemma-4-26B-A4B-it-GGUF`, no quantization: llama.cpp
+    would download the repository's default file (Q4_K_M), not the instance's UD-Q8_K_XL. The fixture's recording
+    wins over the draft as it is, so the recording is replaced here by the prose note two other fixtures carry
+    (`llama.cpp GGUF five-prompt plus vision benchmark`), which falls back to the draft: its model becomes the host's
+    file for the instance (the farm's snapshot lacks it), and the note says why."""
+    name = "gemma-4-26b-a4b-it-ud-q8-k-xl-dgx-spark-gb10-128gb-llama-cpp-tp1.json"
+    data = json.loads((REGISTRY / name).read_text())
+    prose = "llama.cpp GGUF five-prompt plus vision benchmark"
+    data["metadata"]["localmaxxing"]["observed_command"] = prose
+    data["metadata"]["localmaxxing"]["tokenized"] = {"arguments": prose.split(), "fidelity": "faithful"}
+    (tmp_path / name).write_text(json.dumps(data))
+    recipe = load_recipe(tmp_path / name)
+    assert recipe.provenance.command_source == "draft_launch.arguments"
+    assert "-hf" not in recipe.argv
+    assert "--hf-repo" not in recipe.argv
+    assert recipe.argv[recipe.argv.index("-c") + 1] == "262144"
+    assert any("without a quantization" in note for note in recipe.provenance.command_notes)

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from farm.engines.admission import check_recipe_for_submit
-from farm.errors import RecipeError
+from farm.errors import ArgumentPolicyError, RecipeError
 from farm.recipes.commands import around_a_command, repair_unquoted_json
 from farm.recipes.parse import load_recipe, parse_registry
 
@@ -91,7 +91,8 @@ def test_repair_unquoted_json(text: str, reading: object) -> None:
 
 def test_a_repeated_option_is_read_as_the_engine_reads_it() -> None:
     """The pasted command gives `--max-cudagraph-capture-size 192` twice; vLLM's argparse keeps the last. The
-    command keeps it once (the last), a note says so, and the judge accepts it."""
+    command keeps it once (the last), and a note says so. The judge then refuses the command for another cause, the
+    one it names: it trusts remote code without pinning a revision (farm.engines.trust), not the repetition."""
     recipe = load_recipe(
         REGISTRY
         / "discord-deepseek-ai-deepseek-v4-flash-2-bit-experts-vllm-moet-w2-fp8-kv-rtx-pro-6000-blackwell-96gb-tp2.json"
@@ -100,7 +101,10 @@ def test_a_repeated_option_is_read_as_the_engine_reads_it() -> None:
     assert any("given more than once" in note for note in recipe.provenance.command_notes)
     assert recipe.container is not None
     assert recipe.container.arguments.count("--max-cudagraph-capture-size") == 1
-    check_recipe_for_submit(recipe)
+    with pytest.raises(ArgumentPolicyError) as caught:
+        check_recipe_for_submit(recipe)
+    assert "remote code is trusted" in caught.value.detail
+    assert "more than once" not in caught.value.detail
 
 
 def test_a_closing_remark_and_a_label_around_a_command_are_cut() -> None:
