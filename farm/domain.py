@@ -227,6 +227,8 @@ KIND_COST = "cost"  # metrics COST_METRICS, at the prices the host profile state
 ENERGY_METRICS = ("energy_j", "avg_power_w", "j_per_output_token", "j_per_total_token", "output_tokens_per_j")
 POWER_METRICS = ("avg_power_w", "peak_power_w")
 COST_METRICS = ("per_m_output_tokens", "per_m_total_tokens")
+KIND_DEPTH = "depth"  # metrics decode_tok_s, ttft_ms, prefill_tok_s; point = context tokens before the turn
+KIND_DATASET = "dataset"  # point = source (sharegpt, trace); metrics of a concurrency point, per-turn figures
 
 CONCURRENCY_METRICS = (
     "aggregate_tok_s",

@@ -165,6 +165,27 @@ class Settings:
     announce_stale_s: float = _setting(
         120.0, _number, "an announcement this old whose queue is empty is taken as lost", check=_positive
     )
+    broker_timeout_s: float = _setting(
+        3.0,
+        _number,
+        "connect and socket timeout of every broker call (Celery's and the announcer's): a broker that accepts "
+        "and never answers costs this long per call, not forever (3 s: Redis answers in a millisecond)",
+        check=_positive,
+    )
+    visibility_timeout_s: float = _setting(
+        3600.0,
+        _number,
+        "a message taken by a worker and not acknowledged (the worker died) goes back to its queue after this "
+        "long (an hour: above most sweeps; a redelivery of a running job's message is a harmless duplicate)",
+        check=_positive,
+    )
+    reap_grace_s: float = _setting(
+        30.0,
+        _number,
+        "after the database answers a sweeper again (or the sweeper starts), it reaps nothing for this long: "
+        "owners whose leases ran out during the outage deliver their spooled results first",
+        check=_not_negative,
+    )
     on_sigterm: Literal["finish", "release"] | None = _setting(
         None,
         cast(Callable[[str], Literal["finish", "release"] | None], _optional_text),

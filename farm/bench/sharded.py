@@ -59,7 +59,7 @@ async def measure_concurrency_sharded(
         reasons += [f"repeat {repeat}: {reason}" for reason in result.reasons]
         ctx.on_step(f"concurrency {level} ({client.processes} client processes): repeat {repeat + 1}")
     params = {
-        **concurrency_params(plan, concurrency, level),
+        **concurrency_params(plan, concurrency, level, prompt_sized_by=ctx.prompt_sized_by),
         "client_processes": min(client.processes, level),
         "client_cpus": cpus,
         "client_clock": "CLOCK_MONOTONIC shared by every process",

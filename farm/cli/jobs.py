@@ -22,7 +22,7 @@ def submit(
     """Validate a sweep spec and its recipe, queue the jobs, print their ids. Bad input queues nothing."""
     from farm.engines.admission import check_recipe_for_submit, check_runnable
     from farm.recipes.spec import load_sweep
-    from farm.submit import submit_sweep
+    from farm.submit import submit as submit_jobs
 
     s = settings()
     with farm_errors():
@@ -31,12 +31,27 @@ def submit(
         judged = check_recipe_for_submit(sweep.recipe).spec
         check_runnable(sweep.recipe)
         store = open_store(s)
-        job_ids = submit_sweep(store, sweep, simulate=simulate, count=count)
+        submission = submit_jobs(store, sweep, simulate=simulate, count=count)
+    job_ids = submission.job_ids
     # The version the farm's workers run unless their profile says otherwise; each worker judges again with its own.
     judged_against = f"{judged.engine} {judged.version}"
+    if submission.unannounced:
+        # On stderr, so that stdout stays the list of ids (or the JSON) whatever the broker did.
+        typer.echo(
+            f"note: {len(submission.unannounced)} of {len(job_ids)} job(s) stored but not announced (the broker: "
+            f"{submission.broker_error}); the workers' sweepers announce them within FARM_ANNOUNCE_GRACE_S "
+            f"({s.announce_grace_s:g} s) of a sweep",
+            err=True,
+        )
     if as_json:
         print_json(
-            {"jobs": job_ids, "recipe": sweep.recipe.id, "sweep": sweep.spec.name, "judged_against": judged_against}
+            {
+                "jobs": job_ids,
+                "recipe": sweep.recipe.id,
+                "sweep": sweep.spec.name,
+                "unannounced": submission.unannounced,
+                "judged_against": judged_against,
+            }
         )
         return
     get_console("err_console").print(f"judged against {judged_against}", markup=False, highlight=False)
@@ -152,6 +167,7 @@ def print_leaderboard(rows: list[Any]) -> None:
     """The leaderboard as a table (farm.cli.tables: its rows grow with the store); `--json` has every field."""
     from farm.cli.tables import TextTable
 
+    at_depth = any(r.decode_at_depth_tok_s for r in rows)  # the column only where some run measured depth
     table = TextTable(
         (
             ("model", "left"),
@@ -167,6 +183,7 @@ def print_leaderboard(rows: list[Any]) -> None:
             ("J/tok GPU", "right"),
             ("W GPU", "right"),
             ("cost/Mtok", "right"),
+            *((("decode @ deepest", "right"),) if at_depth else ()),
         ),
         title="leaderboard (decode: mean of the runs' repeats; spread = (max - min) / mean)",
     )
@@ -189,6 +206,7 @@ def print_leaderboard(rows: list[Any]) -> None:
             _num(r.j_per_output_token) if r.j_per_output_token is not None else "",
             _power(r.avg_power_w, r.peak_power_w),
             _cost(r.cost_per_m_output_tokens, r.cost_unit),
+            *((_deepest(r.decode_at_depth_tok_s),) if at_depth else ()),
         )
     table.print()
     if any(r.j_per_output_token is not None or r.avg_power_w is not None for r in rows):
@@ -224,6 +242,14 @@ def _cost(value: float | None, unit: str | None) -> str:
         return ""
     currency = (unit or "").removesuffix("/Mtok")
     return f"{value:.3g} {currency}".strip()
+
+
+def _deepest(at_depth: tuple[tuple[int, float], ...]) -> str:
+    """Decode at the deepest context measured, with its depth (`121.0 @32768`)."""
+    if not at_depth:
+        return ""
+    depth, rate = at_depth[-1]
+    return f"{_num(rate)} @{depth}"
 
 
 def _num(value: float) -> str:

@@ -323,7 +323,7 @@ def serve_command(
                 "or pass --insecure to serve host names, argv and failure messages to anyone who can reach it",
                 field="--host",
             )
-        store = open_store(s)
+        store = open_store(s, pool_size=8)  # reads run in asyncio's default threads: 6 on 2 cores, more elsewhere
     if not is_loopback(host) and token is None:
         err_console.print(
             f"warning: serving {host} without a token (--insecure): anyone who can reach it reads every result",

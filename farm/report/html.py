@@ -20,6 +20,7 @@ import farm
 from farm.domain import (
     KIND_CONCURRENCY,
     KIND_DECODE,
+    KIND_DEPTH,
     KIND_ENERGY,
     KIND_PREFILL,
     KIND_SHORT_TTFT,
@@ -102,6 +103,22 @@ def ttft_series(entries: Sequence[Entry]) -> list[Series]:
         ]
         if points:
             out.append(Series(name=group_label(members[0]), points=tuple(points), simulated=members[0].simulated))
+    return out
+
+
+def depth_series(entries: Sequence[Entry], metric: str) -> list[Series]:
+    """Per group: (context tokens, `metric`) of its `[plan.context_depth]` figures (decode_tok_s or ttft_ms)."""
+    out = []
+    for members in groups(entries).values():
+        points = [
+            (float(n), e.mean, f"depth {n} tokens")
+            for e in members
+            if e.kind == KIND_DEPTH and e.metric == metric and (n := _int(e.point)) is not None
+        ]
+        if points:
+            out.append(
+                Series(name=group_label(members[0]), points=tuple(sorted(points)), simulated=members[0].simulated)
+            )
     return out
 
 
@@ -336,6 +353,31 @@ def render_report(data: ReportData, *, now: datetime | None = None, store_label:
             ),
         ),
     ]
+    if any(e.kind == KIND_DEPTH for e in entries):
+        charts += [
+            (
+                "depth-decode",
+                "Decode tok/s against context depth (two-point decode on a warm prefix of that many tokens)",
+                line_chart(
+                    "Decode tok/s vs context depth",
+                    depth_series(entries, "decode_tok_s"),
+                    "context tokens",
+                    "decode tok/s",
+                    "chart-depth-decode",
+                ),
+            ),
+            (
+                "depth-ttft",
+                "Time to first token against context depth (cold cache)",
+                line_chart(
+                    "TTFT vs context depth",
+                    depth_series(entries, "ttft_ms"),
+                    "context tokens",
+                    "TTFT ms",
+                    "chart-depth-ttft",
+                ),
+            ),
+        ]
     chart_html = "".join(
         f'<figure id="figure-{name}"><figcaption>{escape(caption)}</figcaption>{svg}</figure>'
         for name, caption, svg in charts

@@ -7,7 +7,9 @@ The rows follow the registry's own sweeps (`data/registry/speed-sweep/*.json` in
 - one row per concurrency level: `decode_tok_s` the aggregate rate, `decode_tok_s_per_stream`, `ttft_ms_p50`,
   `context_tokens` the prompt length;
 - one row per prefill prompt length (`prefill_tok_s`, `ttft_ms_p50` the median TTFT), the short-prompt TTFT
-  and the prefix-cache repeat (`cache: "warm"`).
+  and the prefix-cache repeat (`cache: "warm"`);
+- one row per context depth (`[plan.context_depth]`): `context_tokens` the depth, `decode_tok_s` the two-point
+  decode at that depth, `prefill_tok_s` and `ttft_ms_p50` of the cold send (`depth: true`).
 `peak_vram_gb` is the peak per card in GiB (the largest card), as the seed's page ("peakVramGb is PER CARD")
 and the registry's sweeps give it. `samples` is the number of pooled values. A row's `status` is `measured`,
 or `simulated` for results from the simulator; a row with fewer samples than asked also says `incomplete:
@@ -31,6 +33,7 @@ from typing import Any
 from farm.bench.records import (
     KIND_CONCURRENCY,
     KIND_DECODE,
+    KIND_DEPTH,
     KIND_MEMORY,
     KIND_PREFILL,
     KIND_PREFIX_CACHE,
@@ -193,11 +196,31 @@ def speed_sweep(entries: Sequence[Entry]) -> dict[str, Any]:
                 )
             )
 
+    for e in sorted((e for e in entries if e.kind == KIND_DEPTH and e.metric == "decode_tok_s"), key=_point):
+        prefill = by_key.get(f"{KIND_DEPTH}/{e.point}/prefill_tok_s")
+        ttft = by_key.get(f"{KIND_DEPTH}/{e.point}/ttft_ms")
+        rows.append(
+            _row(
+                e,
+                context_tokens=_int_point(e),
+                output_tokens=_int_param(e, "long_output_tokens"),
+                decode_tok_s=e.mean,
+                decode_tok_s_per_stream=e.mean,
+                prefill_tok_s=prefill.mean if prefill else None,
+                ttft_ms_p50=ttft.median if ttft else None,
+                peak_vram_gb=peak_vram_gb,
+                content_class=e.workload,
+                depth=True,
+            )
+        )
+
     decode_rates = [r["decode_tok_s"] for r in rows if r["decode_tok_s"] is not None]
     prefill_rows = [r for r in rows if r["prefill_tok_s"] is not None]
     peak_generation = max(decode_rates, default=None)
     peak_row = next((r for r in rows if r["decode_tok_s"] == peak_generation), None)
-    ttft32k = by_key.get(f"{KIND_PREFILL}/{TTFT32K_TOKENS}/ttft_ms")
+    ttft32k = by_key.get(f"{KIND_PREFILL}/{TTFT32K_TOKENS}/ttft_ms") or by_key.get(
+        f"{KIND_DEPTH}/{TTFT32K_TOKENS}/ttft_ms"
+    )
     metrics: dict[str, Any] = {
         "inference_engine_version": first.engine_version,
         "concurrency": peak_row["concurrency"] if peak_row else None,

@@ -53,6 +53,9 @@ class SimProfile(BaseModel):
     decode_tok_s: dict[str, float] = Field(description="one-stream decode rate per workload")
     default_decode_tok_s: float = Field(gt=0, description="rate for a prompt no marker matches")
     contention: float = Field(0.0, ge=0)
+    decode_s_per_context_token: float = Field(
+        0.0, ge=0, description="k: each output token takes 1/r + k*d seconds with d prompt tokens in context"
+    )
     workload_markers: dict[str, str] = Field(default_factory=lambda: dict(WORKLOAD_MARKERS))
 
     # Chunking: speculative decoding (K drafts, per-token acceptance p) or a fixed number of tokens per chunk.
@@ -83,6 +86,9 @@ class SimProfile(BaseModel):
     power_per_stream_w: float = Field(0.0, ge=0, description="added by each further stream decoding")
     power_limit_w: float | None = Field(None, gt=0, description="the card's power limit: no draw above it")
 
+    tokenize_endpoint: bool = Field(
+        True, description="serve /tokenize and /detokenize (false: a plain OpenAI-compatible server without them)"
+    )
     seed: int = Field(0, description="seeds every random draw (spec-decode acceptance, sampled text)")
     dialect: Literal["vllm", "sglang", "ollama", "lmstudio", "tabbyapi", "mlx"] = Field(
         "vllm",

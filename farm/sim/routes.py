@@ -10,10 +10,14 @@
                         power (mW), for a worker's simulated GPU probe
     GET  /sim/energy    the power model's exact energy per card over ?start_ns=&end_ns= (perf_counter_ns, the
                         clock of /sim/requests): the truth the farm's measured energy is checked against
+    POST /reset_prefix_cache   empties the prefix cache (vLLM's; its counters go on counting)
+
+With `tokenize_endpoint = false` it has no /tokenize and /detokenize, as most OpenAI-compatible servers.
 
 With the profile's `dialect = "sglang"` it answers as SGLang does instead: no /version, but /get_server_info
-(with the version) and /get_model_info, and /metrics under SGLang's `sglang:*` names; Ollama, LM Studio,
-TabbyAPI and MLX likewise (farm.sim.dialects).
+(with the version) and /get_model_info, /flush_cache instead of /reset_prefix_cache, and /metrics under
+SGLang's `sglang:*` names; Ollama, LM Studio, TabbyAPI and MLX likewise (farm.sim.dialects), without vLLM's
+/reset_prefix_cache.
 
 Unknown paths answer 404 and known paths with another method 405, in FastAPI's `{"detail": ...}` shape.
 
@@ -80,14 +84,21 @@ class SimApp:
             "/sim/requests": {"GET": sim_requests, "DELETE": sim_requests_clear},
             "/sim/gpu": {"GET": sim_gpu},
             "/sim/energy": {"GET": sim_energy},
+            "/reset_prefix_cache": {"POST": reset_prefix_cache},
         }
         # Another server's routes (farm.sim.dialects): SGLang has no /version, its version is in
         # /get_server_info (and its metrics are sglang:*); Ollama's API is under /api; ...
         sglang: dict[str, dict[str, Handler]] = {
             "/get_server_info": {"GET": sglang_server_info},
             "/get_model_info": {"GET": sglang_model_info},
+            "/flush_cache": {"GET": reset_prefix_cache, "POST": reset_prefix_cache},
         }
         apply_dialect(self.routes, state.profile.dialect, sglang)
+        if state.profile.dialect != "vllm":
+            self.routes.pop("/reset_prefix_cache", None)  # vLLM's own call
+        if not state.profile.tokenize_endpoint:
+            self.routes.pop("/tokenize", None)
+            self.routes.pop("/detokenize", None)
 
     def __call__(self, request: Request, conn: Connection) -> Response | None:
         if self.state.hung:
@@ -241,6 +252,14 @@ def tokenize(state: SimState, request: Request, conn: Connection) -> Response:
     )
 
 
+def reset_prefix_cache(state: SimState, request: Request, conn: Connection) -> Response:
+    """vLLM's POST /reset_prefix_cache (SGLang's /flush_cache): every cached block is dropped; the hit and query
+    counters are counters and keep their values."""
+    state.prefix_cache.clear()
+    state.cache_resets += 1
+    return Response(200)
+
+
 def detokenize(state: SimState, request: Request, conn: Connection) -> Response:
     try:
         body: protocol.DetokenizeBody = protocol.parse_body(request.body, protocol.DetokenizeBody)
@@ -283,7 +302,11 @@ def generate(state: SimState, request: Request, conn: Connection, kind: str) -> 
         request_id=protocol.new_request_id(req.kind),
         created=protocol.now_s(),
         workload=workload,
-        one_stream_rate=profile.decode_tok_s.get(workload or "", profile.default_decode_tok_s),
+        one_stream_rate=timing.rate_at_depth(
+            profile.decode_tok_s.get(workload or "", profile.default_decode_tok_s),
+            len(req.prompt_tokens),
+            profile.decode_s_per_context_token,
+        ),
         completion_tokens=completion_tokens,
         finish_reason="length" if completion_tokens == req.max_tokens else "stop",
         # The same draws as timing.plan_steps(rng=Random(seed * 1_000_003 + n)); none without drafts.
@@ -323,6 +346,8 @@ def sim_stats(state: SimState, request: Request, conn: Connection) -> Response:
             "waiting": state.waiting,
             "decoding": state.scheduler.decoding,
             "aborted": state.scheduler.aborted,
+            "prefix_cache_resets": state.cache_resets,
+            "prefix_cache_blocks": len(state.prefix_cache),
             "spin_us": state.scheduler.spin_ns // 1000,
         }
     )

@@ -8,6 +8,7 @@ computes the same statistics from runs in memory for callers that hold them. Bot
 - peak memory: the largest card's peak; acceptance: the mean acceptance rate of the workload;
 - energy (GPU-only), at the workload's decode measurement: the mean J per output token and average power (all
   cards), the highest power of any card, and the mean cost per million output tokens where prices were stated.
+- decode at depth: the mean `depth/<d>/decode_tok_s` at each context depth measured (`[plan.context_depth]`).
 Launched rows come first, then endpoint rows, then simulated ones; within each, by model and workload, the
 fastest decode first.
 """
@@ -21,6 +22,7 @@ from dataclasses import replace
 from farm.domain import (
     KIND_COST,
     KIND_DECODE,
+    KIND_DEPTH,
     KIND_ENERGY,
     KIND_MEMORY,
     KIND_POWER,
@@ -43,6 +45,7 @@ LEADERBOARD_KINDS = (
     KIND_ENERGY,
     KIND_POWER,
     KIND_COST,
+    KIND_DEPTH,
 )
 """The figure kinds a leaderboard row reads; the store reads only these."""
 
@@ -103,6 +106,14 @@ def rows(
             if s.kind == KIND_POWER and s.metric == "peak_power_w" and s.n:
                 measurement = s.point.rsplit(".gpu", 1)[0]
                 peaks[measurement] = max(peaks.get(measurement, s.max), s.max)
+        at_depth = tuple(
+            sorted(
+                (depth, s.total / s.n)
+                for s in members
+                if s.kind == KIND_DEPTH and s.metric == "decode_tok_s" and s.n
+                if (depth := int_point(s.point)) is not None
+            )
+        )
         for decode in members:
             if decode.kind != KIND_DECODE or decode.metric != "decode_tok_s" or decode.n == 0:
                 continue
@@ -136,6 +147,7 @@ def rows(
                     requested=decode.requested,
                     verified_runs=(count := (verified or {}).get(group, 0)),
                     verified=count > 0 and count >= len((job_ids or {}).get(group, ())),
+                    decode_at_depth_tok_s=at_depth,
                 )
             )
     out.sort(key=lambda row: (ORIGIN_ORDER.get(row.origin, 9), row.model_id, row.workload, -row.decode_tok_s.mean))

@@ -55,6 +55,10 @@ class WorkerView:
     """Failed engine starts in a row."""
     quarantined_at: datetime | None = None
     quarantine_reason: str | None = None
+    broker_ok: bool | None = None
+    """Whether the worker's broker answered its last check (None: embedded mode, no broker)."""
+    spool_held: int = 0
+    """Results the worker holds in memory because its spool's disk refused them."""
 
 
 @dataclass(frozen=True)
@@ -112,6 +116,9 @@ class LeaderboardRow:
     """The group's runs signed by a trusted key that matched their signatures at their last check."""
     verified: bool = False
     """Every run of the row is verified (farm.signing): what readers mark, as they mark simulated rows."""
+    decode_at_depth_tok_s: tuple[tuple[int, float], ...] = ()
+    """(context tokens, pooled mean decode tok/s) of the group's `depth/<d>/decode_tok_s`, shallowest first (in
+    JSON a list of [tokens, tok/s] pairs)."""
 
     @property
     def incomplete(self) -> bool:
@@ -124,6 +131,7 @@ class LeaderboardRow:
         stat = self.decode_tok_s
         data["decode_tok_s"] = {"n": stat.n, "mean": stat.mean, "min": stat.min, "max": stat.max, "spread": stat.spread}
         data["job_ids"] = list(self.job_ids)
+        data["decode_at_depth_tok_s"] = [list(pair) for pair in self.decode_at_depth_tok_s]
         return data
 
 

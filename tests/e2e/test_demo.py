@@ -86,3 +86,17 @@ def test_demo_runs_the_sweep_and_its_leaderboard_matches_the_simulators_truth(tm
     ).stdout
     assert "J/tok GPU" in board_text
     assert "W GPU" in board_text
+    # The cache state, from the simulator's prefix-cache counters: the repeat is served from the cache (all its
+    # full 256-token blocks: 7936 of 8192 tokens), the cold measurements after a reset are not.
+    job_id = demo.stdout.split("every figure: farm results ", 1)[1].split()[0]
+    shown = subprocess.run(
+        [sys.executable, "-m", "farm", "results", job_id, "--json"], env=env, capture_output=True, text=True, check=True
+    )
+    figures = {f["key"]: f for f in json.loads(shown.stdout)["figures"]}
+    warm = figures["prefix_cache/8192/prefix_cache_hit_rate"]
+    assert warm["summary"]["mean"] == pytest.approx(7936 / 8192)
+    for key in ("prefill/8192", "prefill/32768", "short_ttft/32"):
+        cold = figures[f"{key}/prefix_cache_hit_rate"]
+        assert cold["summary"]["mean"] == 0.0
+        assert cold["params"]["cache_reset"] == "POST /reset_prefix_cache"
+        assert cold["params"]["cold_but_warm"] is False
