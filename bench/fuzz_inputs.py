@@ -4,7 +4,7 @@ Each recipe is one of the real registry recipes in tests/fixtures/registry (and 
 mutation: a field replaced by a hostile value (deep nesting, a 5,000-digit integer, a lone surrogate, NUL,
 infinity, a wrong type), a field dropped, the text cut short, bytes flipped, or the command's tokens shuffled,
 duplicated or mixed with environment words and broken JSON. It then goes through what `farm submit` does:
-parse (farm.recipes.parse), the submit policy (farm.engines.policy.check_recipe_for_submit) and the JSON the
+parse (farm.recipes.parse), the submit policy (farm.engines.admission.check_recipe_for_submit) and the JSON the
 store writes. Each spec is a shipped jobs/*.toml or a generated one, mutated alike, through parse, validation
 and the context check against the seed's recipe.
 
@@ -27,7 +27,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from farm.engines.policy import check_recipe_for_submit
+from farm.engines.admission import check_recipe_for_submit
 from farm.errors import FarmError
 from farm.recipes.parse import load_recipe, parse_recipe_bytes
 from farm.recipes.spec import check_fits_context, parse_spec_text, validate_spec

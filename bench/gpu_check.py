@@ -87,7 +87,7 @@ def check_probe(probe: Any) -> bool:
 def check_stop(probe: Any, gib: int, log_dir: Path) -> bool:
     """A child that allocates GPU memory and ignores SIGTERM, in its own group via the engine supervisor, is
     stopped; then the cards must be free (no compute process, memory back under the threshold)."""
-    from farm.engines.vllm.adapter import VllmEngineProcess
+    from farm.engines.vllm.process import VllmEngineProcess
     from farm.errors import EngineError
 
     baseline = probe.memory_used_mib()

@@ -1,7 +1,7 @@
 """Acceptance of real local-ai-registry recipes: what `farm recipe check --summary` decides, over a directory.
 
 Each `*.json` file under the directory is parsed (farm.recipes.parse.load_recipe) and put to the submit
-policy (farm.engines.policy.check_recipe_for_submit), exactly as `farm recipe check` does. Printed: a table by
+policy (farm.engines.admission.check_recipe_for_submit), exactly as `farm recipe check` does. Printed: a table by
 engine (accepted, refused by the policy, refused at parse), the totals, and the refusal reasons grouped with
 ids and values taken out, so alike refusals count together. With --argv, each accepted recipe's canonical argv
 (the command the worker would launch) is printed too, for reading by eye.
@@ -25,8 +25,8 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
+from farm.engines.admission import check_recipe_for_submit
 from farm.engines.argspec import CanonicalCommand
-from farm.engines.policy import check_recipe_for_submit
 from farm.errors import FarmError, InputError
 from farm.recipes.commands import ENGINE_ALIASES
 from farm.recipes.limits import load_json, read_limited

@@ -23,6 +23,12 @@ VLLM_DEMO_SPEC = CHECKOUT / "jobs" / "tiny-llama-cpu.toml"
 VLLM_DEMO_PROFILE = CHECKOUT / "workers" / "cpu.toml"
 LLAMACPP_DEMO_SPEC = CHECKOUT / "jobs" / "smollm2-llamacpp-cpu.toml"
 LLAMACPP_DEMO_PROFILE = CHECKOUT / "workers" / "llamacpp-cpu.toml"
+STAND_IN_DEMOS = {
+    name: (CHECKOUT / "jobs" / f"demo-{name}.toml", CHECKOUT / "workers" / f"demo-{name}.toml")
+    for name in ("ollama", "tabbyapi", "mlx")
+}
+"""`farm demo --engine E` for the engines no machine here runs: a registry recipe of E through E's adapter, with
+the simulator standing in for E (farm.sim.standin); each engine's (sweep spec, worker profile)."""
 LLAMACPP_INSTALLER = CHECKOUT / "deploy" / "install-llama-server.sh"
 LLAMACPP_INSTALL_TIMEOUT_S = 3600.0
 """About 12 minutes on 2 cores the first time (a C++ build); instant after."""

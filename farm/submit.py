@@ -7,7 +7,7 @@ set): the jobs are stored in one transaction first, then each is announced on it
 
 from __future__ import annotations
 
-from farm.engines.policy import check_recipe_for_submit, check_runnable
+from farm.engines.admission import check_recipe_for_submit, check_runnable
 from farm.errors import BrokerError
 from farm.logs import get_logger
 from farm.recipes.spec import LoadedSweep

@@ -18,6 +18,7 @@ from typing import Any
 import aiohttp
 
 from farm.domain import ENGINE_KIND_ENDPOINT
+from farm.engines.registry import ENGINES
 from farm.errors import MeasurementError
 from farm.net import url_without_credentials
 from farm.recipes.model import Engine, Recipe, RecipeProvenance, ServingLimits, SourceRef
@@ -27,8 +28,11 @@ from farm.recipes.model import Engine, Recipe, RecipeProvenance, ServingLimits, 
 UNKNOWN_HARDWARE = "unknown"
 """The hardware id of an endpoint whose hardware nobody declared."""
 
-ENGINE_METRIC_PREFIXES = {"vllm:": "vllm", "sglang:": "sglang", "llamacpp:": "llama.cpp", "tgi_": "tgi"}
-"""Which engine a /metrics page comes from, by its metric names' prefix."""
+ENGINE_METRIC_PREFIXES = {
+    **{kind.metric_prefix: name for name, kind in ENGINES.items() if kind.metric_prefix},
+    "tgi_": "tgi",  # an endpoint may be Hugging Face's TGI, which no worker launches
+}
+"""Which engine a /metrics page comes from, by its metric names' prefix (the table's)."""
 
 PROBE_TIMEOUT_S = 10.0
 """Each untimed probe of the server's own pages."""

@@ -21,19 +21,15 @@ from farm.bench.methods import MeasureContext, Measurement
 from farm.bench.openloop import measure_open_loop
 from farm.bench.records import Figure
 from farm.bench.sharded import ClientPlan, measure_concurrency_sharded
-from farm.engines.llamacpp import adapter as llamacpp
-from farm.engines.sglang import adapter as sglang
+from farm.engines.registry import counter_families
 from farm.errors import MeasurementError
 from farm.recipes.sweep import SweepPlan
 
-ENGINE_COUNTER_NAMES: Mapping[str, Mapping[str, str]] = {
-    "vllm:": {},
-    "sglang:": sglang.METRICS,
-    "llamacpp:": llamacpp.METRICS,
-}
-"""Each engine's metric-name prefix and its counters under the farm's names (vLLM's own need no mapping): a
-sweep learns which family the server speaks from its /metrics page, so the token-count cross-checks hold for
-llama.cpp and SGLang too."""
+ENGINE_COUNTER_NAMES: Mapping[str, Mapping[str, str]] = counter_families()
+"""Each engine's metric-name prefix and its counters under the farm's names (the table's; vLLM's own need no
+mapping): a sweep that is not told its engine's names (an endpoint's) learns which family the server speaks from
+its /metrics page, so the token-count cross-checks hold for llama.cpp and SGLang too. A worker passes its
+adapter's own names instead."""
 
 PHASE_WARMING = "warming"
 PHASE_MEASURING = "measuring"

@@ -15,6 +15,7 @@ from farm.demo import (
     DEMO_SPEC,
     LLAMACPP_DEMO_PROFILE,
     LLAMACPP_DEMO_SPEC,
+    STAND_IN_DEMOS,
     VLLM_DEMO_PROFILE,
     VLLM_DEMO_SPEC,
     ensure_llama_server,
@@ -30,18 +31,22 @@ def demo(
     engine: str = typer.Option(
         "sim",
         help="sim: the seed's host on the simulator; vllm: a tiny model on vLLM for the CPU (installed first); "
-        "llama.cpp: SmolLM2-135M on llama-server (built first)",
+        "llama.cpp: SmolLM2-135M on llama-server (built first); ollama, tabbyapi, mlx: a registry recipe through "
+        "that engine's adapter, the simulator standing in for the engine",
     ),
     spec: Path | None = typer.Option(None, help="the sweep to run (default: the engine's demo sweep)"),
     profile: Path | None = typer.Option(None, help="the worker profile to run it with (default: the engine's)"),
 ) -> None:
     """Run the demo sweep: on the simulator (the seed's host, calibrated from its published figures), or on a real
     vLLM process on the CPU with a tiny model built locally."""
-    if engine not in ("sim", "vllm", "llama.cpp"):
-        raise typer.BadParameter(f"{engine!r}: choose sim, vllm or llama.cpp", param_hint="--engine")
-    simulate = engine == "sim"
-    if simulate:
+    if engine not in ("sim", "vllm", "llama.cpp", *STAND_IN_DEMOS):
+        choices = ", ".join(("sim", "vllm", "llama.cpp", *STAND_IN_DEMOS))
+        raise typer.BadParameter(f"{engine!r}: choose one of {choices}", param_hint="--engine")
+    simulate = engine == "sim" or engine in STAND_IN_DEMOS
+    if engine == "sim":
         spec, profile = spec or DEMO_SPEC, profile or DEMO_PROFILE
+    elif engine in STAND_IN_DEMOS:
+        spec, profile = spec or STAND_IN_DEMOS[engine][0], profile or STAND_IN_DEMOS[engine][1]
     elif engine == "llama.cpp":
         spec, profile = spec or LLAMACPP_DEMO_SPEC, profile or LLAMACPP_DEMO_PROFILE
         with farm_errors():
@@ -97,7 +102,7 @@ def demo(
         "sim": "simulated",
         "vllm": "vLLM on the CPU, tiny random model",
         "llama.cpp": "llama-server on the CPU, SmolLM2-135M-Instruct",
-    }[engine]
+    }.get(engine, f"simulated: the simulator standing in for {engine} behind its adapter")
     console.print(f"demo finished in {elapsed:.0f} s; job {job.id} ({kind}).", markup=False, highlight=False)
     console.print(
         f"data: {s.data_dir} (store {mask_url(s.resolved_database_url)}); worker log: {log_path}",

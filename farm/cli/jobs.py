@@ -20,7 +20,7 @@ def submit(
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:
     """Validate a sweep spec and its recipe, queue the jobs, print their ids. Bad input queues nothing."""
-    from farm.engines.policy import check_recipe_for_submit, check_runnable
+    from farm.engines.admission import check_recipe_for_submit, check_runnable
     from farm.recipes.spec import load_sweep
     from farm.submit import submit_sweep
 

@@ -11,7 +11,7 @@ import typer
 from rich.table import Table
 
 from farm.cli.common import console, err_console, farm_errors, print_json
-from farm.engines.policy import check_recipe_for_submit
+from farm.engines.admission import check_recipe_for_submit
 from farm.errors import FarmError, InputError
 from farm.recipes.commands import ENGINE_ALIASES
 from farm.recipes.limits import load_json, read_limited

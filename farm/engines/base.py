@@ -1,9 +1,17 @@
-"""The engine seam: what the worker needs from an engine under test, whatever runs it."""
+"""The engine seam: what the worker needs from an engine under test, whatever runs it, and what the farm knows
+about each engine (`EngineKind`, one line of the table in farm.engines.registry)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    from farm.engines.argspec import ArgSpec, CanonicalCommand
+    from farm.hardware.probe import HardwareProbe
+    from farm.recipes.model import Recipe
 
 
 class Engine(Protocol):
@@ -48,3 +56,78 @@ class Engine(Protocol):
 
     @property
     def log_path(self) -> Path: ...
+
+
+@dataclass(frozen=True)
+class EngineKind:
+    """One engine the farm reads recipes for: one line of the table (farm.engines.registry.ENGINES), defined in
+    the engine's own folder (`farm/engines/<engine>/__init__.py`). Everything another room needs to know about
+    an engine is here; that room asks the table and names no engine."""
+
+    name: str
+    """Canonical, lower case (the recipe's `engine.name`)."""
+    spec: Callable[[], ArgSpec]
+    """Its argument spec (loaded when first asked)."""
+    spec_source: str
+    """Where the option list came from."""
+    launcher: tuple[str, ...]
+    """The tokens its server command starts with in `Recipe.argv` (executable and subcommand or module)."""
+    aliases: tuple[str, ...] = ()
+    """Other spellings of its name in recipes (compared lowercased, trimmed)."""
+    python_modules: tuple[str, ...] = ()
+    """`python -m MODULE` spellings of its launcher."""
+    model_flags: tuple[str, ...] = ()
+    """Options that name the model it serves (the first is what its docs use)."""
+    positional_model: bool = False
+    """Its canonical argv names the model as the first argument after the launcher."""
+    parallel_flags: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    """Its spellings of the tensor, pipeline and data parallel sizes (devices used = their product); empty: it
+    uses every device it is given, so the recipe's hardware count stands on its own."""
+    context_flags: tuple[str, ...] = ()
+    """The option that sets its context length, in every spelling it accepts."""
+    metric_prefix: str | None = None
+    """The prefix of its own /metrics counters (`sglang:`); None: it serves none, or vLLM's own names."""
+    metric_names: Mapping[str, str] = field(default_factory=dict)
+    """The farm's counter names (vLLM's, farm.bench.metrics.TOKEN_COUNTERS) to its own."""
+    artifact: str | None = None
+    """The local model file it loads where it takes no repository: "gguf" or "mlx" (None: a repository)."""
+    adapter: str | None = None
+    """The module of its worker adapter (its `launch` builds the Engine; farm.worker.engines imports it when a
+    worker runs the engine, so the table imports no adapter and, through them, no judge); None: no worker
+    launches it, and its recipes are refused at submit."""
+
+    @property
+    def launchable(self) -> bool:
+        """Whether a worker adapter launches it (process or container)."""
+        return self.adapter is not None
+
+
+@dataclass(frozen=True)
+class LaunchRequest:
+    """What a worker hands an engine's adapter (`launch(request)` in the module the table names): the judged
+    command and the host's settings. The adapter renders the command after the host's executable and nothing
+    else, with the worker's address."""
+
+    command: CanonicalCommand
+    """The recipe's command, parsed and judged under the host's policy."""
+    recipe: Recipe
+    executable: tuple[str, ...]
+    """The host's executable (never the job's): it replaces the recipe's launcher."""
+    host: str
+    port: int
+    served_model: str
+    """The name the engine serves the model under (the recipe's model id)."""
+    model_path: str | None
+    """This host's own copy of the model (a GGUF file, an MLX or EXL folder), if it maps one."""
+    log_path: Path
+    env: Mapping[str, str]
+    run_dir: Path
+    """The run's own directory: files the engine is handed (a config, a Modelfile) are written here."""
+    extra_args: tuple[str, ...] = ()
+    stop_grace_s: float = 30.0
+    probe: HardwareProbe | None = None
+    """Given, the first stop waits for the GPUs to be free (farm.engines.process.EngineProcess.stop)."""
+    gpu_free_deadline_s: float = 30.0
+    simulated: bool = False
+    """The executable is the simulator standing in for the engine (farm.sim.standin): results are simulated."""
+    draft_paths: Mapping[str, str] = field(default_factory=dict)

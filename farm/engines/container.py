@@ -25,7 +25,8 @@ from pathlib import Path
 
 from farm.engines.environment import check_recipe_environment
 from farm.engines.policy import DEFAULT_POLICY, EnginePolicy, canonical_command, check_token
-from farm.engines.vllm.adapter import GPU_FREE_DEADLINE_S, VllmEngineProcess
+from farm.engines.process import GPU_FREE_DEADLINE_S
+from farm.engines.vllm.process import VllmEngineProcess
 from farm.errors import ArgumentPolicyError
 from farm.hardware.probe import HardwareProbe
 from farm.logs import get_logger

@@ -17,13 +17,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from farm.engines.argspec import ArgSpec, CanonicalCommand, parse_command
 from farm.engines.environment import check_recipe_environment, recipe_environment
 from farm.engines.judge import DEFAULT_PATH_ROOTS, Judgement, judge
-from farm.engines.registry import engine_kind, launchable_engines
+from farm.engines.registry import engine_kind
 from farm.engines.vllm.spec import CODE_LOADING
 from farm.errors import ArgumentPolicyError
 from farm.recipes.fields import CREDENTIAL_VALUE
@@ -152,48 +152,3 @@ def submit_policy(recipe: Recipe) -> EnginePolicy:
         allow_local_media=True,
         allowed_risky_flags=frozenset(CODE_LOADING),
     )
-
-
-def check_recipe_for_submit(recipe: Recipe) -> CanonicalCommand:
-    """The check of a recipe's command before anything is stored (`farm submit`, `farm recipe check`): its engine
-    has a spec, and its command and container launch pass the policy that some host may have. Whether any worker
-    runs the engine is `check_runnable`'s question."""
-    engine = engine_kind(recipe.engine.name)
-    policy = submit_policy(recipe)
-    if recipe.container is not None:
-        # Some host may run the recipe in its container, where its paths name the container's mounts.
-        from farm.engines.container import container_path_roots
-
-        policy = replace(policy, path_roots=container_path_roots(recipe.container, policy.path_roots))
-    command = recipe_command(recipe, policy)
-    if recipe.container is not None:
-        from farm.engines.container import check_container_launch
-
-        check_container_launch(recipe.container, policy, engine=engine.name, device_count=recipe.hardware_count)
-    return command
-
-
-def check_runnable(recipe: Recipe, *, runnable: Sequence[str] | None = None) -> None:
-    """Refuse at submit a job no worker can run, rather than queue it forever.
-
-    `runnable`: the engines the farm's workers can run (default: every engine with a launching adapter). A recipe
-    whose hardware id the catalogue lacks is valid (the parser keeps a well-formed id as-is), but no worker
-    profile can name that hardware, so its job is refused here too."""
-    engine = engine_kind(recipe.engine.name)
-    can_run = tuple(runnable) if runnable is not None else launchable_engines()
-    if engine.name not in can_run:
-        raise ArgumentPolicyError(
-            f"the recipe is valid, but no worker of this farm runs {engine.name} "
-            f"(the farm's workers run: {', '.join(can_run)}); nothing was queued",
-            field="engine.name",
-        )
-    from farm import hardware
-
-    if not hardware.is_known(recipe.hardware_id):
-        raise ArgumentPolicyError(
-            f"unknown hardware id {recipe.hardware_id!r}: the recipe is valid, but the id is not in the farm's "
-            "catalogue, so no "
-            "worker can declare it (a worker profile names catalogued hardware only; `farm catalogue` lists them, "
-            "and farm/hardware/catalogue.toml takes more); nothing was queued",
-            field="hardware_id",
-        )

@@ -16,13 +16,16 @@ import subprocess
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from farm.domain import FailureClass
 from farm.errors import EngineError
 from farm.logs import get_logger
+
+if TYPE_CHECKING:
+    from farm.hardware.probe import HardwareProbe
 
 log = get_logger(__name__)
 
@@ -30,6 +33,12 @@ READY_POLL_S = 0.2
 """How often readiness is polled: short next to any engine's start-up, long next to a request."""
 
 LOG_TAIL_LINES = 40
+
+GPU_FREE_THRESHOLD_MIB = 1024
+"""A card counts as free under this much memory in use: the driver and a display hold a few hundred MiB."""
+
+GPU_FREE_DEADLINE_S = 30.0
+"""How long the memory of a stopped engine may take to be released before the cards count as busy."""
 """Lines of the engine log quoted in every failure message."""
 
 _PR_SET_PDEATHSIG = 1
@@ -44,7 +53,16 @@ def _die_with_parent() -> None:  # pragma: no cover - runs in the child between 
 
 
 class EngineProcess:
-    """One engine process group and its log file."""
+    """One engine process group and its log file. Given a probe, the first `stop` also waits until the cards are
+    free again and raises EngineError (gpu_busy) if they are not: every adapter gets the check (an engine's
+    workers can outlive its server, vLLM issue 55510; llama.cpp and SGLang hold the cards until they exit)."""
+
+    ready_path = "/health"
+    """What answers 200 once the engine serves (Ollama's `/api/version`, LM Studio's `/v1/models`)."""
+
+    metric_names: Mapping[str, str] | None = None
+    """The farm's counters (named as vLLM's) to this engine's /metrics names, handed to the sweep; None: the
+    sweep learns them from the server's /metrics page (the simulator, which speaks any dialect)."""
 
     def __init__(
         self,
@@ -57,7 +75,14 @@ class EngineProcess:
         simulated: bool,
         stop_grace_s: float = 30.0,
         cwd: Path | None = None,
+        probe: HardwareProbe | None = None,
+        gpu_free_threshold_mib: int = GPU_FREE_THRESHOLD_MIB,
+        gpu_free_deadline_s: float = GPU_FREE_DEADLINE_S,
     ) -> None:
+        self._probe = probe
+        self._gpu_free_threshold_mib = gpu_free_threshold_mib
+        self._gpu_free_deadline_s = gpu_free_deadline_s
+        self._stopped = False
         self._argv = tuple(argv)
         self._env = dict(env)
         self._log_path = log_path
@@ -124,7 +149,8 @@ class EngineProcess:
         return self._proc.poll() if self._proc else None
 
     def wait_ready(self, timeout_s: float) -> None:
-        """`/health` answers 200, then one tiny completion succeeds. Ends at once if the process exits."""
+        """`ready_path` (`/health`) answers 200, then one tiny completion succeeds. Ends at once if the process
+        exits."""
         if self._proc is None:
             raise EngineError("wait_ready before start", failure_class=FailureClass.ENGINE_START_FAILED)
         deadline = time.monotonic() + timeout_s
@@ -146,18 +172,45 @@ class EngineProcess:
                 )
             probe_timeout = max(0.1, min(5.0, remaining))
             if not healthy:
-                healthy = self._http_status("GET", "/health", None, probe_timeout) == 200
+                healthy = self._http_status("GET", self.ready_path, None, probe_timeout) == 200
+                if healthy:
+                    self.when_serving()
             if healthy and self._tiny_completion(probe_timeout):
                 log.info("engine.ready", pid=self._proc.pid)
                 return
             time.sleep(min(READY_POLL_S, max(0.0, deadline - time.monotonic())))
+
+    def when_serving(self) -> None:
+        """Hook: once the server answers and before the first completion (Ollama creates its model here)."""
 
     def version(self) -> str | None:
         body = self._http_json("GET", "/version", None, 5.0)
         version = body.get("version") if isinstance(body, dict) else None
         return str(version) if version is not None else None
 
+    def _before_group_stop(self) -> None:
+        """Hook for engines that must be asked to stop another way first (a container, `lms server stop`)."""
+
     def stop(self) -> int | None:
+        """Stop the group (`_before_group_stop`, then SIGTERM, a grace period, SIGKILL); the first time, then wait
+        for the GPUs to be free (given a probe) and raise EngineError (gpu_busy) if they are not. Later calls
+        return the exit status."""
+        if self._proc is None:
+            return None
+        if self._stopped:
+            return self._stop_group()
+        self._stopped = True
+        try:
+            self._before_group_stop()
+        finally:
+            status = self._stop_group()
+        if self._probe is not None:
+            wait_gpus_free(
+                self._probe, threshold_mib=self._gpu_free_threshold_mib, deadline_s=self._gpu_free_deadline_s
+            )
+        return status
+
+    def _stop_group(self) -> int | None:
         """SIGTERM to the group, a grace period, then SIGKILL. Safe to call again."""
         if self._proc is None:
             return None
@@ -265,3 +318,38 @@ def _wait_group_gone(pgid: int, timeout_s: float) -> None:
     deadline = time.monotonic() + timeout_s
     while group_alive(pgid) and time.monotonic() < deadline:
         time.sleep(0.05)
+
+
+def wait_gpus_free(
+    probe: HardwareProbe,
+    *,
+    threshold_mib: int = GPU_FREE_THRESHOLD_MIB,
+    deadline_s: float = GPU_FREE_DEADLINE_S,
+    poll_s: float = 0.5,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+) -> None:
+    """Wait until the probe's cards run no compute process and each uses under `threshold_mib`; raise
+    EngineError (gpu_busy) at the deadline. A probe that cannot see (empty answers) passes at once."""
+    deadline = clock() + deadline_s
+    while True:
+        pids = probe.compute_processes()
+        used = probe.memory_used_mib()
+        busy = [i for i, mib in enumerate(used) if mib >= threshold_mib]
+        if not pids and not busy:
+            return
+        if clock() >= deadline:
+            detail = []
+            if pids:
+                detail.append(f"compute processes {', '.join(str(p) for p in pids)}")
+            if busy:
+                detail.append(
+                    "memory in use "
+                    + ", ".join(f"card {i}: {used[i]} MiB" for i in busy)
+                    + f" (threshold {threshold_mib} MiB)"
+                )
+            raise EngineError(
+                f"GPUs not free {deadline_s:.0f} s after the engine stopped: {'; '.join(detail)}",
+                failure_class=FailureClass.GPU_BUSY,
+            )
+        sleep(poll_s)

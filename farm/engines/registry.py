@@ -1,87 +1,43 @@
-"""The engines the farm knows: their canonical names and aliases, where each one's argument spec comes from, and
-which ones a worker can launch (the others are parsed and checked, and refused at submit with the list)."""
+"""The table of engines: every engine the farm knows, one line each, defined in the engine's own folder
+(`farm/engines/<engine>/__init__.py`, an `EngineKind`). Recipes, the judge, the worker, the runner, the exports,
+the endpoint bench and the simulator ask this table; no other room names an engine.
+
+An engine without an adapter is parsed and judged, and refused at submit with the list of those a worker runs.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Mapping
 
-from farm.engines.argspec import ArgSpec
+from farm.engines import llamacpp, lmstudio, mlx, ollama, sglang, tabbyapi, vllm
+from farm.engines.base import EngineKind
 from farm.errors import ArgumentPolicyError
 
-
-@dataclass(frozen=True)
-class EngineKind:
-    """One engine the farm reads recipes for."""
-
-    name: str
-    """Canonical, lower case (the recipe's `engine.name`)."""
-    spec: Callable[[], ArgSpec]
-    launchable: bool
-    """Whether a worker adapter launches it (process or container)."""
-    spec_source: str
-    """Where the option list came from."""
-
-
-def _vllm() -> ArgSpec:
-    from farm.engines.vllm.spec import shipped_vllm_spec
-
-    return shipped_vllm_spec()
-
-
-def _llamacpp() -> ArgSpec:
-    from farm.engines.llamacpp.adapter import shipped_llamacpp_spec
-
-    return shipped_llamacpp_spec()
-
-
-def _other(name: str) -> Callable[[], ArgSpec]:
-    def load() -> ArgSpec:
-        from farm.engines.lmstudio.spec import LMSTUDIO
-        from farm.engines.mlx.spec import MLX
-        from farm.engines.ollama.spec import OLLAMA
-        from farm.engines.sglang.spec import SGLANG
-        from farm.engines.tabbyapi.spec import TABBYAPI
-
-        return {s.engine: s for s in (SGLANG, OLLAMA, LMSTUDIO, TABBYAPI, MLX)}[name]
-
-    return load
-
+__all__ = ["ALIASES", "ENGINES", "EngineKind", "canonical_engine_name", "engine_kind", "launchable_engines"]
 
 ENGINES: dict[str, EngineKind] = {
-    "vllm": EngineKind("vllm", _vllm, True, "farm/engines/vllm/vllm_serve_args.json, dumped from vLLM 0.32.0's parser"),
-    "llama.cpp": EngineKind(
-        "llama.cpp",
-        _llamacpp,
-        True,
-        "farm/engines/llamacpp/llama_server_args.json, dumped from llama-server --help, + llamacpp/supplement.py",
-    ),
-    "sglang": EngineKind(
-        "sglang", _other("sglang"), True, "sglang/srt/server_args.py at 001067ff (ServerArgs.add_cli_args)"
-    ),
-    "ollama": EngineKind("ollama", _other("ollama"), False, "ollama cmd/cmd.go (serve, run, pull)"),
-    "lmstudio": EngineKind("lmstudio", _other("lmstudio"), False, "lmstudio-ai/lms (server start, load)"),
-    "tabbyapi": EngineKind("tabbyapi", _other("tabbyapi"), False, "theroyallab/tabbyAPI common/args.py"),
-    "mlx": EngineKind("mlx", _other("mlx"), False, "ml-explore/mlx-lm mlx_lm/server.py"),
+    kind.name: kind
+    for kind in (
+        vllm.ENGINE,
+        llamacpp.ENGINE,
+        sglang.ENGINE,
+        ollama.ENGINE,
+        lmstudio.ENGINE,
+        tabbyapi.ENGINE,
+        mlx.ENGINE,
+    )
 }
 
-ALIASES = {
-    "llama-cpp": "llama.cpp",
-    "llamacpp": "llama.cpp",
-    "llama_cpp": "llama.cpp",
-    "llama-server": "llama.cpp",
-    "lm-studio": "lmstudio",
-    "lm studio": "lmstudio",
-    "lms": "lmstudio",
-    "mlx-lm": "mlx",
-    "mlx_lm": "mlx",
-    "tabby": "tabbyapi",
-    "tabby-api": "tabbyapi",
+ALIASES: Mapping[str, str] = {
+    **{name: name for name in ENGINES},
+    **{alias: kind.name for kind in ENGINES.values() for alias in kind.aliases},
 }
+"""The one alias table: every spelling of an engine's name (lower case) to its canonical name."""
 
 
 def canonical_engine_name(name: str) -> str:
-    """An engine's canonical name, regardless of case and known aliases (`vLLM`, `llama-cpp`)."""
+    """An engine's canonical name, regardless of case and known aliases (`vLLM`, `llama-cpp`); an unknown name is
+    returned as given (lowercased), for `engine_kind` to refuse."""
     key = name.strip().lower()
     return ALIASES.get(key, key)
 
@@ -98,3 +54,9 @@ def engine_kind(name: str) -> EngineKind:
 def launchable_engines() -> tuple[str, ...]:
     """Engines a worker adapter can launch."""
     return tuple(name for name, kind in ENGINES.items() if kind.launchable)
+
+
+def counter_families() -> dict[str, Mapping[str, str]]:
+    """Each engine's /metrics prefix and its counters under the farm's names (vLLM's own need no mapping): what
+    a sweep that was not told its engine's names learns them from (an endpoint's server)."""
+    return {kind.metric_prefix: kind.metric_names for kind in ENGINES.values() if kind.metric_prefix}

@@ -78,26 +78,4 @@ class SimulatedProbe(DeclaredProbe):
 
 
 PROBE_SOURCES = ("declared", "nvml", "amd", "apple")
-"""The `hardware.source` values a worker profile may name (farm.hardware.probe.probe_from_source)."""
-
-
-def probe_from_source(source: str, *, restrict_to: tuple[int | str, ...] = ()) -> HardwareProbe:
-    """The probe that detects hardware for a profile's `hardware.source`: NVML, AMD (rocm-smi) or Apple
-    (sysctl / system_profiler). `declared` needs no probe; the caller builds a DeclaredProbe itself."""
-    from farm.errors import ProfileError
-
-    if source == "nvml":
-        from farm.hardware.nvml import NvmlProbe
-
-        return NvmlProbe(restrict_to=restrict_to)
-    if source == "amd":
-        from farm.hardware.amd import AmdProbe
-
-        return AmdProbe(restrict_to=restrict_to)
-    if source == "apple":
-        from farm.hardware.apple import AppleProbe
-
-        return AppleProbe()
-    raise ProfileError(
-        f"unknown hardware source {source!r} (known: {', '.join(PROBE_SOURCES)})", field="hardware.source"
-    )
+"""The `hardware.source` values a worker profile may name (farm.hardware.detect.probe_from_source)."""

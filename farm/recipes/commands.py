@@ -17,40 +17,16 @@ import shlex
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from farm.engines.registry import ALIASES, ENGINES
 from farm.errors import RecipeError
 from farm.recipes import instances
 from farm.recipes.model import ENGINE_LAUNCHERS, KNOWN_ENGINES, POSITIONAL_MODEL_ENGINES
 
-ENGINE_ALIASES: dict[str, str] = {
-    "vllm": "vllm",
-    "vllm-openai": "vllm",
-    "sglang": "sglang",
-    "llama.cpp": "llama.cpp",
-    "llama-cpp": "llama.cpp",
-    "llama_cpp": "llama.cpp",
-    "llamacpp": "llama.cpp",
-    "llama-server": "llama.cpp",
-    "ollama": "ollama",
-    "mlx": "mlx",
-    "mlx-lm": "mlx",
-    "mlx_lm": "mlx",
-    "lmstudio": "lmstudio",
-    "lm-studio": "lmstudio",
-    "lm studio": "lmstudio",
-    "lms": "lmstudio",
-    "tabbyapi": "tabbyapi",
-    "tabby-api": "tabbyapi",
-    "hipfire": "hipfire",
-}
-"""Engine names as recipes spell them (compared lowercased, trimmed), to the farm's canonical name."""
+ENGINE_ALIASES: Mapping[str, str] = ALIASES
+"""Engine names as recipes spell them (compared lowercased, trimmed), to the farm's canonical name: the table's
+one alias table (farm.engines.registry.ALIASES)."""
 
-MODEL_FLAGS: dict[str, tuple[str, ...]] = {
-    "vllm": ("--model",),
-    "sglang": ("--model-path", "--model"),
-    "llama.cpp": ("-m", "--model", "-hf", "--hf-repo"),
-    "mlx": ("--model",),
-    "tabbyapi": ("--model-name",),
-}
+MODEL_FLAGS: dict[str, tuple[str, ...]] = {name: kind.model_flags for name, kind in ENGINES.items() if kind.model_flags}
 """Flags that name the model an engine serves (the first is what the engine's docs use)."""
 
 NOT_SERVERS: dict[str, str] = {
@@ -64,11 +40,7 @@ NOT_SERVERS: dict[str, str] = {
 _ENV_WORD = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _PYTHON = re.compile(r"^python(\d+(\.\d+)?)?$")
-_PYTHON_MODULES = {
-    "vllm.entrypoints.openai.api_server": "vllm",
-    "sglang.launch_server": "sglang",
-    "mlx_lm.server": "mlx",
-}
+_PYTHON_MODULES = {module: name for name, kind in ENGINES.items() for module in kind.python_modules}
 
 MAX_ARGV_TOKENS = 1024
 """More tokens than any real server command; a longer list is pasted prose, not a command."""
@@ -515,7 +487,7 @@ def without_closing_fence(tokens: Sequence[str]) -> list[str]:
     return rest
 
 
-_ENGINE_WORDS = frozenset({"vllm", "llama-server", "sglang", "ollama", "lms", "mlx_lm.server", "mlx_lm", "hipfire"})
+_ENGINE_WORDS = frozenset({"vllm", "llama-server", "sglang", "ollama", "lms", "mlx_lm.server", "mlx_lm"})
 
 
 def mentions_an_engine(tokens: Sequence[str]) -> bool:
@@ -583,8 +555,6 @@ def _launcher_of(tokens: Sequence[str], source: str, field_name: str) -> tuple[s
         return "lmstudio", 2  # the load step names the model and how it is loaded; the server is the worker's
     if base == "lms" and second == "server":
         return "lmstudio", 3 if len(tokens) > 2 and tokens[2] == "start" else 2
-    if base == "hipfire" and second == "serve":
-        return "hipfire", 2
     known = ", ".join(" ".join(launcher) for launcher in ENGINE_LAUNCHERS.values())
     raise RecipeError(
         f"executable {executable!r} is not a known engine's server (known: {known})", source=source, field=field_name

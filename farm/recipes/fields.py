@@ -12,6 +12,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from farm import hardware
+from farm.engines.registry import ENGINES
 from farm.errors import RecipeError
 from farm.recipes.commands import canonical_engine
 from farm.recipes.model import (
@@ -20,34 +21,19 @@ from farm.recipes.model import (
     Recipe,
 )
 
-# vLLM's parallelism flags: devices used = tensor × pipeline × data parallel (decode-context parallel reuses
-# the tensor-parallel devices, so it does not count).
-PARALLEL_FLAGS: dict[str, tuple[str, ...]] = {
-    "tensor": ("--tensor-parallel-size", "--tensor_parallel_size", "-tp"),
-    "pipeline": ("--pipeline-parallel-size", "--pipeline_parallel_size", "-pp"),
-    "data": ("--data-parallel-size", "--data_parallel_size", "-dp"),
-}
+PARALLEL_FLAGS: Mapping[str, tuple[str, ...]] = ENGINES["vllm"].parallel_flags
+"""vLLM's parallelism flags: devices used = tensor × pipeline × data parallel (decode-context parallel reuses
+the tensor-parallel devices, so it does not count)."""
 
-SGLANG_PARALLEL_FLAGS: dict[str, tuple[str, ...]] = {
-    "tensor": ("--tp-size", "--tp", "--tensor-parallel-size"),
-    "pipeline": ("--pp-size", "--pipeline-parallel-size"),
-    "data": ("--dp-size", "--dp", "--data-parallel-size"),
+DEVICE_COUNTING_ENGINES: dict[str, Mapping[str, tuple[str, ...]]] = {
+    name: kind.parallel_flags for name, kind in ENGINES.items() if kind.parallel_flags
 }
-"""SGLang's spellings of the same sizes (python -m sglang.launch_server --help)."""
-
-DEVICE_COUNTING_ENGINES: dict[str, dict[str, tuple[str, ...]]] = {
-    "vllm": PARALLEL_FLAGS,
-    "sglang": SGLANG_PARALLEL_FLAGS,
-}
-"""Engines whose argv says how many devices they use. The others (llama.cpp, MLX, ...) use every device they are
-given, so their recipe's hardware_count stands on its own."""
+"""Engines whose argv says how many devices they use, with their spellings of the sizes (the table's
+`parallel_flags`). The others (llama.cpp, MLX, ...) use every device they are given, so their recipe's
+hardware_count stands on its own."""
 
 CONTEXT_FLAGS: dict[str, tuple[str, ...]] = {
-    "vllm": ("--max-model-len", "--max_model_len"),
-    "sglang": ("--context-length", "--context_length"),
-    "llama.cpp": ("-c", "--ctx-size", "--ctx_size"),
-    "mlx": ("--max-kv-size",),
-    "hipfire": ("--max-seq-len",),
+    name: kind.context_flags for name, kind in ENGINES.items() if kind.context_flags
 }
 """The option that sets the context length, in every spelling each engine accepts."""
 
@@ -224,7 +210,7 @@ HARDWARE_ID = re.compile(r"^[a-z0-9][a-z0-9.-]{0,79}$")
 def read_hardware_id(value: object, source: str, field: str) -> str:
     """The recipe's hardware id, kept as the recipe spells it. An id the catalogue lacks is accepted when it is
     well formed: the recipe is still valid, and a job for it is refused at submit (no worker can declare a
-    hardware id outside the catalogue; farm.engines.policy.check_runnable says so), not at parse."""
+    hardware id outside the catalogue; farm.engines.admission.check_runnable says so), not at parse."""
     if value is None or value == "":
         raise RecipeError("missing: every recipe names the hardware it runs on", source=source, field=field)
     if not isinstance(value, str):

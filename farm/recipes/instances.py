@@ -24,6 +24,8 @@ from dataclasses import dataclass
 from functools import cache
 from importlib import resources
 
+from farm.engines.registry import ENGINES
+
 DATA_FILE = "registry_instances.json"
 
 GGUF_QUANT = re.compile(
@@ -97,8 +99,9 @@ def snapshot_size() -> int:
     return len(_shipped())
 
 
-GGUF_ENGINES = frozenset({"llama.cpp", "ollama", "lmstudio"})
-LOCAL_ARTIFACT_ENGINES = GGUF_ENGINES | {"mlx"}
+GGUF_ENGINES = frozenset(name for name, kind in ENGINES.items() if kind.artifact == "gguf")
+MLX_ENGINES = frozenset(name for name, kind in ENGINES.items() if kind.artifact == "mlx")
+LOCAL_ARTIFACT_ENGINES = GGUF_ENGINES | MLX_ENGINES
 """Runtimes that serve a local artifact (a GGUF file, an MLX folder) which a host maps a model id to, and which
 load the model a request names: their command need not name one."""
 
@@ -144,7 +147,7 @@ def instance_model(engine: str, instance: Instance) -> str | None:
         if quant is None or not instance.gguf_repository:
             return None
         return f"{'hf.co/' if engine == 'ollama' else ''}{instance.repository}:{quant}"
-    if engine == "mlx":
+    if engine in MLX_ENGINES:
         return instance.repository if instance.mlx_repository else None
     if not instance.on_the_hub:
         raise CannotLoad(

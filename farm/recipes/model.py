@@ -4,30 +4,23 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
-ENGINE_LAUNCHERS: dict[str, tuple[str, ...]] = {
-    "vllm": ("vllm", "serve"),
-    "sglang": ("python", "-m", "sglang.launch_server"),
-    "llama.cpp": ("llama-server",),
-    "ollama": ("ollama", "serve"),
-    "mlx": ("mlx_lm.server",),
-    "lmstudio": ("lms", "server", "start"),
-    "tabbyapi": ("python", "main.py"),
-    "hipfire": ("hipfire", "serve"),
-}
+from farm.engines.registry import ENGINES
+
+ENGINE_LAUNCHERS: dict[str, tuple[str, ...]] = {name: kind.launcher for name, kind in ENGINES.items()}
 """Each engine's canonical name and the tokens its server command starts with in `Recipe.argv` (the executable
-and its one subcommand or module). Other spellings of the same command (`python -m
+and its one subcommand or module: the table's `launcher`). Other spellings of the same command (`python -m
 vllm.entrypoints.openai.api_server`, `python3 -m sglang.launch_server`, `/opt/llama.cpp/build/bin/llama-server`)
 are rewritten to these by farm.recipes.commands."""
 
 KNOWN_ENGINES: frozenset[str] = frozenset(ENGINE_LAUNCHERS)
-"""Canonical engine names a recipe may ask for (aliases such as `llama-cpp` or `vLLM`: farm.recipes.commands)."""
+"""Canonical engine names a recipe may ask for (aliases such as `llama-cpp` or `vLLM`: the table's)."""
 
 ENGINE_SUBCOMMANDS: dict[str, str] = {
     name: launcher[1] for name, launcher in ENGINE_LAUNCHERS.items() if len(launcher) == 2
 }
 """The subcommand that starts an engine's server (`vllm serve`); others (`vllm bench`) serve nothing."""
 
-POSITIONAL_MODEL_ENGINES: frozenset[str] = frozenset({"vllm", "hipfire"})
+POSITIONAL_MODEL_ENGINES: frozenset[str] = frozenset(name for name, kind in ENGINES.items() if kind.positional_model)
 """Engines whose canonical argv names the model as the first argument after the launcher."""
 
 COMMAND_SOURCES = (

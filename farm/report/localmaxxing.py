@@ -20,6 +20,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from farm.domain import KIND_DECODE, KIND_MEMORY, KIND_PREFILL, KIND_SHORT_TTFT, KIND_SPEC_DECODE
+from farm.engines.registry import ENGINES
 from farm.report.aggregate import Entry, GroupKey, group_of, groups
 from farm.store.records import RunMeasurements
 
@@ -27,7 +28,6 @@ HEADLINE_WORKLOAD = "code"
 """The workload `tokSOut` reports, as the seed's page does ("tokSOut 276.0 is single-stream CODE generation")."""
 
 _COMMIT = re.compile(r"(?:\+|\.)g([0-9a-f]{7,40})\b")
-_TP_FLAGS = ("--tensor-parallel-size", "-tp")
 
 SUBMISSION_FIELDS = (
     "recipeId",
@@ -85,11 +85,15 @@ def engine_flags(argv: Sequence[str]) -> list[str]:
 
 
 def tensor_parallel(argv: Sequence[str], declared: int | None) -> int | None:
-    """`--tensor-parallel-size N` (or `-tp N`, `--tensor-parallel-size=N`) of the argv, else the recipe's."""
+    """The tensor-parallel size the argv gives in any spelling of the engine its launcher starts (the table's:
+    vLLM's `--tensor-parallel-size N`, `-tp N`, `--tensor-parallel-size=N`; SGLang's `--tp-size N`, ...), else
+    the recipe's."""
+    kinds = [kind for kind in ENGINES.values() if tuple(argv[: len(kind.launcher)]) == kind.launcher]
+    flags = kinds[0].parallel_flags.get("tensor", ()) if kinds else ()
     args = list(argv)
     for index, arg in enumerate(args):
         name, eq, value = arg.partition("=")
-        if name in _TP_FLAGS:
+        if name in flags:
             text = value if eq else (args[index + 1] if index + 1 < len(args) else "")
             if text.isdigit():
                 return int(text)

@@ -32,7 +32,10 @@ def serve(
         typer.Option(help="the recipe's --max-model-len: above the profile's max_position_embeddings, exit at start"),
     ] = None,
     dialect: Annotated[
-        str | None, typer.Option(help="the server to play: vllm or sglang (overrides the profile's)")
+        str | None,
+        typer.Option(
+            help="the server to play: vllm, sglang, ollama, lmstudio, tabbyapi or mlx (overrides the profile's)"
+        ),
     ] = None,
     fault_startup_delay: Annotated[
         float | None, typer.Option(help="seconds before listening (replaces the profile's startup_s)")

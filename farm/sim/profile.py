@@ -77,10 +77,10 @@ class SimProfile(BaseModel):
     gpu_memory_used_mib: int = Field(0, ge=0)
 
     seed: int = Field(0, description="seeds every random draw (spec-decode acceptance, sampled text)")
-    dialect: Literal["vllm", "sglang"] = Field(
+    dialect: Literal["vllm", "sglang", "ollama", "lmstudio", "tabbyapi", "mlx"] = Field(
         "vllm",
-        description="the server it plays: vllm (/version, vllm:* metrics) or sglang (/get_server_info, "
-        "/get_model_info, sglang:* metrics, no /version)",
+        description="the server it plays: vllm (/version, vllm:* metrics), sglang (/get_server_info, "
+        "/get_model_info, sglang:* metrics, no /version), or ollama, lmstudio, tabbyapi, mlx (farm.sim.dialects)",
     )
 
     @model_validator(mode="after")

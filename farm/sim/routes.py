@@ -9,7 +9,8 @@
     GET  /sim/gpu       simulated per-card memory, for a worker's simulated GPU probe
 
 With the profile's `dialect = "sglang"` it answers as SGLang does instead: no /version, but /get_server_info
-(with the version) and /get_model_info, and /metrics under SGLang's `sglang:*` names.
+(with the version) and /get_model_info, and /metrics under SGLang's `sglang:*` names; Ollama, LM Studio,
+TabbyAPI and MLX likewise (farm.sim.dialects).
 
 Unknown paths answer 404 and known paths with another method 405, in FastAPI's `{"detail": ...}` shape.
 
@@ -31,6 +32,7 @@ from typing import Any
 from urllib.parse import parse_qs
 
 from farm.sim import protocol, timing, tokenizer
+from farm.sim.dialects import OWNERS, apply_dialect
 from farm.sim.engine import Pending, SimState, admit
 from farm.sim.faults import FaultPlan
 from farm.sim.http import JSON, Connection, Request, Response, connection_factory, json_response
@@ -75,11 +77,13 @@ class SimApp:
             "/sim/requests": {"GET": sim_requests, "DELETE": sim_requests_clear},
             "/sim/gpu": {"GET": sim_gpu},
         }
-        if state.profile.dialect == "sglang":
-            # SGLang has no /version: its version is in /get_server_info (and its metrics are sglang:*).
-            del self.routes["/version"]
-            self.routes["/get_server_info"] = {"GET": sglang_server_info}
-            self.routes["/get_model_info"] = {"GET": sglang_model_info}
+        # Another server's routes (farm.sim.dialects): SGLang has no /version, its version is in
+        # /get_server_info (and its metrics are sglang:*); Ollama's API is under /api; ...
+        sglang: dict[str, dict[str, Handler]] = {
+            "/get_server_info": {"GET": sglang_server_info},
+            "/get_model_info": {"GET": sglang_model_info},
+        }
+        apply_dialect(self.routes, state.profile.dialect, sglang)
 
     def __call__(self, request: Request, conn: Connection) -> Response | None:
         if self.state.hung:
@@ -146,7 +150,7 @@ def models(state: SimState, request: Request, conn: Connection) -> Response:
         "id": p.served_model_name,
         "object": "model",
         "created": created,
-        "owned_by": "sglang" if p.dialect == "sglang" else "vllm",
+        "owned_by": OWNERS.get(p.dialect, p.dialect),
         "root": p.root,
         "parent": None,
         "max_model_len": p.max_model_len,

@@ -16,7 +16,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from itertools import chain
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 from typing import cast as typed
 
 from sqlalchemy import ColumnElement, Text, and_, bindparam, case, cast, func, literal_column, or_, select
@@ -33,8 +33,10 @@ from farm.store.records import (
     ProvenanceSummary,
     RecipeSummary,
 )
-from farm.store.store import Store
 from farm.store.summaries import provenance_record
+
+if TYPE_CHECKING:
+    from farm.store.store import Store
 
 BULKY_PARAMS = frozenset({"server_counter_deltas", "usage_completion_tokens"})
 """Per-repeat lists in a figure's params: kept in the store, left out of aggregated entries."""

@@ -28,7 +28,7 @@ from farm.bench.records import KIND_MEMORY, Figure, figure_key
 from farm.bench.runner import SweepOutcome, run_sweep
 from farm.domain import START_FAILURES, Artifact, ClaimedJob, FailureClass, Phase, RunResult
 from farm.engines.base import Engine
-from farm.engines.vllm.adapter import wait_gpus_free
+from farm.engines.process import wait_gpus_free
 from farm.errors import EngineError, FarmError, LeaseLost, MeasurementError, StoreError, StoreRefused
 from farm.hardware.probe import HardwareProbe, SimulatedProbe
 from farm.logs import get_logger
@@ -302,6 +302,7 @@ class Worker:
                             on_phase=on_phase,
                             on_progress=on_progress,
                             should_stop=should_stop,
+                            counter_names=getattr(engine, "metric_names", None),
                         ),
                         should_stop,
                     )

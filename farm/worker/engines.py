@@ -6,26 +6,26 @@ contributes only the recipe's arguments, which are checked against vLLM's list a
 
 from __future__ import annotations
 
+import importlib
 import os
 from collections.abc import Callable, Sequence
-from functools import partial
 from pathlib import Path
 
 from farm.domain import FailureClass
-from farm.engines.base import Engine
+from farm.engines.base import Engine, LaunchRequest
 from farm.engines.container import ContainerEngine
 from farm.engines.endpoint.adapter import endpoint_engine
 from farm.engines.environment import recipe_environment
 from farm.engines.judge import DEFAULT_PATH_ROOTS
-from farm.engines.llamacpp.adapter import llamacpp_engine, load_llamacpp_spec
+from farm.engines.llamacpp.adapter import load_llamacpp_spec
 from farm.engines.policy import EnginePolicy, recipe_command
-from farm.engines.registry import canonical_engine_name
-from farm.engines.sglang.adapter import sglang_engine
+from farm.engines.registry import ENGINES, canonical_engine_name
 from farm.engines.sim.adapter import sim_engine
 from farm.engines.vllm.adapter import DEFAULT_ENV_ALLOWLIST, vllm_engine, vllm_env
 from farm.engines.vllm.spec import load_vllm_spec
 from farm.errors import EngineError, ProfileError
-from farm.hardware.probe import DeclaredProbe, HardwareProbe, HardwareReport, SimulatedProbe, probe_from_source
+from farm.hardware.detect import probe_from_source
+from farm.hardware.probe import DeclaredProbe, HardwareProbe, HardwareReport, SimulatedProbe
 from farm.recipes.model import Recipe
 from farm.worker.profile import WorkerProfile
 
@@ -43,10 +43,10 @@ def probe_for(
 
     A simulator's probe is the simulator's; an endpoint's is what the profile declares (its server is elsewhere,
     so this host's devices say nothing about it, and the worker's GPU-free checks pass at once). `detect` builds
-    the detecting probe (default `farm.hardware.probe.probe_from_source`; tests pass fakes of the real tools).
+    the detecting probe (default `farm.hardware.detect.probe_from_source`; tests pass fakes of the real tools).
     """
     declared = HardwareReport(hardware_id=profile.hardware.hardware_id, count=profile.hardware.count, declared=True)
-    if profile.engine.kind == "sim":
+    if profile.engine.kind == "sim" or profile.engine.stand_in:
         return SimulatedProbe(declared)
     if profile.engine.kind == "endpoint" or profile.hardware.source == "declared":
         return DeclaredProbe(declared)
@@ -101,11 +101,8 @@ def _host_roots(profile: WorkerProfile) -> tuple[str, ...]:
     """The default roots plus the directories of the models this host maps and its container cache."""
     roots = list(DEFAULT_PATH_ROOTS)
     engine = profile.engine
-    mapped = (
-        *engine.vllm.model_paths.values(),
-        *engine.llamacpp.model_paths.values(),
-        *engine.sglang.model_paths.values(),
-    )
+    sections = [engine.process_section(name) for name, kind in ENGINES.items() if kind.launchable and name != "vllm"]
+    mapped = (*engine.vllm.model_paths.values(), *(path for s in sections for path in s.model_paths.values()))
     for path in mapped:
         expanded = os.path.expanduser(path)
         roots.append(expanded if os.path.isdir(expanded) else os.path.dirname(expanded))
@@ -147,20 +144,18 @@ def default_engine_factory(
         )
     gpus = assigned_gpus(profile, probe, recipe.hardware_count)
     policy = engine_policy(profile)
-    if engine.kind in ("llama.cpp", "sglang"):
-        section = engine.llamacpp if engine.kind == "llama.cpp" else engine.sglang
+    kind = ENGINES.get(engine.kind)
+    if kind is not None and kind.adapter is not None and kind.name != "vllm":
+        # A process engine: its adapter (the module the table names) gets the judged command and the host's
+        # settings, and renders that command after the host's executable.
+        section = engine.process_section(kind.name)
         command = recipe_command(recipe, policy, resolve_links=True)
         model_path = section.model_paths.get(recipe.model_id)
         env = vllm_env(os.environ, section.env_allowlist, gpus, section.extra_env)
-        env = {**recipe_environment(recipe, engine.kind), **env}  # the host's settings win
-        # A llama.cpp draft model named by its file name is the host's file for that name.
-        make: Callable[..., Engine] = (
-            partial(llamacpp_engine, draft_paths=engine.llamacpp.draft_paths)
-            if engine.kind == "llama.cpp"
-            else sglang_engine
-        )
-        return make(
-            command,
+        env = {**recipe_environment(recipe, kind.name), **env}  # the host's settings win
+        request = LaunchRequest(
+            command=command,
+            recipe=recipe,
             executable=_expand(section.executable),
             host=engine.host,
             port=port,
@@ -168,9 +163,17 @@ def default_engine_factory(
             model_path=os.path.expanduser(model_path) if model_path else None,
             log_path=log_path,
             env=env,
+            run_dir=log_path.parent,
             extra_args=section.extra_args,
             stop_grace_s=engine.stop_grace_s,
+            probe=None if engine.stand_in else probe,
+            gpu_free_deadline_s=engine.vllm.gpu_free_deadline_s,
+            simulated=engine.stand_in,
+            # A llama.cpp draft model named by its file name is the host's file for that name.
+            draft_paths=engine.llamacpp.draft_paths,
         )
+        launch: Callable[[LaunchRequest], Engine] = importlib.import_module(kind.adapter).launch
+        return launch(request)
     if engine.kind == "vllm-container":
         if recipe.container is None:
             raise EngineError("the recipe has no container launch", failure_class=FailureClass.BAD_RECIPE)

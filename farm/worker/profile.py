@@ -113,6 +113,20 @@ class SglangSection(ProcessEngineSection):
     )
 
 
+class OllamaSection(ProcessEngineSection):
+    executable: tuple[str, ...] = Field(("ollama",), min_length=1, description="`~` is expanded; `serve` follows")
+
+
+class TabbyApiSection(ProcessEngineSection):
+    executable: tuple[str, ...] = Field(
+        ("python3", "main.py"), min_length=1, description="TabbyAPI's main.py (absolute on a host); `~` is expanded"
+    )
+
+
+class MlxSection(ProcessEngineSection):
+    executable: tuple[str, ...] = Field(("mlx_lm.server",), min_length=1, description="`~` is expanded")
+
+
 class PolicySection(_Section):
     """What this host allows beyond vLLM's own argument list (farm.engines.policy.EnginePolicy)."""
 
@@ -137,11 +151,18 @@ class PolicySection(_Section):
 
 
 class EngineSection(_Section):
-    kind: Literal["sim", "vllm", "vllm-container", "llama.cpp", "sglang", "endpoint"] = Field(
-        "sim",
-        description="sim: the simulator; vllm: a process; vllm-container: the recipe's image via docker; "
-        "llama.cpp: llama-server as a process; sglang: sglang.launch_server as a process; "
-        "endpoint: a server the farm does not launch ([engine.endpoint])",
+    kind: Literal["sim", "vllm", "vllm-container", "llama.cpp", "sglang", "ollama", "tabbyapi", "mlx", "endpoint"] = (
+        Field(
+            "sim",
+            description="sim: the simulator; vllm: a process; vllm-container: the recipe's image via docker; "
+            "llama.cpp, sglang, ollama, tabbyapi, mlx: that engine as a process ([engine.<name without dots>]); "
+            "endpoint: a server the farm does not launch ([engine.endpoint])",
+        )
+    )
+    stand_in: bool = Field(
+        False,
+        description="the engine's executable is the simulator standing in for it (python -m farm.sim.standin "
+        "ENGINE): its results are marked simulated (`farm demo --engine ollama`)",
     )
     engines: tuple[str, ...] | None = Field(
         None, description="the engines this host runs (canonical names); unset: the one its kind launches"
@@ -155,6 +176,9 @@ class EngineSection(_Section):
     container: ContainerSection = ContainerSection()
     llamacpp: LlamaCppSection = LlamaCppSection()
     sglang: SglangSection = SglangSection()
+    ollama: OllamaSection = OllamaSection()
+    tabbyapi: TabbyApiSection = TabbyApiSection()
+    mlx: MlxSection = MlxSection()
     policy: PolicySection = PolicySection()
     endpoint: EndpointSection | None = Field(None, description="the server an `endpoint` kind measures")
 
@@ -181,14 +205,16 @@ class EngineSection(_Section):
         """The engines this host has (a simulator plays any recipe's engine)."""
         if self.engines is not None:
             return self.engines
-        return {
-            "sim": ("vllm",),
-            "vllm": ("vllm",),
-            "vllm-container": ("vllm",),
-            "llama.cpp": ("llama.cpp",),
-            "sglang": ("sglang",),
-            "endpoint": ("vllm",),
-        }[self.kind]
+        if self.kind in ("sim", "vllm-container", "endpoint"):
+            return ("vllm",)
+        return (self.kind,)
+
+    def process_section(self, engine: str) -> ProcessEngineSection:
+        """How this host runs `engine` (a table name) as a process: its `[engine.<name without dots>]` section."""
+        section = getattr(self, engine.replace(".", ""), None)
+        if not isinstance(section, ProcessEngineSection):
+            raise ValueError(f"no [engine] section runs {engine!r} as a process")
+        return section
 
 
 class WorkerProfile(_Section):
@@ -214,7 +240,7 @@ class WorkerProfile(_Section):
         """A simulator, launched here or measured as an endpoint (`[engine.endpoint] simulated = true`)."""
         if self.engine.kind == "endpoint":
             return self.engine.endpoint is not None and self.engine.endpoint.simulated
-        return self.engine.kind == "sim"
+        return self.engine.kind == "sim" or self.engine.stand_in
 
     def worker_id(self) -> str:
         """The worker's id: stable across restarts on one host, so its quarantine and its failed attempts follow

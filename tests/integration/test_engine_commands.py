@@ -186,7 +186,7 @@ def test_an_engine_no_worker_runs_is_refused_at_submit_with_the_list(tmp_path: P
         argv=("mlx_lm.server", "--model", "mlx-community/Qwen3-4B-4bit", "--port", "8080"),
         provenance=RecipeProvenance(source_format="local-ai-registry/v1", content_sha256="0" * 64),
     )
-    from farm.engines.policy import check_recipe_for_submit, check_runnable
+    from farm.engines.admission import check_recipe_for_submit, check_runnable
 
     check_recipe_for_submit(recipe)
     with pytest.raises(ArgumentPolicyError, match=r"no worker of this farm runs mlx \(the farm's workers run: vllm"):

@@ -13,7 +13,7 @@ import pytest
 
 from farm.domain import FailureClass
 from farm.engines.process import group_alive
-from farm.engines.vllm.adapter import VllmEngineProcess
+from farm.engines.vllm.process import VllmEngineProcess
 from farm.errors import EngineError
 from farm.net import free_port
 

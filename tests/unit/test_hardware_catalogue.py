@@ -16,7 +16,7 @@ from farm.cli.app import app
 from farm.errors import ProfileError
 from farm.hardware.amd import AmdProbe
 from farm.hardware.apple import AppleProbe
-from farm.hardware.probe import probe_from_source
+from farm.hardware.detect import probe_from_source
 
 PROBES = Path(__file__).resolve().parents[1] / "fixtures" / "probes"
 ROCM_7900 = (PROBES / "rocm-smi-7900xtx-x2.json").read_text()

@@ -225,7 +225,7 @@ def test_unknown_engine_and_the_launchable_list() -> None:
     """An unknown engine names the ones the farm reads; only engines with a launching adapter are runnable."""
     with pytest.raises(ArgumentPolicyError, match="unknown engine 'hipfire'"):
         engine_kind("hipfire")
-    assert launchable_engines() == ("vllm", "llama.cpp", "sglang")
+    assert launchable_engines() == ("vllm", "llama.cpp", "sglang", "ollama", "tabbyapi", "mlx")
 
 
 def test_extra_options_of_a_newer_engine_through_the_profile() -> None:

@@ -15,10 +15,11 @@ from typing import Any
 
 import pytest
 
+from farm.engines.admission import check_recipe_for_submit, check_runnable
 from farm.engines.argspec import CanonicalCommand
 from farm.engines.container import check_container_launch, docker_run_argv
 from farm.engines.environment import check_recipe_environment, dropped_names
-from farm.engines.policy import DEFAULT_POLICY, check_recipe_for_submit, check_runnable
+from farm.engines.policy import DEFAULT_POLICY
 from farm.engines.vllm.adapter import vllm_process_argv
 from farm.errors import ArgumentPolicyError, InputError, RecipeError
 from farm.recipes.parse import load_recipe, parse_registry

@@ -10,7 +10,8 @@ from typing import Any
 
 import pytest
 
-from farm.engines.policy import canonical_command, check_recipe_for_submit
+from farm.engines.admission import check_recipe_for_submit
+from farm.engines.policy import canonical_command
 from farm.errors import ArgumentPolicyError, InputError, RecipeError
 from farm.recipes import instances
 from farm.recipes.instances import Instance

@@ -11,7 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from farm.cli.app import app
-from farm.engines.policy import check_recipe_for_submit
+from farm.engines.admission import check_recipe_for_submit
 from farm.errors import RecipeError
 from farm.recipes import assets
 from farm.recipes.parse import load_recipe, parse_registry

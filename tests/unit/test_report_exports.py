@@ -259,10 +259,14 @@ def test_localmaxxing_submission_has_every_field_named_as_on_the_seed_page() -> 
         (("vllm", "serve", "m", "-tp", "2"), None, 2),
         (("vllm", "serve", "m"), 2, 2),
         (("vllm", "serve", "m"), None, None),
+        (("python", "-m", "sglang.launch_server", "--model-path", "m", "--tp-size", "2"), 1, 2),
+        (("python", "-m", "sglang.launch_server", "--model-path", "m", "--tp", "4"), None, 4),
+        (("llama-server", "-m", "x.gguf", "-tp", "3"), 1, 1),  # not llama.cpp's option: the declared count
     ],
 )
 def test_tensor_parallel(argv: tuple[str, ...], declared: int | None, expected: int | None) -> None:
-    """From the argv's flag in any of its spellings, else the recipe's declared value."""
+    """From the argv's flag in any of its engine's spellings (SGLang's `--tp-size` too), else the recipe's
+    declared value."""
     assert tensor_parallel(argv, declared) == expected
 
 

@@ -8,15 +8,9 @@ import pytest
 
 from farm.domain import FailureClass
 from farm.engines.policy import canonical_command
-from farm.engines.vllm.adapter import (
-    CPU_MODULE_ARGS,
-    GPU_EXECUTABLE,
-    classify_vllm_log,
-    vllm_engine,
-    vllm_env,
-    vllm_process_argv,
-    wait_gpus_free,
-)
+from farm.engines.process import wait_gpus_free
+from farm.engines.vllm.adapter import CPU_MODULE_ARGS, GPU_EXECUTABLE, vllm_engine, vllm_env, vllm_process_argv
+from farm.engines.vllm.process import classify_vllm_log
 from farm.errors import ArgumentPolicyError, EngineError
 from farm.provenance import scrub_environment
 from farm.recipes.model import Engine, Recipe, RecipeProvenance

@@ -25,9 +25,12 @@ from typing import Any
 
 from farm.domain import FailureClass
 from farm.engines.argspec import ArgSpec, CanonicalCommand, OptionSpec, ValueKind, option_value
+from farm.engines.base import LaunchRequest
 from farm.engines.llamacpp import supplement as llamacpp_supplement
-from farm.engines.process import EngineProcess
+from farm.engines.llamacpp.counters import METRICS
+from farm.engines.process import GPU_FREE_DEADLINE_S, EngineProcess
 from farm.errors import ArgumentPolicyError
+from farm.hardware.probe import HardwareProbe
 
 ARGS_FILE = "llama_server_args.json"
 
@@ -147,13 +150,6 @@ MODEL_OPTIONS = ("--model", "--hf-repo", "--hf-file")
 
 REFUSED_ENV_PREFIXES = ("LLAMA_ARG_",)
 """llama-server reads these as options: a recipe's environment may not set them (they would pass unjudged)."""
-
-METRICS: Mapping[str, str] = {
-    "vllm:prompt_tokens": "llamacpp:prompt_tokens_total",
-    "vllm:generation_tokens": "llamacpp:tokens_predicted_total",
-}
-"""The farm's counters (named as vLLM's) and the llama-server `/metrics` counters that count the same thing
-(tools/server/server.cpp, with `--metrics`)."""
 
 
 BENCH_TO_SERVER: Mapping[str, str] = {
@@ -469,6 +465,26 @@ class LlamaServerProcess(EngineProcess):
         return classify_llamacpp_log(self.log_text(), started=started)
 
 
+def launch(request: LaunchRequest) -> LlamaServerProcess:
+    """llama-server for one job attempt (the table's adapter entry point)."""
+    return llamacpp_engine(
+        request.command,
+        executable=request.executable,
+        host=request.host,
+        port=request.port,
+        served_model=request.served_model,
+        model_path=request.model_path,
+        log_path=request.log_path,
+        env=request.env,
+        extra_args=request.extra_args,
+        stop_grace_s=request.stop_grace_s,
+        draft_paths=request.draft_paths,
+        probe=request.probe,
+        gpu_free_deadline_s=request.gpu_free_deadline_s,
+        simulated=request.simulated,
+    )
+
+
 def llamacpp_engine(
     command: CanonicalCommand,
     *,
@@ -482,6 +498,9 @@ def llamacpp_engine(
     extra_args: Sequence[str] = (),
     stop_grace_s: float = 15.0,
     draft_paths: Mapping[str, str] = {},
+    probe: HardwareProbe | None = None,
+    gpu_free_deadline_s: float = GPU_FREE_DEADLINE_S,
+    simulated: bool = False,
 ) -> LlamaServerProcess:
     argv = llamacpp_process_argv(
         command,
@@ -499,6 +518,8 @@ def llamacpp_engine(
         log_path=log_path,
         base_url=f"http://{host}:{port}",
         served_model=served_model,
-        simulated=False,
+        simulated=simulated,
         stop_grace_s=stop_grace_s,
+        probe=probe,
+        gpu_free_deadline_s=gpu_free_deadline_s,
     )

@@ -1,1 +1,26 @@
-"""LM Studio: its argument spec (spec.py)."""
+"""LM Studio: its line of the table (`ENGINE`), its argument spec (spec.py)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from farm.engines.base import EngineKind
+
+if TYPE_CHECKING:
+    from farm.engines.argspec import ArgSpec
+
+
+def _spec() -> ArgSpec:
+    from farm.engines.lmstudio.spec import LMSTUDIO
+
+    return LMSTUDIO
+
+
+ENGINE = EngineKind(
+    name="lmstudio",
+    spec=_spec,
+    spec_source="lmstudio-ai/lms (server start, load)",
+    launcher=("lms", "server", "start"),
+    aliases=("lm-studio", "lm studio", "lms"),
+    artifact="gguf",
+)

@@ -1,1 +1,36 @@
-"""SGLang: its argument spec (spec.py) and adapter (adapter.py)."""
+"""SGLang: its line of the table (`ENGINE`), its argument spec (spec.py) and adapter (adapter.py)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from farm.engines.base import EngineKind
+from farm.engines.sglang.counters import METRICS
+
+if TYPE_CHECKING:
+    from farm.engines.argspec import ArgSpec
+
+
+def _spec() -> ArgSpec:
+    from farm.engines.sglang.spec import SGLANG
+
+    return SGLANG
+
+
+ENGINE = EngineKind(
+    name="sglang",
+    spec=_spec,
+    spec_source="sglang/srt/server_args.py at 001067ff (ServerArgs.add_cli_args)",
+    launcher=("python", "-m", "sglang.launch_server"),
+    python_modules=("sglang.launch_server",),
+    model_flags=("--model-path", "--model"),
+    parallel_flags={
+        "tensor": ("--tp-size", "--tp", "--tensor-parallel-size"),
+        "pipeline": ("--pp-size", "--pipeline-parallel-size"),
+        "data": ("--dp-size", "--dp", "--data-parallel-size"),
+    },
+    context_flags=("--context-length", "--context_length"),
+    metric_prefix="sglang:",
+    metric_names=METRICS,
+    adapter="farm.engines.sglang.adapter",
+)

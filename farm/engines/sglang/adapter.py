@@ -11,14 +11,11 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from farm.engines.argspec import CanonicalCommand
-from farm.engines.process import EngineProcess
+from farm.engines.base import LaunchRequest
+from farm.engines.process import GPU_FREE_DEADLINE_S, EngineProcess
+from farm.engines.sglang.counters import METRICS
 from farm.errors import ArgumentPolicyError
-
-METRICS: Mapping[str, str] = {
-    "vllm:prompt_tokens": "sglang:prompt_tokens_total",
-    "vllm:generation_tokens": "sglang:generation_tokens_total",
-}
-"""The farm's counters (named as vLLM's) and SGLang's counters for the same thing."""
+from farm.hardware.probe import HardwareProbe
 
 
 def sglang_process_argv(
@@ -63,6 +60,25 @@ class SglangServerProcess(EngineProcess):
         return str(version) if version else super().version()
 
 
+def launch(request: LaunchRequest) -> SglangServerProcess:
+    """SGLang for one job attempt (the table's adapter entry point)."""
+    return sglang_engine(
+        request.command,
+        executable=request.executable,
+        host=request.host,
+        port=request.port,
+        served_model=request.served_model,
+        model_path=request.model_path,
+        log_path=request.log_path,
+        env=request.env,
+        extra_args=request.extra_args,
+        stop_grace_s=request.stop_grace_s,
+        probe=request.probe,
+        gpu_free_deadline_s=request.gpu_free_deadline_s,
+        simulated=request.simulated,
+    )
+
+
 def sglang_engine(
     command: CanonicalCommand,
     *,
@@ -75,6 +91,9 @@ def sglang_engine(
     env: Mapping[str, str],
     extra_args: Sequence[str] = (),
     stop_grace_s: float = 30.0,
+    probe: HardwareProbe | None = None,
+    gpu_free_deadline_s: float = GPU_FREE_DEADLINE_S,
+    simulated: bool = False,
 ) -> SglangServerProcess:
     argv = sglang_process_argv(
         command,
@@ -91,6 +110,8 @@ def sglang_engine(
         log_path=log_path,
         base_url=f"http://{host}:{port}",
         served_model=served_model,
-        simulated=False,
+        simulated=simulated,
         stop_grace_s=stop_grace_s,
+        probe=probe,
+        gpu_free_deadline_s=gpu_free_deadline_s,
     )

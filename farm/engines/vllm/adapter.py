@@ -1,5 +1,5 @@
-"""vLLM as a supervised process: its argv and environment from a recipe and the worker's policy, its failure
-classes, and the check that its GPUs are free again after it stopped.
+"""vLLM as a supervised process: its argv and environment from a recipe and the worker's policy (its failure
+classes and process: farm.engines.vllm.process).
 
 The executable comes from the worker's profile, never from the job: `("vllm", "serve")` on a GPU host, or
 `(python, "-m", "vllm.entrypoints.openai.api_server", "--model")` on the CPU, where `vllm serve` fails because
@@ -9,25 +9,20 @@ worker's. This module imports no pydantic at run time, so bench/gpu_check.py run
 
 from __future__ import annotations
 
-import re
-import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from farm.domain import FailureClass
 from farm.engines.argspec import CanonicalCommand
 from farm.engines.environment import recipe_environment
 from farm.engines.policy import DEFAULT_POLICY, EnginePolicy, recipe_command
-from farm.engines.process import EngineProcess
-from farm.errors import ArgumentPolicyError, EngineError
+from farm.engines.process import GPU_FREE_DEADLINE_S
+from farm.engines.vllm.process import VllmEngineProcess
+from farm.errors import ArgumentPolicyError
 from farm.hardware.probe import HardwareProbe
-from farm.logs import get_logger
 
 if TYPE_CHECKING:
     from farm.recipes.model import Recipe
-
-log = get_logger(__name__)
 
 GPU_EXECUTABLE = ("vllm", "serve")
 """How a GPU host with vLLM installed starts the server."""
@@ -52,12 +47,6 @@ DEFAULT_ENV_ALLOWLIST = (
 
 ALWAYS_PASSED = ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")
 """Passed whenever the worker has them: they only forbid downloads, so a host that set them is obeyed."""
-
-GPU_FREE_THRESHOLD_MIB = 1024
-"""A card counts as free under this much memory in use: the driver and a display hold a few hundred MiB."""
-
-GPU_FREE_DEADLINE_S = 30.0
-"""How long the memory of a stopped engine may take to be released before the cards count as busy."""
 
 
 def _allowed(name: str, allowlist: Sequence[str]) -> bool:
@@ -111,151 +100,6 @@ def vllm_process_argv(
             tail += ["--served-model-name", model]
         model = model_path
     return (*executable, model, *kept.render_options(), *extra_args, *tail, "--host", host, "--port", str(port))
-
-
-# --- failure classes ---
-
-_VLLM_PATTERNS: tuple[tuple[FailureClass, re.Pattern[str], bool], ...] = (
-    # (class, pattern, only before the engine was ready)
-    (
-        FailureClass.OUT_OF_MEMORY,
-        re.compile(
-            r"CUDA out of memory|OutOfMemoryError|No available memory for the cache blocks"
-            r"|larger than the maximum number of tokens that can be stored in KV cache"
-            r"|CUDA error: out of memory|Error.*\bout of memory\b",
-        ),
-        False,
-    ),
-    (
-        FailureClass.PORT_IN_USE,
-        re.compile(r"[Aa]ddress already in use|error while attempting to bind on address|port is already allocated"),
-        False,
-    ),
-    (
-        FailureClass.BAD_ARGUMENT,
-        re.compile(
-            r"error: unrecognized arguments|error: argument |invalid choice|error: the following arguments are"
-            r" required|error: ambiguous option"
-        ),
-        False,
-    ),
-    (
-        FailureClass.CUDA_ERROR,
-        re.compile(r"CUDA error|cudaError|NCCL error|CUBLAS_STATUS|no CUDA-capable device|No CUDA GPUs are available"),
-        False,
-    ),
-    # vLLM checks its configuration after parsing: pydantic ValidationError or a ValueError before it serves.
-    (FailureClass.BAD_ARGUMENT, re.compile(r"validation errors? for \w+Config|^\s*ValueError: ", re.M), True),
-)
-
-
-def classify_vllm_log(text: str, *, started: bool) -> FailureClass:
-    """A failure class from a vLLM log: the first known pattern wins; otherwise a crash (it had served) or a
-    failed start. Stricter than farm.engines.process.classify_log about memory, and it knows vLLM's config
-    errors."""
-    for failure_class, pattern, only_at_start in _VLLM_PATTERNS:
-        if only_at_start and started:
-            continue
-        if pattern.search(text):
-            return failure_class
-    return FailureClass.ENGINE_CRASHED if started else FailureClass.ENGINE_START_FAILED
-
-
-# --- GPUs free after stop ---
-
-
-def wait_gpus_free(
-    probe: HardwareProbe,
-    *,
-    threshold_mib: int = GPU_FREE_THRESHOLD_MIB,
-    deadline_s: float = GPU_FREE_DEADLINE_S,
-    poll_s: float = 0.5,
-    clock: Callable[[], float] = time.monotonic,
-    sleep: Callable[[float], None] = time.sleep,
-) -> None:
-    """Wait until the probe's cards run no compute process and each uses under `threshold_mib`; raise
-    EngineError (gpu_busy) at the deadline. A probe that cannot see (empty answers) passes at once."""
-    deadline = clock() + deadline_s
-    while True:
-        pids = probe.compute_processes()
-        used = probe.memory_used_mib()
-        busy = [i for i, mib in enumerate(used) if mib >= threshold_mib]
-        if not pids and not busy:
-            return
-        if clock() >= deadline:
-            detail = []
-            if pids:
-                detail.append(f"compute processes {', '.join(str(p) for p in pids)}")
-            if busy:
-                detail.append(
-                    "memory in use "
-                    + ", ".join(f"card {i}: {used[i]} MiB" for i in busy)
-                    + f" (threshold {threshold_mib} MiB)"
-                )
-            raise EngineError(
-                f"GPUs not free {deadline_s:.0f} s after the engine stopped: {'; '.join(detail)}",
-                failure_class=FailureClass.GPU_BUSY,
-            )
-        sleep(poll_s)
-
-
-class VllmEngineProcess(EngineProcess):
-    """An EngineProcess that classifies failures from vLLM's log and, given a probe, checks after stopping that
-    the cards are free again (vLLM's engine core can outlive its API server, vLLM issue 55510)."""
-
-    def __init__(
-        self,
-        argv: Sequence[str],
-        *,
-        env: Mapping[str, str],
-        log_path: Path,
-        base_url: str,
-        served_model: str,
-        stop_grace_s: float = 30.0,
-        probe: HardwareProbe | None = None,
-        gpu_free_threshold_mib: int = GPU_FREE_THRESHOLD_MIB,
-        gpu_free_deadline_s: float = GPU_FREE_DEADLINE_S,
-        cwd: Path | None = None,
-    ) -> None:
-        super().__init__(
-            argv,
-            env=env,
-            log_path=log_path,
-            base_url=base_url,
-            served_model=served_model,
-            simulated=False,
-            stop_grace_s=stop_grace_s,
-            cwd=cwd,
-        )
-        self._probe = probe
-        self._gpu_free_threshold_mib = gpu_free_threshold_mib
-        self._gpu_free_deadline_s = gpu_free_deadline_s
-        self._stopped = False
-
-    def classify(self, *, started: bool) -> FailureClass:
-        """The failure class of this engine from its log; `started`: it had been ready (a crash mid-run)."""
-        return classify_vllm_log(self.log_text(), started=started)
-
-    def _before_group_stop(self) -> None:
-        """Hook for engines that must be asked to stop another way first (a container)."""
-
-    def stop(self) -> int | None:
-        """Stop the group (see EngineProcess.stop); the first time, then wait for the GPUs to be free and raise
-        EngineError (gpu_busy) if they are not. Later calls return the exit status."""
-        if self.pid is None:
-            return None
-        if self._stopped:
-            return super().stop()
-        self._stopped = True
-        try:
-            self._before_group_stop()
-        finally:
-            status = super().stop()
-        if self._probe is not None:
-            wait_gpus_free(
-                self._probe, threshold_mib=self._gpu_free_threshold_mib, deadline_s=self._gpu_free_deadline_s
-            )
-        return status
 
 
 def vllm_engine(

@@ -1,0 +1,46 @@
+"""MLX's adapter: `mlx_lm.server` on loopback (Apple hosts), supervised as a process group.
+
+The judged command after the host's executable: `--model` (the host's own copy when it maps one), the recipe's
+options re-rendered, the host's extra arguments, the worker's `--host`/`--port`. mlx_lm.server serves the model
+under the name it was given (a request naming another model makes it load that one), so the served name is the
+model argument itself. It answers `/health` and the OpenAI API, and has no /version and no /metrics.
+"""
+
+from __future__ import annotations
+
+from farm.engines.base import LaunchRequest
+from farm.engines.process import EngineProcess
+from farm.errors import ArgumentPolicyError
+
+
+def mlx_process_argv(request: LaunchRequest) -> tuple[str, ...]:
+    if not request.executable:
+        raise ArgumentPolicyError("the worker's executable is empty")
+    model = request.model_path or request.command.model or request.served_model
+    kept = request.command.without("--host", "--port", "--model")
+    return (
+        *request.executable,
+        "--model",
+        model,
+        *kept.render_options(),
+        *request.extra_args,
+        "--host",
+        request.host,
+        "--port",
+        str(request.port),
+    )
+
+
+def launch(request: LaunchRequest) -> EngineProcess:
+    argv = mlx_process_argv(request)
+    return EngineProcess(
+        argv,
+        env=request.env,
+        log_path=request.log_path,
+        base_url=f"http://{request.host}:{request.port}",
+        served_model=argv[argv.index("--model") + 1],
+        simulated=request.simulated,
+        stop_grace_s=request.stop_grace_s,
+        probe=request.probe,
+        gpu_free_deadline_s=request.gpu_free_deadline_s,
+    )

@@ -1,0 +1,123 @@
+"""The servers the simulator can play besides vLLM: each engine's own endpoints over the same simulated engine.
+
+A dialect changes routes only (what answers where); the timing model, the tokens and the truth endpoints
+(/sim/...) are the same for every dialect.
+
+- `sglang`: no /version; /get_server_info (with the version), /get_model_info; /metrics under `sglang:*`.
+- `ollama`: no /health, /version or /metrics; `GET /` ("Ollama is running"), /api/version, /api/tags, and
+  `POST /api/create` (what `ollama create NAME -f Modelfile` sends), which makes NAME the model it serves.
+- `lmstudio`: no /health, /version or /metrics; /api/v0/models; `POST /sim/lms/load` stands for `lms load`
+  (it makes the identifier the model it serves).
+- `tabbyapi`: no /version or /metrics; /health (`{"status": "healthy"}`), /v1/model (the loaded model).
+- `mlx`: no /version or /metrics; /health (`{"status": "ok"}`), as mlx_lm.server answers.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from farm.sim.http import JSON, Request, Response, json_response
+
+if TYPE_CHECKING:
+    from farm.sim.engine import SimState
+    from farm.sim.http import Connection
+
+Handler = Callable[["SimState", Request, "Connection"], "Response | None"]
+
+DIALECTS = ("vllm", "sglang", "ollama", "lmstudio", "tabbyapi", "mlx")
+"""Every server the simulator plays (the profile's `dialect`, `farm sim serve --dialect`)."""
+
+OWNERS = {"sglang": "sglang", "ollama": "library", "lmstudio": "organization_owner", "tabbyapi": "tabbyAPI"}
+"""`owned_by` of the model card in /v1/models, as each server writes it (vLLM's and MLX's: their own name)."""
+
+
+def _serve_as(state: SimState, name: str) -> None:
+    """Serve the simulated model under `name` from now on (Ollama's create, LM Studio's load)."""
+    state.profile = state.profile.model_copy(update={"served_model_name": name})
+
+
+def _body(request: Request) -> dict[str, Any]:
+    try:
+        body = json.loads(request.body or b"{}")
+    except ValueError:
+        return {}
+    return body if isinstance(body, dict) else {}
+
+
+def ollama_root(state: SimState, request: Request, conn: Connection) -> Response:
+    return Response(200, b"Ollama is running", "text/plain; charset=utf-8")
+
+
+def ollama_version(state: SimState, request: Request, conn: Connection) -> Response:
+    return json_response({"version": state.profile.version})
+
+
+def ollama_tags(state: SimState, request: Request, conn: Connection) -> Response:
+    name = state.profile.served_model_name
+    return json_response({"models": [{"name": name, "model": name, "details": {"format": "gguf"}}]})
+
+
+def ollama_create(state: SimState, request: Request, conn: Connection) -> Response:
+    name = _body(request).get("model") or _body(request).get("name")
+    if not isinstance(name, str) or not name:
+        return Response(400, b'{"error":"model name is required"}', JSON)
+    _serve_as(state, name)
+    return json_response({"status": "success"})
+
+
+def lmstudio_models(state: SimState, request: Request, conn: Connection) -> Response:
+    p = state.profile
+    card = {"id": p.served_model_name, "object": "model", "type": "llm", "state": "loaded"}
+    return json_response({"object": "list", "data": [card | {"max_context_length": p.max_model_len}]})
+
+
+def lmstudio_load(state: SimState, request: Request, conn: Connection) -> Response:
+    name = _body(request).get("identifier")
+    if not isinstance(name, str) or not name:
+        return Response(400, b'{"error":"identifier is required"}', JSON)
+    _serve_as(state, name)
+    return json_response({"status": "loaded", "identifier": name})
+
+
+def tabby_health(state: SimState, request: Request, conn: Connection) -> Response:
+    if state.engine_dead:
+        return Response(503, b'{"status":"unhealthy"}', JSON)
+    return json_response({"status": "healthy"})
+
+
+def tabby_model(state: SimState, request: Request, conn: Connection) -> Response:
+    return json_response({"id": state.profile.served_model_name, "object": "model", "owned_by": "tabbyAPI"})
+
+
+def mlx_health(state: SimState, request: Request, conn: Connection) -> Response:
+    if state.engine_dead:
+        return Response(503)
+    return json_response({"status": "ok"})
+
+
+def apply_dialect(routes: dict[str, dict[str, Handler]], dialect: str, sglang: dict[str, dict[str, Handler]]) -> None:
+    """Change vLLM's routes into the dialect's, in place (`sglang`: SGLang's extra routes, from farm.sim.routes)."""
+    if dialect == "vllm":
+        return
+    routes.pop("/version", None)
+    if dialect == "sglang":
+        routes.update(sglang)
+        return
+    routes.pop("/metrics", None)
+    if dialect == "ollama":
+        routes.pop("/health", None)
+        routes["/"] = {"GET": ollama_root}
+        routes["/api/version"] = {"GET": ollama_version}
+        routes["/api/tags"] = {"GET": ollama_tags}
+        routes["/api/create"] = {"POST": ollama_create}
+    elif dialect == "lmstudio":
+        routes.pop("/health", None)
+        routes["/api/v0/models"] = {"GET": lmstudio_models}
+        routes["/sim/lms/load"] = {"POST": lmstudio_load}
+    elif dialect == "tabbyapi":
+        routes["/health"] = {"GET": tabby_health}
+        routes["/v1/model"] = {"GET": tabby_model}
+    elif dialect == "mlx":
+        routes["/health"] = {"GET": mlx_health}

@@ -1,0 +1,90 @@
+"""The simulator standing in for an engine's own command line: `python -m farm.sim.standin ENGINE ARGS...`.
+
+A worker profile whose executable is this (`farm demo --engine ollama`, the worker tests) launches the engine's
+adapter exactly as on a real host; this program reads the engine's arguments as the engine would, then becomes
+the farm's simulator speaking that engine's API (farm.sim.dialects) where the engine would listen, serving the
+model under the name the engine would. With FARM_FAKE_ARGV_OUT set, each call appends its argv (JSON, one line)
+and any file it was handed, so a test can check that the engine receives exactly the command the judge rendered.
+
+    ollama serve                      listens on OLLAMA_HOST
+    ollama create NAME -f Modelfile   POSTs /api/create to OLLAMA_HOST (the model served as NAME)
+    mlx_lm.server --model M ... --host H --port P
+    python main.py --config FILE      TabbyAPI: listens on the config's network.host/port, serves model.model_name
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import urllib.request
+from pathlib import Path
+
+STARTUP_DELAY_S = "0.2"
+"""The stand-in's load time: short, but not instant, so the worker's readiness wait is exercised."""
+
+
+def _record(argv: list[str], files: dict[str, str]) -> None:
+    out = os.environ.get("FARM_FAKE_ARGV_OUT")
+    if out:
+        with open(out, "a", encoding="utf-8") as handle:
+            handle.write(json.dumps({"argv": argv, "files": files}) + "\n")
+
+
+def _option(args: list[str], name: str) -> str:
+    if name not in args or args.index(name) + 1 >= len(args):
+        raise SystemExit(f"standin: {name} is missing from {args}")
+    return args[args.index(name) + 1]
+
+
+def _become_sim(dialect: str, model: str, host: str, port: str) -> None:
+    argv = [sys.executable, "-m", "farm", "sim", "serve", "--profile", "test", "--dialect", dialect]
+    argv += ["--model", model, "--host", host, "--port", port, "--fault-startup-delay", STARTUP_DELAY_S]
+    os.execv(sys.executable, argv)  # noqa: S606 - becomes the simulator, as the engine's launcher becomes its server
+
+
+def _ollama(args: list[str]) -> None:
+    host, _, port = os.environ.get("OLLAMA_HOST", "127.0.0.1:11434").rpartition(":")
+    if args[:1] == ["serve"]:
+        _record(["ollama", *args], {})
+        _become_sim("ollama", "(none created yet)", host, port)
+    if args[:1] == ["create"] and len(args) >= 2:
+        modelfile = Path(_option(args, "-f"))
+        text = modelfile.read_text(encoding="utf-8")
+        _record(["ollama", *args], {str(modelfile): text})
+        body = json.dumps({"model": args[1], "modelfile": text}).encode()
+        request = urllib.request.Request(
+            f"http://{host}:{port}/api/create", data=body, method="POST", headers={"Content-Type": "application/json"}
+        )
+        with urllib.request.urlopen(request, timeout=10) as resp:  # noqa: S310 - same
+            print(resp.read().decode())
+        return
+    raise SystemExit(f"standin: ollama {' '.join(args)} is not something the worker runs")
+
+
+def _mlx(args: list[str]) -> None:
+    _record(["mlx_lm.server", *args], {})
+    _become_sim("mlx", _option(args, "--model"), _option(args, "--host"), _option(args, "--port"))
+
+
+def _tabbyapi(args: list[str]) -> None:
+    path = Path(_option(args, "--config"))
+    text = path.read_text(encoding="utf-8")
+    _record(["main.py", *args], {str(path): text})
+    config = json.loads(text)
+    network, model = config.get("network", {}), config.get("model", {})
+    _become_sim("tabbyapi", str(model["model_name"]), str(network["host"]), str(network["port"]))
+
+
+STAND_INS = {"ollama": _ollama, "mlx": _mlx, "tabbyapi": _tabbyapi}
+"""The engines the simulator stands in for, by the table's name."""
+
+
+def main(argv: list[str]) -> None:
+    if not argv or argv[0] not in STAND_INS:
+        raise SystemExit(f"usage: python -m farm.sim.standin {{{','.join(STAND_INS)}}} ARGS...")
+    STAND_INS[argv[0]](argv[1:])
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
