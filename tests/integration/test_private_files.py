@@ -11,9 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from farm.domain import Artifact, RunResult
+from farm.domain import Artifact, FailureClass, RunResult
 from farm.engines.process import EngineProcess
 from farm.private_files import open_private
+from farm.store import Store
 from farm.worker.spool import Spool
 
 
@@ -51,3 +52,67 @@ def test_a_spooled_result_is_readable_by_its_owner_only(tmp_path: Path) -> None:
     result = RunResult(figures=(), samples={}, artifacts=(Artifact("engine.log", "x"),), provenance={})
     path = Spool(tmp_path / "spool").put("j-1", 1, "w", result)
     assert _mode(path) == 0o600
+
+
+LEAKY = Path(__file__).resolve().parents[1] / "fixtures" / "fake_engines" / "leaky.py"
+LEAKED = (
+    "p@ss@w0rd-leak",
+    "hf_LeakLeakLeakLeakLeakLeakLeak0123",
+    "MHcCAQEEIleakedPrivateKeyBody",
+    "LeakedCookieValue42",
+    "leakedsignature0123456789",
+    "leaked-yaml-api-key",
+    "leaked-json-password",
+    "sk_live_LeakLeakLeakLeakLeakLeak",
+)
+
+
+@pytest.mark.timeout(60)
+def test_secrets_an_engine_prints_never_reach_the_store(tmp_path: Path, store: Store) -> None:
+    """A worker whose engine prints a secret of every class and dies at start: the job's failure message and the
+    stored engine log hold none of them; the raw log on the worker's disk has them, readable by its owner only."""
+    from farm.recipes.model import Engine, Recipe, RecipeProvenance
+    from farm.settings import Settings
+    from farm.worker.daemon import Worker
+    from farm.worker.profile import load_profile
+
+    profile = tmp_path / "leaky.toml"
+    profile.write_text(
+        "\n".join(
+            [
+                'name = "leaky"',
+                "[hardware]",
+                'hardware_id = "cpu"',
+                "count = 1",
+                "[engine]",
+                'kind = "vllm"',
+                "ready_timeout_s = 20.0",
+                "[engine.vllm]",
+                f'executable = ["{sys.executable}", "{LEAKY}"]',
+                "gpu_free_deadline_s = 0.0",
+            ]
+        )
+        + "\n"
+    )
+    recipe = Recipe(
+        id="leaky",
+        model_id="farm/tiny-llama",
+        hardware_id="cpu",
+        hardware_count=1,
+        engine=Engine(name="vllm"),
+        argv=("vllm", "serve", "farm/tiny-llama"),
+        provenance=RecipeProvenance(source_format="local-ai-registry/v1", content_sha256="0" * 64),
+    )
+    [job_id] = store.submit(recipe, "leaky", {"repeats": 1}, "cd" * 32, 1, simulated=False)
+    worker = Worker(store, load_profile(profile), data_dir=tmp_path / "data", settings=Settings(poll_interval_s=0.1))
+    worker.run(idle_exit_s=2)
+    job = store.get_job(job_id)
+    assert [run.failure_class for run in store.runs(job_id)][:1] == [FailureClass.ENGINE_START_FAILED]
+    stored = [artifact.content for run in store.runs(job_id) for artifact in store.artifacts(job_id, run.attempt)]
+    assert stored, "the engine log is kept as an artifact"
+    text = " ".join([job.failure_message or "", *stored])
+    assert "Engine core initialization failed" in text
+    assert [secret for secret in LEAKED if secret in text] == []
+    [log] = (tmp_path / "data").rglob("engine.log")
+    assert "hf_LeakLeakLeakLeakLeakLeakLeak0123" in log.read_text()
+    assert _mode(log) == 0o600
