@@ -25,7 +25,7 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
-from farm.engines.admission import check_recipe_for_submit
+from farm.engines.admission import check_recipe_for_submit, check_runnable
 from farm.engines.argspec import CanonicalCommand
 from farm.errors import FarmError, InputError
 from farm.recipes.commands import ENGINE_ALIASES
@@ -43,6 +43,9 @@ class Outcome:
     field: str | None
     detail: str
     argv: tuple[str, ...] = ()
+    queues: str | None = None
+    """For an accepted recipe: None when `farm submit` would queue it (a worker of this farm runs its engine and can
+    declare its hardware id), else why submit refuses it (farm.engines.policy.check_runnable)."""
 
 
 def check_file(path: Path) -> Outcome:
@@ -60,7 +63,12 @@ def check_file(path: Path) -> Outcome:
     except Exception as exc:
         detail = f"internal error ({type(exc).__name__}): {exc}"
         return Outcome(path.name, "POLICY", recipe.engine.name, None, detail)
-    return Outcome(path.name, "ok", recipe.engine.name, None, "", canonical_argv(command))
+    try:
+        check_runnable(recipe)
+        queues = None
+    except InputError as exc:
+        queues = f"{exc.field}: {exc.detail}"
+    return Outcome(path.name, "ok", recipe.engine.name, None, "", canonical_argv(command), queues)
 
 
 def canonical_argv(command: CanonicalCommand) -> tuple[str, ...]:
@@ -114,13 +122,26 @@ def main(argv: list[str] | None = None) -> int:
     by_engine: dict[str, Counter[str]] = {}
     for outcome in outcomes:
         by_engine.setdefault(outcome.engine, Counter())[outcome.status] += 1
-    print(f"{'engine':<14}{'ok':>5}{'policy':>8}{'fail':>6}{'total':>7}")
+        if outcome.status == "ok" and outcome.queues is None:
+            by_engine[outcome.engine]["queued"] += 1
+    print(f"{'engine':<14}{'ok':>5}{'queued':>8}{'policy':>8}{'fail':>6}{'total':>7}")
     for engine, counts in sorted(by_engine.items(), key=lambda item: -sum(item[1].values())):
-        total = sum(counts.values())
-        print(f"{engine:<14}{counts['ok']:>5}{counts['POLICY']:>8}{counts['FAIL']:>6}{total:>7}")
+        total = counts["ok"] + counts["POLICY"] + counts["FAIL"]
+        print(f"{engine:<14}{counts['ok']:>5}{counts['queued']:>8}{counts['POLICY']:>8}{counts['FAIL']:>6}{total:>7}")
     accepted = sum(1 for outcome in outcomes if outcome.status == "ok")
     parsed = sum(1 for outcome in outcomes if outcome.status != "FAIL")
-    print(f"{accepted} of {len(outcomes)} accepted; {parsed} of {len(outcomes)} parse")
+    queued = sum(1 for outcome in outcomes if outcome.status == "ok" and outcome.queues is None)
+    print(f"{accepted} of {len(outcomes)} accepted; {parsed} of {len(outcomes)} parse; {queued} of {accepted} accepted")
+    print("would queue at `farm submit` (with this farm's workers)")
+    unqueued: Counter[str] = Counter()
+    for outcome in outcomes:
+        if outcome.queues is not None:
+            field, _, detail = outcome.queues.partition(": ")
+            unqueued[reason(Outcome("", "SUBMIT", "", field, detail))] += 1
+    if unqueued:
+        print("\naccepted, but `farm submit` would refuse them:")
+        for text, count in unqueued.most_common():
+            print(f"{count:>4}  {text}")
     reasons = Counter(reason(outcome) for outcome in outcomes if outcome.status != "ok")
     if reasons:
         print("\nrefusals, grouped:")

@@ -294,6 +294,23 @@ def run_origin(provenance: dict[str, Any] | None, simulated_job: bool) -> Origin
 
 
 @dataclass(frozen=True)
+class RunSignature:
+    """A run's signature, made by the worker's host key where it was measured (farm.signing, docs/signing.md).
+
+    `digest` is the hex sha256 of the run's canonical statement; its parts' sha256 (figures, samples,
+    provenance) are kept too, so a check can say which part of a stored run no longer matches."""
+
+    key_id: str
+    signature: str
+    """Ed25519 signature, base64."""
+    digest: str
+    figures_sha256: str
+    samples_sha256: str
+    provenance_sha256: str
+    scheme: str = "farm-run/v1"
+
+
+@dataclass(frozen=True)
 class RunResult:
     """Everything one attempt of a job produced, written in one transaction.
 
@@ -308,3 +325,5 @@ class RunResult:
     artifacts: tuple[Artifact, ...] = ()
     failed_requests: int = 0
     total_requests: int = 0
+    signature: RunSignature | None = None
+    """Made by the worker before delivery (so spooled results carry it); None for a run nobody signed."""

@@ -15,6 +15,8 @@
     ├── BrokerError                the farm's broker (Redis) could not be reached or refused a message
     ├── EngineError                the engine under test failed; carries a failure class and the log tail
     ├── MeasurementError           a measurement could not produce a figure (every request failed, no usage)
+    ├── SigningError               a host key that cannot be read or made, a key that cannot be parsed
+    │   └── BundleRefused          a results bundle refused at import (a run that does not verify); nothing stored
     └── OutputError                an output file or directory (`-o`) cannot be written; names the path
 
 A failed request inside a sweep is not an exception: it is recorded as data and counted.
@@ -112,3 +114,11 @@ class OutputError(FarmError):
     def __init__(self, message: str, *, path: str | Path | None = None) -> None:
         self.path = str(path) if path is not None else None
         super().__init__(message)
+
+
+class SigningError(FarmError):
+    """A host key that cannot be read or made, or a public key or fingerprint that cannot be parsed."""
+
+
+class BundleRefused(SigningError):
+    """A results bundle refused at import: the message names each run that does not verify. Nothing is stored."""

@@ -61,6 +61,9 @@ FILTERS: tuple[FilterParameter, ...] = (
     FilterParameter("status", "measured, simulated, complete or incomplete", repeatable=True, choices=STATUSES),
     FilterParameter("job", "only these jobs", repeatable=True),
     FilterParameter("real_only", "leave out simulated results", repeatable=False, kind="boolean"),
+    FilterParameter(
+        "verified", "only runs signed by a trusted key that match their signatures", repeatable=False, kind="boolean"
+    ),
 )
 """The result filters, declared once."""
 
@@ -102,10 +105,14 @@ class ResultFilter:
     statuses: tuple[str, ...] = ()
     job_ids: tuple[str, ...] = ()
     real_only: bool = False
+    verified_only: bool = False
+    """Only runs signed by a trusted key that matched their signatures at their last check (farm.signing)."""
 
     def matches_run(self, run: RunIdentity) -> bool:
         """Whether a run held in memory passes the run-level filters (the store applies the same in SQL)."""
         if self.real_only and run.simulated:
+            return False
+        if self.verified_only and not getattr(run, "verified", False):
             return False
         origins = self.origin_statuses
         own = "simulated" if run.simulated else "measured"
@@ -146,6 +153,7 @@ class ResultFilter:
             "status": list(self.statuses),
             "job": list(self.job_ids),
             "real_only": self.real_only,
+            "verified": self.verified_only,
         }
 
 
@@ -203,6 +211,7 @@ def build_filter(
     statuses: Iterable[str] = (),
     job_ids: Iterable[str] = (),
     real_only: bool = False,
+    verified_only: bool = False,
 ) -> ResultFilter:
     """A ResultFilter from text as a user typed it; InputError naming the parameter for a bad value."""
     status_values = tuple(_split(statuses))
@@ -222,6 +231,7 @@ def build_filter(
         statuses=status_values,
         job_ids=tuple(_split(job_ids)),
         real_only=real_only,
+        verified_only=verified_only,
     )
 
 
@@ -247,6 +257,7 @@ def filter_from_mapping(values: Mapping[str, Sequence[str]]) -> ResultFilter:
                 raise InputError("given more than once; it takes one value", field=parameter.name)
             single[parameter.name] = given[0] if given else None
     real_only_text = single.get("real_only")
+    verified_text = single.get("verified")
     return build_filter(
         models=values.get("model", ()),
         hardware=values.get("hardware", ()),
@@ -256,6 +267,7 @@ def filter_from_mapping(values: Mapping[str, Sequence[str]]) -> ResultFilter:
         statuses=values.get("status", ()),
         job_ids=values.get("job", ()),
         real_only=parse_bool(real_only_text, "real_only") if real_only_text is not None else False,
+        verified_only=parse_bool(verified_text, "verified") if verified_text is not None else False,
     )
 
 

@@ -23,6 +23,7 @@ def _isolated_farm_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 REAL_PARTS: dict[str, tuple[str, ...]] = {
     "tests/e2e/test_vllm_cpu.py": ("vllm",),
     "tests/integration/test_tinymodel.py": ("vllm",),
+    "tests/e2e/test_parse_back_real_vllm.py": ("vllm",),
     "tests/e2e/test_report_browser.py": ("browser",),
     "tests/integration/test_farm_mode.py": ("farm",),
     "tests/integration/test_farm_failures.py": ("farm",),

@@ -24,7 +24,17 @@ from aiohttp.typedefs import Middleware
 
 from farm.api.auth import allowed_host_names, bearer_middleware, checked_token, host_middleware
 from farm.api.openapi import DEFAULT_PAGE, EXPORT_FORMATS, MAX_PAGE, ROUTES, openapi_document
-from farm.api.schemas import ApiModel, Error, Health, JobDetail, JobResults, JobsPage, LeaderboardPage
+from farm.api.schemas import (
+    ApiModel,
+    Error,
+    Health,
+    JobDetail,
+    JobResults,
+    JobsPage,
+    Keys,
+    LeaderboardPage,
+    RunSignatureAnswer,
+)
 from farm.domain import JobState
 from farm.errors import InputError, JobNotFound, StoreError
 from farm.filters import FILTER_NAMES, ResultFilter, filter_from_mapping
@@ -221,6 +231,17 @@ async def results(request: web.Request) -> web.Response:
     return _send(JobResults(job=view, figures=figures))
 
 
+async def keys(request: web.Request) -> web.Response:
+    _check_parameters(request, ())
+    return _send(Keys(keys=await asyncio.to_thread(_store(request).keys)))
+
+
+async def signature(request: web.Request) -> web.Response:
+    _check_parameters(request, ())
+    found = await asyncio.to_thread(_store(request).signature, request.match_info["job_id"])
+    return _send(RunSignatureAnswer(signature=found))
+
+
 def _export_chunks(store: Store, fmt: str, filters: ResultFilter) -> Iterator[bytes]:
     from farm.report.exports import render_submissions, stream
 
@@ -286,6 +307,8 @@ def build_app(
         "/v1/jobs": jobs,
         "/v1/jobs/{job_id}": job,
         "/v1/runs/{job_id}/results": results,
+        "/v1/keys": keys,
+        "/v1/runs/{job_id}/signature": signature,
         "/v1/export/{format}": export,
     }
     for route in ROUTES:

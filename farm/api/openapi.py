@@ -13,7 +13,17 @@ from typing import Any
 from pydantic.json_schema import models_json_schema
 
 import farm
-from farm.api.schemas import RESPONSE_MODELS, ApiModel, Health, JobDetail, JobResults, JobsPage, LeaderboardPage
+from farm.api.schemas import (
+    RESPONSE_MODELS,
+    ApiModel,
+    Health,
+    JobDetail,
+    JobResults,
+    JobsPage,
+    Keys,
+    LeaderboardPage,
+    RunSignatureAnswer,
+)
 from farm.filters import FILTERS, FilterParameter
 
 EXPORT_FORMATS = ("registry", "localmaxxing", "csv", "json", "jsonl")
@@ -59,6 +69,15 @@ ROUTES: tuple[Route, ...] = (
         "Every figure of a job's succeeded run",
         (),
         JobResults,
+        errors=(404,),
+    ),
+    Route("/v1/keys", "listKeys", "The farm's public keys and which are trusted", (), Keys),
+    Route(
+        "/v1/runs/{job_id}/signature",
+        "getSignature",
+        "The signature of a job's succeeded run and its last verdict",
+        (),
+        RunSignatureAnswer,
         errors=(404,),
     ),
     Route(

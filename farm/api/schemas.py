@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from farm.domain import Figure, JobView
 from farm.store.records import LeaderboardRow, RunView
+from farm.store.signatures import KeyView, StoredSignature
 
 
 class ApiModel(BaseModel):
@@ -58,5 +59,27 @@ class JobResults(ApiModel):
     figures: list[Figure]
 
 
-RESPONSE_MODELS: tuple[type[ApiModel], ...] = (Error, Health, LeaderboardPage, JobsPage, JobDetail, JobResults)
+class Keys(ApiModel):
+    """Every public key the farm knows (its workers' and those bundles carried in), trusted ones first. Public
+    halves only: private keys never leave their hosts."""
+
+    keys: list[KeyView]
+
+
+class RunSignatureAnswer(ApiModel):
+    """The signature of a job's succeeded run (docs/signing.md says how to check it) and its last verdict."""
+
+    signature: StoredSignature
+
+
+RESPONSE_MODELS: tuple[type[ApiModel], ...] = (
+    Error,
+    Health,
+    LeaderboardPage,
+    JobsPage,
+    JobDetail,
+    JobResults,
+    Keys,
+    RunSignatureAnswer,
+)
 """Every body the API sends as JSON (exports aside): the OpenAPI components."""

@@ -46,6 +46,9 @@ COMMANDS: dict[str, LazyCommand] = {
     "report": LazyCommand("farm.cli.results", "report", "One self-contained HTML page of results."),
     "compare": LazyCommand("farm.cli.results", "compare_command", "Two jobs, recipes or engine versions compared."),
     "serve": LazyCommand("farm.cli.results", "serve_command", "Serve the read-only HTTP API."),
+    "keys": LazyCommand("farm.cli.keys", "app", "This host's signing key and the farm's trusted keys.", group=True),
+    "verify": LazyCommand("farm.cli.keys", "verify", "Check stored runs against their signatures."),
+    "import": LazyCommand("farm.cli.keys", "import_command", "Import a signed results bundle (checked first)."),
 }
 """Every command of `farm`, in the order `farm --help` lists them."""
 

@@ -114,13 +114,18 @@ def results(
 
 def leaderboard(
     real_only: bool = typer.Option(False, "--real-only", help="leave out simulated results"),
+    verified: bool = typer.Option(False, "--verified", help="only runs signed by a trusted key (farm verify)"),
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:
     """A row per recipe × hardware × engine version × workload. Simulated rows are marked and ranked only among
-    themselves; rows measured on an endpoint the farm did not launch are marked too."""
+    themselves; rows measured on an endpoint the farm did not launch are marked too, and rows whose runs are all
+    signed by a trusted key are marked verified."""
     s = settings()
     with farm_errors():
-        rows = open_store(s).leaderboard(include_simulated=not real_only)
+        from farm.filters import ResultFilter
+        from farm.store import reads
+
+        rows = reads.leaderboard(open_store(s), ResultFilter(real_only=real_only, verified_only=verified))
     if as_json:
         print_json([r.to_json() for r in rows])
         return
@@ -152,7 +157,8 @@ def print_leaderboard(rows: list[Any]) -> None:
             r.model_id.split("/")[-1],
             r.hardware_class.removeprefix("sim:")
             + (" (sim)" if r.simulated else "")
-            + (" (endpoint)" if r.origin == "endpoint" else ""),
+            + (" (endpoint)" if r.origin == "endpoint" else "")
+            + (" (verified)" if r.verified else ""),
             f"{r.engine_name} {engine_version}".strip(),
             r.workload,
             f"{_num(r.decode_tok_s.mean)} (n={r.decode_tok_s.n})",
@@ -167,6 +173,8 @@ def print_leaderboard(rows: list[Any]) -> None:
         print("(sim): measured on the simulator; never ranked with real hardware.")
     if any(r.origin == "endpoint" for r in rows):
         print("(endpoint): measured on a server the farm did not launch.")
+    if any(r.verified for r in rows):
+        print("(verified): every run signed by a trusted host key and matching its signature (farm verify).")
 
 
 def _num(value: float) -> str:

@@ -11,7 +11,7 @@ import typer
 from rich.table import Table
 
 from farm.cli.common import console, err_console, farm_errors, print_json
-from farm.engines.admission import check_recipe_for_submit
+from farm.engines.admission import check_recipe_for_submit, check_runnable
 from farm.errors import FarmError, InputError
 from farm.recipes.commands import ENGINE_ALIASES
 from farm.recipes.limits import load_json, read_limited
@@ -89,6 +89,11 @@ def _check_one(file: Path) -> tuple[str, str, str]:
     except Exception as exc:
         return "POLICY", recipe.engine.name, f"{described}: policy check failed ({type(exc).__name__}): {exc}"
     notes = "".join(f"\n    note: {note}" for note in recipe.provenance.command_notes)
+    try:
+        check_runnable(recipe)
+    except InputError as exc:
+        # Valid, but `farm submit` refuses it: no worker of this farm could run it (its engine, its hardware id).
+        notes += f"\n    warning: `farm submit` would refuse it: {exc.detail}"
     return "ok", recipe.engine.name, described + notes
 
 

@@ -18,8 +18,9 @@ from farm.filters import ResultFilter
 
 if TYPE_CHECKING:
     from farm.report.compare import Difference
+    from farm.store import Store
 
-EXPORT_FORMATS = ("registry", "localmaxxing", "csv", "json", "jsonl")
+EXPORT_FORMATS = ("registry", "localmaxxing", "csv", "json", "jsonl", "bundle")
 """What `farm export` writes (farm.report.exports.FORMATS; named here so `farm --help` imports no report code)."""
 
 
@@ -87,6 +88,18 @@ def _export_registry(entries: Iterable[object], output: str | None) -> None:
     write_chunks([json.dumps(first, indent=2) + "\n"], Path(output) if output else None)
 
 
+def _export_bundle(store: Store, output: str | None, filters: ResultFilter) -> None:
+    """A signed results bundle (farm.bundles) of the selected runs that match their signatures."""
+    from farm.bundles import export_bundle
+
+    if output is None:
+        raise InputError("a bundle is written to a file: give -o FILE.jsonl (or FILE.jsonl.gz)", field="output")
+    report = export_bundle(store, Path(output), filters)
+    for why in report.left_out:
+        err_console.print(f"left out {why}", markup=False, highlight=False)
+    err_console.print(f"wrote {output}: {report.exported} signed runs", markup=False, highlight=False)
+
+
 @filter_options()
 def export(
     fmt: str = typer.Argument(..., metavar="FORMAT", help=f"one of {', '.join(EXPORT_FORMATS)}"),
@@ -97,7 +110,8 @@ def export(
     filters: ResultFilter,
 ) -> None:
     """Export aggregated results, streamed: registry (local-ai-registry/v1 speed sweeps, schema-checked),
-    localmaxxing (run submissions), csv, json or jsonl (every entry with its spread and provenance)."""
+    localmaxxing (run submissions), csv, json or jsonl (every entry with its spread and provenance); bundle
+    (every signed run whole, for `farm import` on another farm: -o FILE.jsonl, gzip for FILE.jsonl.gz)."""
     s = settings()
     with farm_errors():
         from farm.report import service
@@ -106,7 +120,9 @@ def export(
         if fmt not in EXPORT_FORMATS:
             raise InputError(f"{fmt!r} is not one of {', '.join(EXPORT_FORMATS)}", field="FORMAT")
         store = open_store(s)
-        if fmt == "registry":
+        if fmt == "bundle":
+            _export_bundle(store, output, filters)
+        elif fmt == "registry":
             _export_registry(service.entries(store, filters), output)
         elif fmt == "localmaxxing":
             submissions = service.localmaxxing_submissions(store, filters)
@@ -179,7 +195,7 @@ def aggregate_command(
             incomplete = incomplete or e.incomplete
             table.add_row(
                 e.recipe.recipe_id[:40],
-                e.hardware_class + (" (sim)" if e.simulated else ""),
+                e.hardware_class + (" (sim)" if e.simulated else "") + (" (verified)" if e.verified else ""),
                 f"{e.engine_name} {(e.engine_version or '').split('+')[0]}",
                 e.key,
                 e.unit,

@@ -47,7 +47,12 @@ class ValueKind(StrEnum):
     REPO = "repo"
     """A model repository the engine loads (trust list) or a local path under the host's roots."""
     PATH = "path"
-    """A file or directory on the host: under the host's model and cache roots."""
+    """A file or directory the engine only reads, on the host: under the host's model and cache roots."""
+    OUTPUT = "output"
+    """A file or directory the engine writes (a log, a slot save, a crash dump, a scale file, downloads): refused
+    but for the option's choices (`stdout`). The worker places no file for an engine to write and keeps the engine's
+    log itself (an artifact of the run); a write under the host's roots could replace a model (the option's reason
+    says what it writes)."""
     REPO_FILE = "repo_file"
     """A file inside the repository the engine downloads (`--hf-file`): a relative path that never climbs out."""
     TEMPLATE = "template"
@@ -118,6 +123,14 @@ class ArgSpec:
     config_keys: Mapping[str, Mapping[str, OptionSpec]] = field(default_factory=dict)
     """For a CONFIG option: the engine's config schema, section -> key -> how its value is judged (a FLAG is a
     boolean, `nargs="+"` a list, JSON a nested mapping judged key by key)."""
+    revisions: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    """Repository slot (`model`, or the option naming a repository) -> the options that pin its revision, the one
+    that must be given first (farm.engines.trust: with remote code trusted, each must name a trusted revision)."""
+    inline_values: bool = True
+    """Whether the engine's parser reads `--opt=value` as the option and its value (argparse, cobra). Then a value
+    beginning with '-' is rendered in that one-token form, which the parser never reads as an option of its own;
+    a list of values cannot be, so a list with such a value is refused. llama.cpp has no `--opt=value`, and reads
+    the token after an option as its value whatever it is: values are always rendered as their own tokens."""
     switch_values: Mapping[str, bool | None] = field(default_factory=dict)
     """Values a newer engine takes after an option this version reads as a bare switch (llama.cpp's `-fa on`):
     True sets the switch, False leaves it off, None leaves the engine's default (the option is dropped)."""
@@ -201,11 +214,13 @@ class CanonicalCommand:
         """The options, each in its canonical spelling, values re-rendered from what was parsed."""
         out: list[str] = []
         for option in self.options:
-            out += render_option(option)
+            out += render_option(option, inline=self.spec.inline_values)
         return tuple(out)
 
 
-def render_option(option: ParsedOption) -> list[str]:
+def render_option(option: ParsedOption, *, inline: bool = True) -> list[str]:
+    """One option's tokens. With `inline` (the engine reads `--opt=value`), a value beginning with '-' is written
+    `--opt=value`, so the engine's parser keeps it as the value and never reads it as an option of its own."""
     spec = option.spec
     if spec.kind == ValueKind.FLAG:
         return [spec.name] if option.enabled else []
@@ -216,9 +231,25 @@ def render_option(option: ParsedOption) -> list[str]:
     if spec.repeatable:
         out: list[str] = []
         for value in option.values:
-            out += [spec.name, value]
+            out += _one_value(spec.name, value, inline)
         return out
+    if len(option.values) == 1:
+        return _one_value(spec.name, option.values[0], inline)
+    if inline and any(value.startswith("-") for value in option.values):
+        raise refuse(f"{spec.name} {' '.join(option.values)}", DASH_IN_LIST)
     return [spec.name, *option.values]
+
+
+DASH_IN_LIST = (
+    "a value beginning with '-' in a list of values: the engine's parser would read it as an option, and a list "
+    "has no one-token form that keeps it a value"
+)
+
+
+def _one_value(name: str, value: str, inline: bool) -> list[str]:
+    if inline and value.startswith("-"):
+        return [f"{name}={value}"]
+    return [name, value]
 
 
 def declared(name: str, kind: ValueKind, *aliases: str, nargs: str | int | None = None, **more: Any) -> OptionSpec:
@@ -387,6 +418,8 @@ def parse_command(
                     break
             if option.nargs == "+" and not values:
                 raise refuse(token, f"{option.name} needs at least one value")
+        if spec.inline_values and len(values) > 1 and any(v.startswith("-") for v in values):
+            raise refuse(token, DASH_IN_LIST)
         previous = parsed.get(option.name)
         if previous is not None:
             if not option.repeatable:

@@ -26,6 +26,7 @@ from pathlib import Path
 from farm.engines.environment import check_recipe_environment
 from farm.engines.policy import DEFAULT_POLICY, EnginePolicy, canonical_command, check_token
 from farm.engines.process import GPU_FREE_DEADLINE_S
+from farm.engines.reparse import check_launch
 from farm.engines.vllm.process import VllmEngineProcess
 from farm.errors import ArgumentPolicyError
 from farm.hardware.probe import HardwareProbe
@@ -80,7 +81,69 @@ def _refuse(what: str, why: str) -> ArgumentPolicyError:
     return ArgumentPolicyError(f"{what}: {why}", field="container")
 
 
-def _check_image(image: str, policy: EnginePolicy) -> None:
+_REFERENCE = re.compile(r"^(?P<repository>[a-z0-9][a-z0-9._/-]*)(?::(?P<tag>[\w.-]+))?(?:@sha256:[0-9a-f]{64})?$")
+_DOCKER_HUB = ("docker.io/", "index.docker.io/", "registry-1.docker.io/")
+
+
+def official_images(engine: str) -> tuple[tuple[str, ...], str]:
+    """The engine's own image repositories (its home holds them), and the tag prefix an image from them needs."""
+    if engine == "vllm":
+        from farm.engines.vllm.spec import OFFICIAL_IMAGES as VLLM
+
+        return VLLM, ""
+    if engine == "sglang":
+        from farm.engines.sglang.spec import OFFICIAL_IMAGES as SGLANG
+
+        return SGLANG, ""
+    if engine == "llama.cpp":
+        from farm.engines.llamacpp.adapter import IMAGE_TAG_PREFIX
+        from farm.engines.llamacpp.adapter import OFFICIAL_IMAGES as LLAMACPP
+
+        return LLAMACPP, IMAGE_TAG_PREFIX
+    if engine == "tabbyapi":
+        from farm.engines.tabbyapi.spec import OFFICIAL_IMAGES as TABBYAPI
+
+        return TABBYAPI, ""
+    if engine == "ollama":
+        from farm.engines.ollama.spec import OFFICIAL_IMAGES as OLLAMA
+
+        return OLLAMA, ""
+    return (), ""
+
+
+def image_repository(image: str) -> tuple[str, str | None]:
+    """An image reference's repository (Docker Hub's spellings as one) and its tag; ArgumentPolicyError when it
+    is no image reference."""
+    match = _REFERENCE.match(image)
+    if match is None:
+        raise _refuse(repr(image), "not an image reference (registry/name[:tag]@sha256:<64 hex>)")
+    repository = match.group("repository")
+    for hub in _DOCKER_HUB:
+        repository = repository.removeprefix(hub)
+    return repository, match.group("tag")
+
+
+def check_image(image: str, policy: EnginePolicy, engine: str) -> None:
+    """The image must come from the engine's official repositories or this host's own list
+    (`engine.policy.allowed_images`), and be pinned by digest unless the host allows tags."""
+    repository, tag = image_repository(image)
+    official, tag_prefix = official_images(engine)
+    if repository in policy.allowed_images:
+        pass
+    elif repository in official:
+        if tag_prefix and not (tag or "").startswith(tag_prefix):
+            raise _refuse(
+                repr(image),
+                f"from {repository}, only the {tag_prefix!r} tags run {engine}'s server: name the tag beside the "
+                "digest",
+            )
+    else:
+        listed = ", ".join([*official, *sorted(policy.allowed_images)]) or "none"
+        raise _refuse(
+            repr(image),
+            f"not an image of {engine}'s official repositories nor of this host's list (engine.policy.allowed_images)"
+            f": {listed}. What another image's entrypoint runs is not the judged server",
+        )
     if _DIGEST_IMAGE.match(image):
         return
     if policy.allow_image_tags and _TAGGED_IMAGE.match(image):
@@ -194,7 +257,10 @@ def check_container_launch(
     container: ContainerLaunch, policy: EnginePolicy, *, engine: str = "vllm", device_count: int | None = None
 ) -> None:
     """What can be judged of a container launch without a worker (at submit): its environment, its ports, its
-    entrypoint and its engine arguments. The image pin and the mounts depend on the host and are judged there."""
+    entrypoint, its engine arguments and that its image is an image reference. The image's repository (the engine's
+    official ones or the host's own list), its pin and the mounts depend on the host and are judged there: a
+    recipe whose image no host lists still runs as a process on the engine's workers (its argv)."""
+    repository, _ = image_repository(container.image)
     docker_run_argv(
         container,
         gpus=(),
@@ -205,6 +271,7 @@ def check_container_launch(
         policy=replace(
             policy,
             allow_image_tags=True,
+            allowed_images=frozenset({repository}),
             allowed_mount_sources=_all_sources(container),
             mount_roots={root: f"/{root.lower()}" for root in MOUNT_ROOTS},
         ),
@@ -247,7 +314,7 @@ def docker_run_argv(
     """The exact `docker run` of a recipe's container launch on this worker. The engine arguments are checked
     like a `vllm serve` argv; inside the container the server listens on 0.0.0.0 at the container port, which
     is published on `bind_host:host_port` only."""
-    _check_image(container.image, policy)
+    check_image(container.image, policy, engine)
     if not _CONTAINER_NAME.match(name):
         raise _refuse(repr(name), "not a valid container name")
     if container.entrypoint not in ENGINE_IMAGE_ENTRYPOINTS.get(engine, (None,)):
@@ -282,11 +349,14 @@ def docker_run_argv(
     argv.append(container.image)
     argv += launcher[len(runs) :]
     kept = command.without("--host", "--port")
+    engine_args: list[str] = []
     if kept.model is not None:
-        argv += [kept.spec.model_option or "--model", kept.model]
-    argv += kept.render_options()
-    argv += ["--host", "0.0.0.0", "--port", str(container_port)]
-    return tuple(argv)
+        engine_args += [kept.spec.model_option or "--model", kept.model]
+    engine_args += kept.render_options()
+    listen = ("--host", "0.0.0.0", "--port", str(container_port))
+    # what the image's server will read: the judged options and model, and the container's own listen address
+    check_launch(kept, (*engine_args, *listen), model=kept.model, worker_tokens=listen)
+    return (*argv, *engine_args, *listen)
 
 
 class ContainerEngine(VllmEngineProcess):

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
+from farm.engines import trust
 from farm.engines.argspec import CanonicalCommand, OptionSpec, ParsedOption, ValueKind, refuse
 
 DEFAULT_PATH_ROOTS = ("~/.cache/huggingface", "~/.cache/bench-farm", "/models")
@@ -32,6 +33,17 @@ CODE_KEY = re.compile(
 )
 """JSON keys that name code to import or call (`auto_map` points transformers at another repository's code)."""
 
+WRITE_KEY = re.compile(
+    r"(?:^|_)(?:dump|save|output|export|profiler|profile|trace|traces|log|logs|crash|storage|offload)_?"
+    r"(?:path|dir|directory|file|filename|folder|root)$|^(?:cache_dir|local_cache_dir|output|save_to)$",
+    re.I,
+)
+"""JSON keys naming where the engine writes (vLLM's `compilation_config.debug_dump_path` and `cache_dir`,
+`profiler_config.torch_profiler_dir`): refused, like the options that write."""
+WRITES = (
+    "writes a file or directory: an engine writes nowhere the worker does not place it, and a write under the "
+    "host's roots could replace a model (the worker keeps the engine's log itself)"
+)
 PATH_KEY = re.compile(r"(?:^|_)(?:path|dir|directory|file|filename|root)$", re.I)
 ADDRESS_KEY = re.compile(r"(?:^|_)(?:endpoint|host|hostname|addr|address|url|uri|ip)$", re.I)
 REPO_KEY = re.compile(r"^(?:model|tokenizer|draft_model|draft_tokenizer|hf_config_path|target_model)$", re.I)
@@ -52,7 +64,7 @@ class Judgement:
     """What a host allows beyond the engine's defaults (from its profile)."""
 
     trusted_models: frozenset[str] = frozenset()
-    """Repositories that may run with remote code trusted."""
+    """`repository@revision` pairs that may run with remote code trusted (farm.engines.trust)."""
     path_roots: tuple[str, ...] = DEFAULT_PATH_ROOTS
     allowed_code_options: frozenset[str] = frozenset()
     allow_local_media: bool = False
@@ -74,16 +86,40 @@ def judge(command: CanonicalCommand, judgement: Judgement) -> None:
             _judge_config(command, option, judgement, repositories)
             continue
         trusted |= _judge_option(option, judgement, repositories)
+    if trusted and command.model is None and (command.spec.positional_model or command.spec.model_option):
+        raise refuse(
+            "--trust-remote-code",
+            "remote code is trusted, and the command names no model: the engine would load one the judge never saw "
+            "(every repository the engine loads must be on this host's trust list)",
+        )
+    pinning = {name for names in command.spec.revisions.values() for name in names}
+    for option in command.options:
+        if option.name in pinning:
+            for value in option.values:
+                trust.refuse_pull_request(option.name, value)
     if trusted:
-        for where, repo in repositories:
-            if repo not in judgement.trusted_models:
-                listed = ", ".join(sorted(judgement.trusted_models)) or "no repository"
-                raise refuse(
-                    f"{where} {repo}",
-                    f"remote code is trusted, and this host trusts only {listed}: every repository the engine "
-                    "loads must be on its trust list",
-                )
+        trust.check_pinned(_loaded(command, repositories), judgement.trusted_models)
     _check_devices(command, judgement)
+
+
+def _loaded(command: CanonicalCommand, repositories: list[tuple[str, str]]) -> list[trust.Loaded]:
+    """Each repository the engine loads, with what pins its revision: the spec's revision options for the model and
+    the repository options, the revision keys beside a repository inside JSON, nothing for the others."""
+    spec = command.spec
+    values = {name: command.value(name) for names in spec.revisions.values() for name in names}
+    in_json: dict[str, trust.Loaded] = {}
+    for option in command.options:
+        if option.json_value is not None:
+            for item in trust.json_loaded(option.name, option.json_value, REPO_KEY):
+                in_json[item.where] = item
+    loaded: list[trust.Loaded] = []
+    for where, repo in repositories:
+        if where in in_json:
+            loaded.append(in_json[where])
+            continue
+        names = spec.revisions.get(where, ())
+        loaded.append(trust.Loaded(where, repo, trust.option_revisions(names, values)))
+    return loaded
 
 
 def _judge_option(option: ParsedOption, judgement: Judgement, repositories: list[tuple[str, str]]) -> bool:
@@ -109,7 +145,7 @@ def _judge_option(option: ParsedOption, judgement: Judgement, repositories: list
             _judge_value(spec.name, ValueKind.TEXT, extra, None, judgement, repositories, what)
         values = values[:1]
     for value in values:
-        _judge_value(spec.name, kind, value, spec.choices, judgement, repositories, what)
+        _judge_value(spec.name, kind, value, spec.choices, judgement, repositories, what, spec.reason)
     return False
 
 
@@ -218,6 +254,7 @@ def _judge_value(
     judgement: Judgement,
     repositories: list[tuple[str, str]],
     what: str,
+    reason: str = "",
 ) -> None:
     if kind == ValueKind.INT and not INT.match(value) and not HUMAN_INT.match(value):
         raise refuse(what, "expected an integer")
@@ -249,6 +286,9 @@ def _judge_value(
     elif kind == ValueKind.PATH:
         if choices is None or value not in choices:
             _check_path(what, value, judgement)
+    elif kind == ValueKind.OUTPUT:
+        if choices is None or value not in choices:
+            raise refuse(what, f"{WRITES}{': ' + reason if reason else ''}")
     elif kind == ValueKind.TEMPLATE:
         if "{{" not in value and "{%" not in value:
             _check_path(what, value, judgement)
@@ -286,6 +326,8 @@ def _check_word(what: str, value: str) -> None:
 def _repo_or_name(value: str) -> bool:
     """A repository id (`org/name`), or a bare name (an Ollama tag, a repository without an owner, a file name the
     host maps): no path at all."""
+    if value.startswith("-"):
+        raise refuse(value, "a repository or file name never begins with '-': the engine would read it as an option")
     if REPO_ID.match(value) and ".." not in value.split("/"):
         return True
     return "/" not in value and bool(WORD.match(value)) and not value.startswith((".", "~"))
@@ -350,8 +392,12 @@ def _judge_json(name: str, value: Any, judgement: Judgement, repositories: list[
         if key == TRUST_KEY:
             trusted |= leaf is True or str(leaf).lower() in ("true", "1")
             continue
+        if WRITE_KEY.search(key) and leaf not in (None, "", False):
+            raise refuse(f"{where}={leaf}", WRITES)
         if not isinstance(leaf, str):
             continue
+        if trust.REVISION_KEY.search(key):
+            trust.refuse_pull_request(where, leaf)
         if leaf.startswith("--"):
             raise refuse(f"{where}={leaf}", "a JSON string that carries an option")
         if QUALIFIED_NAME.match(leaf):

@@ -24,6 +24,8 @@ from farm.engines.argspec import ArgSpec, CanonicalCommand, parse_command
 from farm.engines.environment import check_recipe_environment, recipe_environment
 from farm.engines.judge import DEFAULT_PATH_ROOTS, Judgement, judge
 from farm.engines.registry import engine_kind
+from farm.engines.reparse import check_round_trip
+from farm.engines.trust import ANY_COMMIT
 from farm.engines.vllm.spec import CODE_LOADING
 from farm.errors import ArgumentPolicyError
 from farm.recipes.fields import CREDENTIAL_VALUE
@@ -51,7 +53,8 @@ class EnginePolicy:
     """What one host allows beyond the engine's own list. The default allows nothing risky."""
 
     allow_trust_remote_code_models: frozenset[str] = frozenset()
-    """Repositories that may run with remote code trusted; every repository the engine loads must be listed."""
+    """`repository@revision` pairs that may run with remote code trusted (farm.engines.trust.parse_trust_list):
+    every repository the engine loads must be pinned to a listed revision."""
     allow_local_media: bool = False
     """Whether --allowed-local-media-path (the engine reads files of the host) is allowed."""
     allowed_extra_flags: frozenset[str] = frozenset()
@@ -60,6 +63,8 @@ class EnginePolicy:
     """Code-loading options this host accepts."""
     allow_image_tags: bool = False
     """Container images: whether an image pinned by tag, not digest, may run."""
+    allowed_images: frozenset[str] = frozenset()
+    """Container images: repositories this host runs beside each engine's official ones (farm.engines.container)."""
     allowed_mount_sources: frozenset[str] = frozenset()
     """Container mounts: host paths a recipe may mount besides the model cache."""
     mount_roots: Mapping[str, str] = field(default_factory=dict, compare=False)
@@ -119,6 +124,7 @@ def canonical_command(
     spec = policy.spec_for(engine)
     command = parse_command(argv, spec, extra_options=policy.allowed_extra_flags, value_check=check_token)
     judge(command, policy.judgement(device_count=device_count, resolve_links=resolve_links))
+    check_round_trip(command)
     return command
 
 
@@ -148,7 +154,7 @@ def submit_policy(recipe: Recipe) -> EnginePolicy:
     """What some host may allow, since a host's own policy is not known at submit: remote code for the recipe's
     own model only, local media, code-loading options. The worker judges again with its real policy."""
     return EnginePolicy(
-        allow_trust_remote_code_models=frozenset({recipe.model_id}),
+        allow_trust_remote_code_models=frozenset({f"{recipe.model_id}@{ANY_COMMIT}"}),
         allow_local_media=True,
         allowed_risky_flags=frozenset(CODE_LOADING),
     )

@@ -109,8 +109,11 @@ def catalogue() -> dict[str, HardwareKind]:
             vendor=row.get("vendor", "nvidia" if nvml else "unknown"),
             accelerator_backend=row.get("accelerator_backend"),
             kind=row.get("kind"),
+            family=row.get("family"),
             device_names=tuple(row.get("device_names", ())),
-            source="farm",
+            # An id the registry uses whose document its stored copy lacks is the registry's, written out here:
+            # matched by its names like the registry's own (no preference over a look-alike).
+            source="registry" if row.get("registry_id") else "farm",
         )
     return entries
 
@@ -168,6 +171,10 @@ def _closest(candidates: list[HardwareKind], memory_gib: float | None) -> str | 
     if memory_gib is None:
         return None
     fitting = [kind for kind in candidates if abs(kind.memory_gib - memory_gib) <= max(2.0, 0.1 * kind.memory_gib)]
+    if len(fitting) > 1:
+        # Two sizes of one card within the tolerance (an RTX 3080 with 10 or 12 GB): the nearest, if one is.
+        nearest = min(abs(kind.memory_gib - memory_gib) for kind in fitting)
+        fitting = [kind for kind in fitting if abs(kind.memory_gib - memory_gib) == nearest]
     if len(fitting) != 1:
         return None
     return fitting[0].id
@@ -176,7 +183,11 @@ def _closest(candidates: list[HardwareKind], memory_gib: float | None) -> str | 
 def id_for_apple_chip(chip: str, memory_gib: float) -> str | None:
     """The catalogue id of an Apple chip (`Apple M3 Max`) with this much unified memory, or None."""
     family = re.sub(r"^apple\s+", "", chip.strip().lower()).replace(" ", "-")
-    for kind in catalogue().values():
-        if kind.vendor == "apple" and kind.family == family and abs(kind.memory_gib - memory_gib) < 1:
-            return kind.id
-    return None
+    found = [
+        kind.id
+        for kind in catalogue().values()
+        if kind.vendor == "apple" and kind.family == family and abs(kind.memory_gib - memory_gib) < 1
+    ]
+    # Two ids of one chip and memory (M3 Ultra 96 GB with a 60- or an 80-core GPU): the memory cannot tell them
+    # apart, so none is guessed (a profile declares which).
+    return found[0] if len(found) == 1 else None

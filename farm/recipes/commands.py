@@ -85,7 +85,9 @@ def split_command(text: str, source: str, field_name: str) -> list[str]:
     """A command line split as a POSIX shell would, except that a JSON value written without shell quotes
     (`--speculative-config {"method":"mtp"}`, as people paste commands) is kept as the JSON it means: a shell
     would strip its double quotes, which is how the registry's token lists lost theirs."""
-    protected, values = _protect_json(text)
+    # A backslash at the end of a line continues the command on the next one (a shell drops both): commands pasted
+    # from a script or a README are written that way.
+    protected, values = _protect_json(re.sub(r"\\\r?\n", " ", text))
     try:
         tokens = shlex.split(protected)
     except ValueError as exc:
@@ -312,6 +314,106 @@ def json_damage(tokens: Sequence[str]) -> list[int]:
     return damaged
 
 
+_BARE_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]*")
+_BARE_SCALAR = re.compile(r"[A-Za-z0-9_.+/-]+")
+_NUMBER = re.compile(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?")
+
+
+def repair_unquoted_json(text: str) -> str | None:
+    """The JSON a value that lost all its quotes was (`{method:mtp,num_speculative_tokens:4}` ->
+    `{"method":"mtp","num_speculative_tokens":4}`), when it has exactly one reading; None otherwise.
+
+    One reading only: objects and lists of bare keys (identifiers) and bare scalars, with no quote left, no space,
+    and no scalar holding a character JSON would need quoted to mean something else (`:`, `,`, brackets). A number,
+    `true`, `false` and `null` are JSON's own (a quote-less copy cannot have lost quotes around them, since the
+    engines' configs take them unquoted), any other word is a string. Anything else (a remark in brackets, prose,
+    a value with spaces) has no such reading: None, and the token is refused as it was."""
+    if not text.startswith(("{", "[")) or any(ch in text for ch in "\"' \t\n\\"):
+        return None
+    position = 0
+
+    def value() -> object:
+        nonlocal position
+        if position >= len(text):
+            raise ValueError("end")
+        if text[position] == "{":
+            position += 1
+            members: dict[str, object] = {}
+            if text[position : position + 1] == "}":
+                position += 1
+                return members
+            while True:
+                key = _BARE_KEY.match(text, position)
+                if key is None or text[key.end() : key.end() + 1] != ":" or key.group() in members:
+                    raise ValueError("key")
+                position = key.end() + 1
+                members[key.group()] = value()
+                if text[position : position + 1] == ",":
+                    position += 1
+                    continue
+                if text[position : position + 1] == "}":
+                    position += 1
+                    return members
+                raise ValueError("object")
+        if text[position] == "[":
+            position += 1
+            items: list[object] = []
+            if text[position : position + 1] == "]":
+                position += 1
+                return items
+            while True:
+                items.append(value())
+                if text[position : position + 1] == ",":
+                    position += 1
+                    continue
+                if text[position : position + 1] == "]":
+                    position += 1
+                    return items
+                raise ValueError("list")
+        word = _BARE_SCALAR.match(text, position)
+        if word is None:
+            raise ValueError("scalar")
+        position = word.end()
+        literal = word.group()
+        if _NUMBER.fullmatch(literal):
+            return json.loads(literal)
+        return {"true": True, "false": False, "null": None}.get(literal, literal)
+
+    try:
+        parsed = value()
+    except (ValueError, IndexError):
+        return None
+    if position != len(text):
+        return None
+    return json.dumps(parsed, separators=(",", ":"))
+
+
+_LABEL = re.compile(r"^(?:command|cmd|args|run|launch|server)s?:$", re.IGNORECASE)
+"""A label a paste puts before its command (`command: vllm serve ...`, `args: --model ...`)."""
+
+
+def around_a_command(tokens: Sequence[str]) -> tuple[list[str], list[str]]:
+    """The tokens without the chat text a paste put around a complete command, and what was cut (for a note):
+    a leading label (`command:`), and a closing remark in parentheses or brackets (`(4x DGX Spark GB10, RoCE)`,
+    `[edit: fixed the port]`) after the last option's value. A remark is cut only when it is the whole tail, opens
+    with `(` or `[` and closes with `)` or `]`, spans more than one word (a one-word `[gpu]` or `[1,2]` may be a
+    value) and holds no option; anything else is left whole, for read_command to judge."""
+    rest = list(tokens)
+    cut: list[str] = []
+    if len(rest) > 1 and _LABEL.match(rest[0]):
+        cut.append(rest.pop(0))
+    for start in range(1, len(rest)):
+        head, tail = rest[start], rest[start:]
+        if not head.startswith(("(", "[")) or len(tail) < 2 or not tail[-1].endswith((")", "]", ")```", "]```")):
+            continue
+        if any(_OPTION_LIKE.match(word) for word in tail) or head[1:2] in ('"', "{"):
+            break
+        cut.append(" ".join(tail))
+        rest = rest[:start]
+        break
+    return rest, cut
+
+
 def read_command(
     tokens: Sequence[str],
     source: str,
@@ -323,6 +425,7 @@ def read_command(
     """Read a full command (`[VAR=v ...] executable [subcommand] args`) or, with `arguments_only`, the arguments a
     container entrypoint or draft launch gives (with or without a leading subcommand) into a Command."""
     original = tuple(tokens)
+    tokens, chat = around_a_command(tokens)
     tokens, listed_environment = from_yaml_items(without_closing_fence(tokens))
     tokens = without_closing_fence(before_prose_fence(from_compose_list(tokens)))
     if len(tokens) > MAX_ARGV_TOKENS:
@@ -350,6 +453,20 @@ def read_command(
     if not rest:
         raise RecipeError("empty: the launch command has no tokens", source=source, field=field_name)
 
+    if arguments_only and rest[0] in ("-c", "-lc", "-ec", "-xc"):
+        raise RecipeError(
+            f"the arguments are a shell's {rest[0]} script (for an image whose entrypoint is a shell), not "
+            f"{declared_engine or 'the engine'}'s arguments: the farm cannot judge a script",
+            source=source,
+            field=field_name,
+        )
+    if arguments_only and rest[0] in ("-v", "-e", "--env", "--gpus", "--volume", "-p", "--ipc", "--shm-size"):
+        raise RecipeError(
+            f"the arguments start with `docker run` options ({rest[0]} ...), not {declared_engine or 'the engine'}'s:"
+            " the paste mixed the container's options with the command",
+            source=source,
+            field=field_name,
+        )
     if arguments_only and not starts_a_server(rest):
         if declared_engine is None:
             raise RecipeError("arguments without an engine to run them", source=source, field=field_name)
@@ -366,12 +483,14 @@ def read_command(
             f"executable {rest[0]!r} is {engine}, not the engine {declared_engine!r}", source=source, field=field_name
         )
     argv = _canonical(engine, args, source, field_name)
+    notes = tuple(f"chat text around the command was left out: {text[:100]!r}" for text in chat)
     return Command(
         engine=engine,
         argv=tuple(argv),
         environment=environment,
         source_field=field_name,
         source_tokens=original,
+        notes=notes,
     )
 
 
@@ -380,10 +499,15 @@ _OPTIONAL_POSITIONAL_MODEL = frozenset({"lmstudio"})
 
 _OPTION_LIKE = re.compile(r"^-{1,2}[A-Za-z]")
 _COMPOSE_KEY = re.compile(
-    r"^(ipc|shm_size|cpuset|ulimits|memlock|stack|nofile|soft|hard|restart|init|tty|stdin_open):$"
+    r"^(ipc|shm_size|cpuset|ulimits|memlock|stack|nofile|soft|hard|restart|init|tty|stdin_open|deploy|resources|"
+    r"reservations|devices|driver|device_ids|count|capabilities|runtime|network_mode|gpus):$"
 )
 """Keys of a compose service that only say how its container runs, which a flattened `command:` list can be
-followed by when a chat message pastes the service (`ipc: host`, `shm_size: 32g`, `ulimits: memlock: -1`)."""
+followed by when a chat message pastes the service (`ipc: host`, `shm_size: 32g`, `ulimits: memlock: -1`,
+`deploy: resources: reservations: devices: - driver: nvidia device_ids: ["1","2"] capabilities: [gpu]`)."""
+
+_YAML_FLOW_LIST = re.compile(r"^\[[\w\",. -]*\]$")
+"""A YAML flow list as a compose key's value (`[gpu]`, `["1","2"]`)."""
 
 
 def from_compose_list(tokens: Sequence[str]) -> list[str]:
@@ -410,7 +534,9 @@ def from_compose_list(tokens: Sequence[str]) -> list[str]:
     rest = tokens[index:]
     if rest and not _COMPOSE_KEY.match(rest[0]):
         return list(tokens)
-    for word in rest:
+    for position, word in enumerate(rest):
+        if position and rest[position - 1].endswith(":") and _YAML_FLOW_LIST.match(word):
+            continue  # a key's flow-list value (`capabilities: [gpu]`)
         if word != _FENCE and (word.startswith("--") or word.startswith(("{", "[")) or "=" in word):
             return list(tokens)
         if word.endswith(":") and not _COMPOSE_KEY.match(word):
@@ -592,8 +718,34 @@ def _canonical(engine: str, args: Sequence[str], source: str, field_name: str) -
         )
     model = positional if positional is not None else (flagged[0] if flagged else None)
     if model is None:
+        other = _other_engines_model_option(engine, rest)
+        if other is not None:
+            raise RecipeError(
+                f"names its model with {other}, which is not a {engine} option ({engine} takes the model as "
+                f"{'the first argument or ' if engine in POSITIONAL_MODEL_ENGINES else ''}{flags[0]}): "
+                "the arguments look like another engine's",
+                source=source,
+                field=field_name,
+            )
         raise RecipeError("names no model (no positional model and no --model)", source=source, field=field_name)
+    if model.startswith("-"):
+        # moved to the positional slot, `--model=--trust-remote-code` would be read as an option
+        raise RecipeError(
+            f"the model {model!r} begins with '-': the engine would read it as an option",
+            source=source,
+            field=field_name,
+        )
     return [*launcher, model, *rest]
+
+
+def _other_engines_model_option(engine: str, args: Sequence[str]) -> str | None:
+    """The model option of another engine that args use (`--model-path` in a vLLM command), if any."""
+    own = set(MODEL_FLAGS.get(engine, ()))
+    for other, names in MODEL_FLAGS.items():
+        for name in names:
+            if other != engine and name not in own and any(a == name or a.startswith(name + "=") for a in args):
+                return name
+    return None
 
 
 def _pop_all(args: Sequence[str], names: Sequence[str]) -> tuple[list[str], list[str]]:
@@ -884,6 +1036,11 @@ def _model_tokens(engine: str, model: str) -> list[str]:
     if engine in POSITIONAL_MODEL_ENGINES:
         return [model]
     return [_SYNTH_MODEL_FLAG.get(engine, MODEL_FLAGS[engine][0]), model]
+
+
+def with_model(engine: str, args: list[str], new: list[str]) -> list[str]:
+    """The engine's argv with its model replaced by `new` (an empty list: no model in the command)."""
+    return _with_model(engine, args, ENGINE_LAUNCHERS[engine], MODEL_FLAGS.get(engine, ()), new)
 
 
 def _with_model(

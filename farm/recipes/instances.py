@@ -137,6 +137,61 @@ def model_for(engine: str, instance_id: str, hint: str | None = None) -> str | N
     return instance_model(engine, instance)
 
 
+_NEVER_NATIVE = re.compile(
+    r"(?:^|[-_ ])(?:awq|gptq|nvfp4|fp4|int[48]|w[48]a(?:8|16)|autoround|auto-round|exl[23]|bnb|nf4|[2-8]-?bits?)"
+    r"(?:$|[-_ ])",
+    re.IGNORECASE,
+)
+"""Quantizations no base repository ships its weights in (a model's own weights may be BF16, FP8 or MXFP4, never
+AWQ or NVFP4): an instance in one of them is a separate checkpoint."""
+
+_QUANTIZED_NAME = re.compile(
+    r"awq|gptq|nvfp4|fp4|fp8|int[48]|w[48]a(?:8|16)|autoround|auto-round|exl[23]|bnb|nf4|bits?\b|bpw|quant|gguf|mlx|"
+    r"mxfp4|marlin|compressed|[-_]q[2-8]",
+    re.IGNORECASE,
+)
+"""What a quantized checkpoint's repository name says of itself (`GLM-4.7-Flash-AWQ`, `Qwen3.6-27B-NVFP4`)."""
+
+BASE_PUBLISHERS = frozenset(
+    {
+        "qwen",
+        "zai-org",
+        "google",
+        "minimaxai",
+        "nvidia",
+        "deepseek-ai",
+        "meta-llama",
+        "mistralai",
+        "moonshotai",
+        "openai",
+        "xiaomimimo",
+        "microsoft",
+        "ibm-granite",
+        "liquidai",
+        "poolside",
+        "tencent",
+        "baidu",
+    }
+)
+"""Publishers of base models who name each quantized release of theirs by its quantization (`Qwen/Qwen3-8B-AWQ`,
+`nvidia/Qwen3.6-27B-NVFP4`): one of their repositories named without one holds the base weights. Other publishers
+(community quantizers, fine-tuners) may keep a quantized checkpoint under a plain name, so nothing is read from
+theirs."""
+
+
+def base_for_quantized(instance: Instance) -> str | None:
+    """The quantization an instance states (its precision, or its id after `--`) when its repository is named like
+    a base model that does not hold those weights: the registry's instance (or its synthesized draft) then names the
+    base repository for a quantized checkpoint it does not name (`zai-org/GLM-4.5-Air` for `...--awq-4bit`). Loading
+    that repository would run other weights than the recipe's. None when the two agree."""
+    stated = [instance.precision or "", instance.format or "", instance.id.partition("--")[2]]
+    quant = next((value for value in stated if value and _NEVER_NATIVE.search(value)), None)
+    owner, _, name = instance.repository.partition("/")
+    if quant is None or owner.lower() not in BASE_PUBLISHERS or _QUANTIZED_NAME.search(name):
+        return None
+    return quant
+
+
 def instance_model(engine: str, instance: Instance) -> str | None:
     """model_for, for an instance the snapshot has."""
     quant = instance.quantization
@@ -153,6 +208,12 @@ def instance_model(engine: str, instance: Instance) -> str | None:
         raise CannotLoad(
             f"instance {instance.id!r} names no Hugging Face repository ({instance.repository!r}), so {engine} has "
             "nothing to load"
+        )
+    stated = base_for_quantized(instance)
+    if stated is not None:
+        raise CannotLoad(
+            f"instance {instance.id!r} is a {stated} checkpoint, but the repository it names, {instance.repository!r}, "
+            f"is the base model's: {engine} would load other weights than the ones that ran"
         )
     if instance.gguf_repository or (quant is not None and quant not in ("BF16", "F16", "F32")):
         raise CannotLoad(

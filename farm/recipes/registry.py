@@ -11,11 +11,13 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from farm.errors import RecipeError
+from farm.errors import ArgumentPolicyError, RecipeError
 from farm.recipes import assets, instances
 from farm.recipes.commands import (
+    ENGINE_FLAG_OPTIONS,
     NOT_SERVERS,
     Command,
+    around_a_command,
     before_prose_fence,
     check_environment,
     draft_model,
@@ -29,12 +31,14 @@ from farm.recipes.commands import (
     mentions_an_engine,
     model_in_argv,
     read_command,
+    repair_unquoted_json,
     resolve_draft,
     resolve_model,
     split_command,
     split_environment,
     starts_a_server,
     synthesize,
+    with_model,
     without_closing_fence,
 )
 from farm.recipes.fields import (
@@ -117,16 +121,32 @@ def parse_registry(text: str, source: str, *, content_sha256: str | None = None)
     if engine.name == "tabbyapi":
         argv, config_asset = _config_asset(argv, launch, draft_launch, source)
     check_launch(argv, engine.name, source, argv_field)
+    # A paste is read as its engine reads it; the farm's own `argv` shape is written for the farm, and a repeated
+    # option there stays the judge's to refuse.
+    argv, repeated = _once_each(engine.name, argv) if argv_field != "argv" else (argv, [])
     damaged = json_damage(argv)
+    argv, repaired = _repair_json_values(argv, damaged)
+    if repaired:
+        notes_repaired = repaired
+        damaged = json_damage(argv)
+    else:
+        notes_repaired = []
     if damaged:
         index = damaged[0]
+        if re.search(r"\s", argv[index]) or re.match(r"^[\[(][A-Za-z][\w ]*:\s", argv[index]):
+            raise RecipeError(
+                f"token {index} ({argv[index][:80]!r}) is a remark in brackets, not a value: the command was pasted "
+                "with chat text inside it",
+                source=source,
+                field=argv_field,
+            )
         raise RecipeError(
             f"token {index} ({argv[index][:80]!r}) looks like JSON but is not valid JSON: its quotes were lost, "
             "and no other source of the command keeps them",
             source=source,
             field=argv_field,
         )
-    notes_on_command = list(command.notes)
+    notes_on_command = [*command.notes, *repeated, *notes_repaired]
     if config_asset is not None:
         notes_on_command.append(
             f"TabbyAPI's --config is registry asset {config_asset.name} (sha256 {config_asset.sha256[:12]}), read "
@@ -143,6 +163,7 @@ def parse_registry(text: str, source: str, *, content_sha256: str | None = None)
         if draft_note:
             notes_on_command.append(draft_note)
 
+    _refuse_gguf_repository(engine.name, argv, source, argv_field)
     model_id = data.get("model_id")
     model_source = "model_id"
     if model_id is None and argv_field == _SYNTHESIZED and command.model is not None:
@@ -219,6 +240,17 @@ def parse_registry(text: str, source: str, *, content_sha256: str | None = None)
         if argv_field != "draft_launch.arguments":
             container = _running(container, engine.name, argv, command.environment)
 
+    if (
+        container is not None
+        and container.entrypoint is not None
+        and _passes_through([container.entrypoint], container.image, engine.name)
+    ):
+        # The image's own entrypoint, written out: the same as not replacing it. Other engines' images take a whole
+        # command the recipe wrote its own way: the recipe runs as the process its canonical command is (_running).
+        container = container.model_copy(update={"entrypoint": None}) if engine.name == "vllm" else None
+    if container is not None and engine.name == "vllm" and (repeated or notes_repaired):
+        # The container runs the command as read (each option once, JSON values whole), not as pasted.
+        container = container.model_copy(update={"arguments": tuple(argv[len(ENGINE_LAUNCHERS["vllm"]) :])})
     if container is not None and config_asset is not None:
         # The config is in the command now: the container runs that command, without the asset's mount.
         container = container.model_copy(
@@ -329,6 +361,12 @@ def _registry_command(
         f"{_REGISTRY_LM}.tokenized.environment",
     )
 
+    chat: list[str] = []
+    if listed is not None:
+        listed, chat = around_a_command(listed)
+    if observed is not None:
+        observed, cut = around_a_command(observed)
+        chat = chat or cut
     chosen: tuple[str, list[str]] | None = None
     if listed is not None and observed is not None:
         # The registry keeps leading VAR=value words in tokenized.environment and drops them from the list.
@@ -343,11 +381,17 @@ def _registry_command(
     step_note: str | None = None
     if chosen is not None:
         chosen, step_note = _server_step(chosen, source)
+    if chat:
+        left_out = "; ".join(text[:100] for text in chat)
+        step_note = f"{step_note}; " if step_note else ""
+        step_note += f"chat text around the command was left out: {left_out!r}"
     deferred: RecipeError | None = None
     if chosen is not None and _benchmark_tool(chosen[1]) is not None:
         # The run was measured with a benchmark tool (llama-bench), not a server: the registry's launch or
         # draft launch says how to serve the same model; without one, the tool's refusal stands.
         deferred = _not_a_server(chosen, source)
+    elif chosen is not None and engine == "ollama" and _ollama_model(chosen[1]) is not None:
+        pass  # `ollama pull MODEL` / `ollama run MODEL`: the model, named plainly; the server is `ollama serve`
     elif chosen is not None and _only_options(chosen[1]):
         # A page that recorded only the options it added (`-b 1024 -ub 1024 ...`): the recipe's engine's server
         # with them, its model the recipe's instance.
@@ -371,15 +415,54 @@ def _registry_command(
         command = read_command(chosen[1], source, chosen[0], declared_engine=engine)
         return _with_environment(_noted(command, step_note), environment)
 
+    flags_field = f"{_REGISTRY_LM}.engine_flags"
+    flags = mapping(localmaxxing.get("engine_flags"), source, flags_field)
     for field_name, section in (("launch", launch), ("draft_launch", draft_launch)):
         arguments = section.get("arguments")
         if arguments is None:
             continue
+        generated = field_name == "draft_launch" and bool(section.get("synthesized"))
+        if (
+            generated
+            and deferred is not None
+            and chosen is not None
+            and engine == "llama.cpp"
+            and _benchmark_tool(chosen[1]) == "llama-bench"
+        ):
+            # What ran beats what was generated: the registry wrote its draft from the instance and its own
+            # defaults (a context of its choosing, no cache types or offload split), the recording is the run.
+            recorded = _noted(_from_llama_bench(chosen, source), step_note)
+            return _with_environment(
+                _noted(
+                    recorded,
+                    f"the recorded llama-bench command is what ran; the registry's synthesized draft "
+                    f"({' '.join(map(str, arguments))[:80]!r}) is not used: it would replace the recorded model "
+                    "and options with its own",
+                ),
+                environment,
+            )
         arguments = string_list(arguments, source, f"{field_name}.arguments", allow_empty=True)
         entrypoint = _entrypoint(section.get("entrypoint"), source, f"{field_name}.entrypoint")
         if not arguments and not entrypoint:
             continue
         tokens = [*entrypoint, *arguments]
+        image = section.get("image")
+        if (
+            entrypoint
+            and _passes_through(entrypoint, image, engine)
+            and starts_a_server(split_environment(arguments, source, f"{field_name}.arguments")[1])
+        ):
+            # The official image's own entrypoint runs its arguments (NVIDIA's base images' wrapper execs "$@"):
+            # the arguments are the command, the wrapper is named in a note and never judged as one.
+            notes_through = (
+                f"{field_name}.entrypoint {' '.join(entrypoint)!r} is {image}'s own entrypoint, which runs its "
+                "arguments: the arguments are the command",
+            )
+            command = read_command(arguments, source, f"{field_name}.arguments", declared_engine=engine)
+            command = dataclasses.replace(command, notes=(*command.notes, *notes_through))
+            if generated:
+                command = _generated_draft(command, data, flags, source, flags_field)
+            return _with_environment(command, environment)
         if entrypoint and not starts_a_server(tokens):
             launcher = ENGINE_LAUNCHERS[engine]
             if len(entrypoint) == 1 and posixpath.basename(entrypoint[0]) == launcher[0] and len(launcher) == 2:
@@ -394,10 +477,12 @@ def _registry_command(
         command = read_command(
             tokens, source, f"{field_name}.arguments", declared_engine=engine, arguments_only=not entrypoint
         )
+        if generated:
+            command = _generated_draft(command, data, flags, source, flags_field)
         if deferred is not None and chosen is not None:
-            recorded = " ".join(chosen[1])[:80]
+            shown = " ".join(chosen[1])[:80]
             command = _noted(
-                command, f"the recorded command ({recorded!r}) serves nothing the farm runs: {deferred.detail}"
+                command, f"the recorded command ({shown!r}) serves nothing the farm runs: {deferred.detail}"
             )
         return _with_environment(command, environment)
 
@@ -413,6 +498,9 @@ def _registry_command(
         detail = ""
     model = _repository(data)
     model_source = "huggingface.repository" if data.get("model_id") is None else "model_id"
+    named = _named_ollama_model(engine, chosen, launch)
+    if model is None and named is not None:
+        model, model_source = named
     instance = data.get("model_instance_id")
     if model is None and isinstance(instance, str):
         try:
@@ -439,8 +527,6 @@ def _registry_command(
             source=source,
             field="argv",
         )
-    flags_field = f"{_REGISTRY_LM}.engine_flags"
-    flags = mapping(localmaxxing.get("engine_flags"), source, flags_field)
     serving = mapping(data.get("serving"), source, "serving")
     argv = synthesize(engine, model, flags, source, flags_field, serving=serving, hardware_count=hardware_count)
     notes: tuple[str, ...] = ()
@@ -451,6 +537,8 @@ def _registry_command(
         )
     if model is None:
         notes = (*notes, f"the model is registry instance {instance!r}; the host maps it to its own file")
+    elif named is not None and model_source == named[1]:
+        notes = (*notes, f"{named[1]} pulls {named[0]!r}: the model is named plainly there, and Ollama serves it")
     return Command(
         engine=engine,
         argv=argv,
@@ -464,6 +552,252 @@ def _registry_command(
 
 
 _SYNTHESIZED = "engine+model+engine_flags"
+
+
+def _once_each(engine: str, argv: list[str]) -> tuple[list[str], list[str]]:
+    """argv with an option the command gives more than once read as the engine's own parser reads it, and rendered
+    once, with a note: argparse (vLLM, SGLang) and llama.cpp's parser keep a single-valued option's last value, and a
+    switch given twice is the switch. Options the engine takes repeatedly (lists) and options it does not know are
+    left as written, for the judge."""
+    from farm.engines.argspec import ValueKind, is_flag
+    from farm.engines.policy import DEFAULT_POLICY
+
+    try:
+        spec = DEFAULT_POLICY.spec_for(engine)
+    except ArgumentPolicyError:  # an engine without a shipped spec: judged as written
+        return argv, []
+    launcher = len(ENGINE_LAUNCHERS[engine])
+    spans: list[tuple[str, int, int]] = []  # (option name, start, end) of each single-valued option's occurrence
+    index = launcher
+    while index < len(argv):
+        token = argv[index]
+        if not is_flag(token):
+            index += 1
+            continue
+        name, equals, _ = token.partition("=")
+        if spec.underscores and name.startswith("--"):
+            name = "--" + name[2:].replace("_", "-")
+        option = spec.lookup(name)
+        if option is None or option.repeatable or option.nargs not in (None, 0):
+            index += 1
+            continue
+        switch = option.kind in (ValueKind.FLAG, ValueKind.BOOL) or option.nargs == 0
+        end = index + 1 if equals or switch or index + 1 >= len(argv) or is_flag(argv[index + 1]) else index + 2
+        spans.append((option.name, index, end))
+        index = end
+    last: dict[str, tuple[int, int]] = {}
+    for name, start, end in spans:
+        last[name] = (start, end)
+    drop: set[int] = set()
+    notes: list[str] = []
+    for name, start, end in spans:
+        kept = last[name]
+        if (start, end) == kept:
+            continue
+        drop.update(range(start, end))
+        dropped, chosen = " ".join(argv[start:end]), " ".join(argv[kept[0] : kept[1]])
+        notes.append(
+            f"{name} is given more than once; {engine}'s parser keeps the last ({chosen!r}), so {dropped!r} is left "
+            "out and the option is rendered once"
+        )
+    return [token for position, token in enumerate(argv) if position not in drop], notes
+
+
+def _refuse_gguf_repository(engine: str, argv: list[str], source: str, field_name: str) -> None:
+    """A vLLM or SGLang command naming a GGUF repository (`unsloth/Qwen3.6-35B-A3B-GGUF`) without one of its files:
+    these engines load one GGUF file (with the base model's tokenizer), and a repository of several quantizations
+    names none of them, so the command would load nothing that ran (the registry's synthesized drafts name the
+    instance's repository this way)."""
+    if engine not in ("vllm", "sglang"):
+        return
+    model = model_in_argv(engine, argv)
+    if model is None or not instances.REPO_ID.match(model) or "gguf" not in model.lower():
+        return
+    raise RecipeError(
+        f"names the GGUF repository {model!r} without its file: {engine} loads one GGUF file, which the recipe does "
+        "not name, so the command would not load the weights that ran",
+        source=source,
+        field=field_name,
+    )
+
+
+def _repair_json_values(argv: list[str], damaged: list[int]) -> tuple[list[str], list[str]]:
+    """Option values that lost their JSON quotes (`--speculative-config {method:mtp,num_speculative_tokens:4}`),
+    each repaired where it has exactly one reading (commands.repair_unquoted_json), and a note for each. Only an
+    option's value is repaired (`--opt VALUE` or `--opt=VALUE`): a bracketed word standing alone is no option's
+    value, and stays for the judge to refuse."""
+    out = list(argv)
+    notes: list[str] = []
+    for index in damaged:
+        token = out[index]
+        name, equals, inline = token.partition("=")
+        if token.startswith("-") and equals:
+            fixed = repair_unquoted_json(inline.strip())
+            if fixed is not None:
+                out[index] = f"{name}={fixed}"
+        elif index > 0 and out[index - 1].startswith("--") and "=" not in out[index - 1]:
+            fixed = repair_unquoted_json(token.strip())
+            if fixed is not None:
+                out[index] = fixed
+        else:
+            fixed = None
+        if fixed is not None:
+            notes.append(
+                f"the value {token[:80]!r} lost its JSON quotes; it has one reading, {fixed[:120]!r}, which is used"
+            )
+    return out, notes
+
+
+_PASS_THROUGH_ENTRYPOINTS = frozenset({"/opt/nvidia/nvidia_entrypoint.sh"})
+"""Entrypoints of official engine images that print a banner and exec their arguments (`exec "$@"`): NVIDIA's base
+images, which lmsysorg/sglang and the CUDA vLLM builds start from."""
+
+
+def _passes_through(entrypoint: list[str], image: object, engine: str) -> bool:
+    """Whether a launch's entrypoint is its official image's own wrapper that runs the arguments it is given."""
+    return (
+        len(entrypoint) == 1
+        and entrypoint[0] in _PASS_THROUGH_ENTRYPOINTS
+        and isinstance(image, str)
+        and image_engine(image) == engine
+    )
+
+
+_SPECULATIVE_OPTIONS = (
+    "--speculative-config",
+    "--speculative-algorithm",
+    "--speculative-model",
+    "-md",
+    "--model-draft",
+)
+
+
+def _generated_draft(
+    command: Command, data: Mapping[str, Any], flags: Mapping[str, Any], source: str, flags_field: str
+) -> Command:
+    """A draft launch the registry synthesized, held to what the recipe states elsewhere: the draft fills in what
+    nothing recorded, and never replaces what the metadata records.
+
+    - Its model must be the recipe's checkpoint: a draft naming a base publisher's plain repository for a quantized
+      instance (`zai-org/GLM-4.5-Air` for `...--awq-4bit`) would load other weights (instances.base_for_quantized).
+    - `metadata.localmaxxing.engine_flags` (the run's own settings: KV cache type, attention back-end, tensor
+      parallelism, flash attention, GPU layers) win over the draft: a setting the draft lacks is added, one it
+      gives otherwise is replaced, each named in a note.
+    - MTP or speculative decoding the flags record and the draft drops cannot be rebuilt (which draft model, how
+      many tokens): refused, as a command built from the flags alone would be."""
+    engine = command.engine
+    field_name = command.source_field
+    instance_id = data.get("model_instance_id")
+    model = model_in_argv(engine, command.argv)
+    if isinstance(instance_id, str) and model is not None and engine not in instances.LOCAL_ARTIFACT_ENGINES:
+        instance = instances.lookup(instance_id) or instances.from_hint(instance_id, model)
+        stated = instances.base_for_quantized(instance) if instance is not None else None
+        if stated is not None and instance is not None and instance.repository == model:
+            raise RecipeError(
+                f"the registry's synthesized draft names {model!r}, the base model's repository, for instance "
+                f"{instance_id!r}, a {stated} checkpoint the recipe does not name: it would launch other weights "
+                "than the ones that ran",
+                source=source,
+                field=field_name,
+            )
+    command = _bare_gguf_repository(command, instance_id)
+    argv = list(command.argv)
+    notes: list[str] = []
+    options = ENGINE_FLAG_OPTIONS.get(engine, {})
+    for key, value in flags.items():
+        if value is None or value is False:
+            continue
+        if key in ("specDecoding", "mtpEnabled"):
+            if any(token.partition("=")[0] in _SPECULATIVE_OPTIONS for token in argv):
+                continue
+            tokens = _mtp_tokens(data) if key == "mtpEnabled" and engine == "vllm" else None
+            if tokens is not None:
+                config = json.dumps({"method": "mtp", "num_speculative_tokens": tokens}, separators=(",", ":"))
+                argv += ["--speculative-config", config]
+                notes.append(
+                    f"{flags_field}.mtpEnabled and the recipe's notes record MTP with {tokens} tokens, which the "
+                    f"registry's synthesized draft drops: --speculative-config {config} added"
+                )
+                continue
+            raise RecipeError(
+                f"{key} is on in {flags_field}, but the registry's synthesized draft has no speculative decoding, "
+                "and the recipe does not say which draft: the command that ran cannot be rebuilt",
+                source=source,
+                field=f"{flags_field}.{key}",
+            )
+        names = options.get(key)
+        if names is None or (isinstance(value, bool) and key != "flashAttn"):
+            continue
+        if key == "tensorParallel" and value == 1 and not _names_parallel(argv):
+            continue
+        rendered = "on" if value is True else str(value)
+        for name in names:
+            spellings = _PARALLEL_SPELLINGS[:4] if key == "tensorParallel" else (name,)
+            argv, was = _set_option(argv, spellings, name, rendered)
+            if was != rendered:
+                what = "added" if was is None else f"replaces the draft's {was!r}"
+                notes.append(f"{flags_field}.{key} = {value!r} is what ran: {name} {rendered} {what}")
+    return dataclasses.replace(command, argv=tuple(argv), notes=(*command.notes, *notes))
+
+
+def _bare_gguf_repository(command: Command, instance_id: object) -> Command:
+    """A llama.cpp draft the registry synthesized naming a GGUF repository without a quantization
+    (`-hf unsloth/Qwen3.8-27B-GGUF`): llama-server would download the repository's default file (Q4_K_M, or the
+    first it lists), not the recipe's instance (`...--ud-q4-k-xl`). The model becomes the instance's own: `REPO:QUANT`
+    when the farm's snapshot of the registry knows it, or none, for the host to map the instance id to its own file
+    (as for any recipe that names its model only by its instance), with a note."""
+    engine = command.engine
+    if engine != "llama.cpp" or not isinstance(instance_id, str):
+        return command
+    argv = list(command.argv)
+    model = model_in_argv(engine, argv)
+    named_files = {token.partition("=")[0] for token in argv} & {"--hf-file", "-hff"}
+    if model is None or ":" in model or named_files or instances.REPO_ID.match(model) is None:
+        return command
+    instance = instances.lookup(instance_id)
+    replacement = instances.instance_model(engine, instance) if instance is not None else None
+    new = ["--hf-repo", replacement] if replacement is not None else []
+    argv = with_model(engine, argv, new)
+    what = f"the instance's {replacement!r}" if replacement is not None else "the host's file for the instance"
+    note = (
+        f"the registry's synthesized draft names the GGUF repository {model!r} without a quantization, so llama.cpp "
+        f"would download its default file, not instance {instance_id!r}: the model is {what}"
+    )
+    return dataclasses.replace(
+        command,
+        argv=tuple(argv),
+        model=replacement if replacement is not None else instance_id,
+        model_source="model_instance_id",
+        notes=(*command.notes, note),
+    )
+
+
+_MTP_TOKENS = re.compile(r"\bMTP(?:\s*[=:]?\s*|\s+k\s*=\s*)(\d{1,2})\b", re.IGNORECASE)
+
+
+def _mtp_tokens(data: Mapping[str, Any]) -> int | None:
+    """The number of MTP draft tokens the recipe's notes state (`using MTP 8`, `MTP k=4`), when they state exactly
+    one."""
+    notes = data.get("notes") if data.get("notes") is not None else dig(data, f"{_REGISTRY_LM}.notes")
+    if not isinstance(notes, str):
+        return None
+    found = {int(match) for match in _MTP_TOKENS.findall(notes)}
+    return found.pop() if len(found) == 1 and 0 < min(found) <= 16 else None
+
+
+def _set_option(argv: list[str], spellings: tuple[str, ...], name: str, value: str) -> tuple[list[str], str | None]:
+    """argv with the option (any of its spellings) set to value, and the value it had (None: it was absent)."""
+    for index, token in enumerate(argv):
+        head, equals, inline = token.partition("=")
+        if head.replace("_", "-") not in spellings:
+            continue
+        if equals:
+            return [*argv[:index], f"{head}={value}", *argv[index + 1 :]], inline
+        if index + 1 < len(argv) and not argv[index + 1].startswith("-"):
+            return [*argv[: index + 1], value, *argv[index + 2 :]], argv[index + 1]
+        return [*argv[:index], name, value, *argv[index + 1 :]], "on"
+    return [*argv, name, value], None
+
 
 _PROD_CHECKED = re.compile(
     r"^https://huggingface\.co/api/models/(?P<repository>[A-Za-z0-9][\w.-]*/[\w.-]+)/revision/[0-9a-f]{40}(?:[?#].*)?$"
@@ -601,6 +935,33 @@ def _uncarried_command(
             source=source,
             field="launch.arguments",
         )
+    return None
+
+
+_OLLAMA_MODEL = re.compile(r"^(?:hf\.co/[A-Za-z0-9][\w.-]*/[\w.-]+|[a-z0-9][\w.-]*(?:/[\w.-]+)?)(?::[\w.-]+)?$")
+
+
+def _ollama_model(tokens: list[str]) -> str | None:
+    """The model of `[path/]ollama pull MODEL` or `ollama run MODEL` with nothing after it: the recipe names its
+    model plainly (`hf.co/unsloth/Qwen3.6-35B-A3B-GGUF:UD-Q4_K_M`, `qwen3.6:35b`), whatever the farm's snapshot of
+    the registry's instances holds."""
+    if len(tokens) == 3 and executable_name(tokens[0]) == "ollama" and tokens[1] in ("pull", "run"):
+        return tokens[2] if _OLLAMA_MODEL.match(tokens[2]) else None
+    return None
+
+
+def _named_ollama_model(
+    engine: str, chosen: tuple[str, list[str]] | None, launch: Mapping[str, Any]
+) -> tuple[str, str] | None:
+    """(model, field) where an Ollama recipe's recorded command, or its launch's `observed_command`, pulls or runs
+    one model by name."""
+    if engine != "ollama":
+        return None
+    if chosen is not None and (found := _ollama_model(chosen[1])) is not None:
+        return found, chosen[0]
+    observed = launch.get("observed_command")
+    if isinstance(observed, str) and (found := _ollama_model(observed.split())) is not None:
+        return found, "launch.observed_command"
     return None
 
 

@@ -223,6 +223,7 @@ def entry_json(entry: Entry, *, provenance: bool = True) -> dict[str, Any]:
         "engine_version": entry.engine_version,
         "simulated": entry.simulated,
         "origin": entry.origin,
+        "verified": entry.verified,
         "status": entry.status,
         "workload": entry.workload,
         "key": entry.key,

@@ -5,7 +5,10 @@ The field names follow the seed's run page (tests/fixtures/000_fb943dab8cb08842.
 longest prompt measured), `TTFT` (short-prompt time to first token, ms) and `peakVramGb` ("PER CARD"; GiB as the
 page measures it). The rest are named in the same style: `engineFlags` with `command` (the recipe's argv as a
 shell line), `tensorParallel`, `specAcceptanceRate` and `specMeanAcceptedLength`, `promptHashes` and
-`outputHashes` (sha256 per measurement, from the latest run), `engineCommit`.
+`outputHashes` (sha256 per measurement, from the latest run), `engineCommit`; what makes a run verified
+(docs/signing.md): `verified` (every run signed by a trusted host key and matching its signature),
+`signature` (the latest run's: key id, digest, Ed25519 signature, scheme), and the registry's `validated`
+(every rule of farm/signing/validated.toml, each in `validatedRules`).
 
 Every field is always present; a value the farm does not know is null (for example `engineCommit` when the
 engine's version carries no `+g<commit>` and the provenance names none — the image digest is then in
@@ -59,6 +62,10 @@ SUBMISSION_FIELDS = (
     "simulated",
     "measuredAt",
     "jobIds",
+    "verified",
+    "validated",
+    "validatedRules",
+    "signature",
 )
 """Every key of a submission, in order."""
 
@@ -100,9 +107,14 @@ def tensor_parallel(argv: Sequence[str], declared: int | None) -> int | None:
     return declared
 
 
-def submission(entries: Sequence[Entry], latest: Mapping[str, Any] | None) -> dict[str, Any]:
+def submission(
+    entries: Sequence[Entry], latest: Mapping[str, Any] | None, signed: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
     """The submission of one group's entries; `latest` is the provenance of the group's latest run (hashes,
-    engine)."""
+    engine); `signed` that run's signature, verdict and recipe document (reads.latest_signatures): `verified`,
+    `validated` by the registry's rules (farm.signing.validated) and `signature` (None when unsigned)."""
+    from farm.signing.validated import outcomes
+
     by_key = {e.key: e for e in entries}
     first = entries[0]
     decode = {e.point: e for e in entries if e.kind == KIND_DECODE and e.metric == "decode_tok_s"}
@@ -149,6 +161,20 @@ def submission(entries: Sequence[Entry], latest: Mapping[str, Any] | None) -> di
         "simulated": first.simulated,
         "measuredAt": max(e.measured_at for e in entries).isoformat(),
         "jobIds": sorted({job for e in entries for job in e.job_ids}),
+        **_verification(entries, provenance, signed, outcomes),
+    }
+
+
+def _verification(
+    entries: Sequence[Entry], provenance: Mapping[str, Any], signed: Mapping[str, Any] | None, outcomes: Any
+) -> dict[str, Any]:
+    verified = bool(signed and signed.get("verified")) and all(e.verified for e in entries)
+    rules = outcomes((signed or {}).get("recipe") or {}, provenance, verified)
+    return {
+        "verified": verified,
+        "validated": all(rules.values()),
+        "validatedRules": rules,
+        "signature": (signed or {}).get("signature"),
     }
 
 
@@ -160,6 +186,11 @@ def submissions(entries: Iterable[Entry], runs: Iterable[RunMeasurements]) -> li
     return submissions_from(entries, latest)
 
 
-def submissions_from(entries: Iterable[Entry], latest: Mapping[GroupKey, Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """The same, given each group's latest provenance (what the store reads: one run's per group)."""
-    return [submission(members, latest.get(key)) for key, members in groups(entries).items()]
+def submissions_from(
+    entries: Iterable[Entry],
+    latest: Mapping[GroupKey, Mapping[str, Any]],
+    signed: Mapping[GroupKey, Mapping[str, Any]] | None = None,
+) -> list[dict[str, Any]]:
+    """The same, given each group's latest provenance (what the store reads: one run's per group) and its
+    signature (`reads.latest_signatures`)."""
+    return [submission(members, latest.get(key), (signed or {}).get(key)) for key, members in groups(entries).items()]

@@ -34,7 +34,7 @@ def localmaxxing_submissions(store: Store, filters: ResultFilter = ALL) -> list[
     group's latest run alone. Reading every run whole took 30 s and 2 GB at 10,000 runs. A submission shows
     each entry's summary, not its pooled values: they are let go as each entry arrives."""
     slim = (replace(e, values=()) for e in entries(store, filters, with_provenance=False))
-    return submissions_from(slim, reads.latest_provenance(store, filters))
+    return submissions_from(slim, reads.latest_provenance(store, filters), reads.latest_signatures(store, filters))
 
 
 def leaderboard(store: Store, filters: ResultFilter = ALL) -> list[LeaderboardRow]:

@@ -25,7 +25,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from sqlalchemy import Connection, Engine, create_engine, event, exc
 from sqlalchemy.engine import URL, make_url
@@ -33,6 +33,10 @@ from sqlalchemy.pool import StaticPool
 
 from farm.errors import StoreError, StoreRefused
 from farm.logs import get_logger
+
+if TYPE_CHECKING:
+    from sqlalchemy.dialects.postgresql import Insert as PostgresInsert
+    from sqlalchemy.dialects.sqlite import Insert as SqliteInsert
 
 log = get_logger(__name__)
 
@@ -189,3 +193,15 @@ def retry_busy(action: Callable[[], T], what: str, *, deadline_s: float = FIRST_
             log.info("store.busy_retry", what=what, pause_s=round(pause, 3))
         time.sleep(pause * (0.5 + random.random()))
         pause = min(pause * 2, 0.5)
+
+
+def upsert(conn: Connection, table: Any) -> PostgresInsert | SqliteInsert:
+    """An INSERT that can say ON CONFLICT, in this connection's dialect. The dialect module is imported here, on
+    first use: SQLAlchemy's PostgreSQL dialect would otherwise cost every CLI command's start."""
+    if conn.dialect.name == "postgresql":
+        from sqlalchemy.dialects import postgresql
+
+        return postgresql.insert(table)
+    from sqlalchemy.dialects import sqlite
+
+    return sqlite.insert(table)

@@ -50,8 +50,13 @@ def _group(stat: GroupStat) -> _Group:
     return (stat.recipe_sha256, stat.hardware_class, stat.engine_name, stat.engine_version, stat.origin)
 
 
-def rows(stats: Iterable[GroupStat], job_ids: dict[_Group, list[str]] | None = None) -> list[LeaderboardRow]:
-    """The leaderboard from pooled statistics per group and figure key (see the module docstring)."""
+def rows(
+    stats: Iterable[GroupStat],
+    job_ids: dict[_Group, list[str]] | None = None,
+    verified: dict[_Group, int] | None = None,
+) -> list[LeaderboardRow]:
+    """The leaderboard from pooled statistics per group and figure key (see the module docstring); `verified`:
+    how many of each group's runs are verified (signed by a trusted key, matching their signatures)."""
     by_group: dict[_Group, list[GroupStat]] = defaultdict(list)
     for stat in stats:
         by_group[_group(stat)].append(stat)
@@ -101,6 +106,8 @@ def rows(stats: Iterable[GroupStat], job_ids: dict[_Group, list[str]] | None = N
                     job_ids=tuple(sorted((job_ids or {}).get(group, ()))),
                     origin=decode.origin,
                     requested=decode.requested,
+                    verified_runs=(count := (verified or {}).get(group, 0)),
+                    verified=count > 0 and count >= len((job_ids or {}).get(group, ())),
                 )
             )
     out.sort(key=lambda row: (ORIGIN_ORDER.get(row.origin, 9), row.model_id, row.workload, -row.decode_tok_s.mean))

@@ -178,6 +178,10 @@ class Host(Base):
     quarantined_at: Col[datetime | None] = Column(UTCDateTime)
     """Set when the host stopped claiming because its engine keeps failing to start; None while in rotation."""
     quarantine_reason: Col[str | None] = Column(StoredText)
+    key_id: Col[str | None] = Column(String(64))
+    """The fingerprint of the host's Ed25519 key (farm.signing.keys), registered at the worker's start."""
+    public_key: Col[str | None] = Column(String(64))
+    """The host's public key, base64 of its 32 raw bytes (never the private key, which stays on the host)."""
 
 
 class RecipeRow(Base):
@@ -355,6 +359,9 @@ class RunSummary(Base):
     host: Col[str | None] = Column(StoredString(255))
     provenance_summary: Col[dict[str, Any]] = Column(JSONType, nullable=False)
     """The short provenance (host, GPUs, driver, engine image, farm commit, cache state): what exports show."""
+    verified: Col[bool] = Column(Boolean, nullable=False, server_default="0")
+    """Signed by a trusted key and matching its signature at its last check (run_signatures.status): what
+    readers mark, kept here so no reader checks a signature."""
 
 
 class GroupFigureStat(Base):
@@ -403,3 +410,42 @@ class GroupFigureStat(Base):
     max: Col[float] = Column(Float, nullable=False)
     runs: Col[int] = Column(Integer, nullable=False)
     requested: Col[int] = Column(Integer, nullable=False)
+
+
+class SigningKey(Base):
+    """A public key this farm knows: registered by one of its workers, or carried in by a bundle. Only keys marked
+    trusted (`farm keys trust`) make runs verified."""
+
+    __tablename__ = "signing_keys"
+
+    key_id: Col[str] = Column(String(64), primary_key=True)
+    public_key: Col[str] = Column(String(64), nullable=False)
+    trusted: Col[bool] = Column(Boolean, nullable=False, server_default="0")
+    label: Col[str | None] = Column(StoredString(255))
+    """Who holds it: the worker that registered it, or the farm and host a bundle named."""
+    source: Col[str] = Column(String(16), nullable=False)
+    """worker, bundle or file."""
+    first_seen_at: Col[datetime] = Column(UTCDateTime, nullable=False)
+    trusted_at: Col[datetime | None] = Column(UTCDateTime)
+
+
+class RunSignatureRow(Base):
+    """The signature of one run, made by the host that measured it, and what the last check of it found."""
+
+    __tablename__ = "run_signatures"
+    __table_args__ = (Index("ix_run_signatures_key_id", "key_id"),)
+
+    run_id: Col[int] = Column(ForeignKey("runs.id", ondelete="CASCADE"), primary_key=True)
+    key_id: Col[str] = Column(String(64), nullable=False)
+    scheme: Col[str] = Column(String(32), nullable=False)
+    signature: Col[str] = Column(String(128), nullable=False)
+    digest: Col[str] = Column(String(64), nullable=False)
+    figures_sha256: Col[str] = Column(String(64), nullable=False)
+    samples_sha256: Col[str] = Column(String(64), nullable=False)
+    provenance_sha256: Col[str] = Column(String(64), nullable=False)
+    status: Col[str] = Column(String(16), nullable=False)
+    """farm.signing.runs.Verdict of the last check (delivery, `farm verify`, import, `farm keys trust`)."""
+    checked_at: Col[datetime] = Column(UTCDateTime, nullable=False)
+    origin_farm: Col[str | None] = Column(StoredString(255))
+    """The farm a bundle said the run came from; None for a run measured by this farm's own workers."""
+    imported_at: Col[datetime | None] = Column(UTCDateTime)

@@ -64,6 +64,8 @@ def conditions(filters: ResultFilter, table: Any = RunSummary) -> list[ColumnEle
     where: list[ColumnElement[bool]] = []
     if filters.real_only:
         where.append(table.origin != Origin.SIMULATED.value)
+    if filters.verified_only and table is RUN_SUMMARY:
+        where.append(table.verified.is_(True))
     origins = filters.origin_statuses
     if origins and not (filters.statuses and set(filters.statuses) - origins):
         # Only measured/simulated asked: select runs by origin. With complete/incomplete too, an entry passes
@@ -116,6 +118,12 @@ def _engine_condition(table: Any, wanted: str) -> ColumnElement[bool]:
     return or_(table.engine_name == wanted, _version_condition(table, wanted))
 
 
+def _selects_runs(filters: ResultFilter) -> bool:
+    """Whether the filters select runs within a group (by time, job, or verification), so `group_stats`, pooled
+    over every run of a group, cannot answer."""
+    return filters.since is not None or filters.until is not None or bool(filters.job_ids) or filters.verified_only
+
+
 def _filtered(query: Q, filters: ResultFilter) -> Q:
     """The query (a select over run_summaries) restricted by the filters."""
     where = conditions(filters)
@@ -136,7 +144,7 @@ def leaderboard(store: Store, filters: ResultFilter) -> list[LeaderboardRow]:
     Filters that select whole groups (model, hardware, engine, origin) read `group_stats`, kept pooled as
     runs are stored: a few rows per group at any number of runs. Filters that select runs (since, until, job)
     pool `measurements` over the selected `run_summaries` instead."""
-    if filters.since is None and filters.until is None and not filters.job_ids:
+    if not _selects_runs(filters):
         return _leaderboard_from_stats(store, filters)
     stats_query = _filtered(
         select(
@@ -179,11 +187,8 @@ def leaderboard(store: Store, filters: ResultFilter) -> list[LeaderboardRow]:
             )
             for r in conn.execute(stats_query)
         ]
-        job_ids = {
-            (sha, cls, name, version, origin): text.split(",")
-            for sha, cls, name, version, origin, text in conn.execute(jobs_query)
-        }
-    return rows(stats, job_ids)
+        job_ids, verified = _jobs_and_verified(conn.execute(jobs_query))
+    return rows(stats, job_ids, verified)
 
 
 def _jobs_by_group(store: Store, filters: ResultFilter) -> Any:
@@ -200,7 +205,18 @@ def _jobs_by_group(store: Store, filters: ResultFilter) -> Any:
         if store.url.startswith("postgres")
         else func.group_concat(RunSummary.job_id, ",")
     )
-    return _filtered(select(*group, joined).group_by(*group), filters)
+    verified = func.sum(case((RunSummary.verified.is_(True), 1), else_=0))
+    return _filtered(select(*group, joined, verified).group_by(*group), filters)
+
+
+def _jobs_and_verified(found: Any) -> tuple[dict[Any, list[str]], dict[Any, int]]:
+    """Each group's job ids and how many of its runs are verified, from `_jobs_by_group`'s rows."""
+    job_ids: dict[Any, list[str]] = {}
+    verified: dict[Any, int] = {}
+    for sha, cls, name, version, origin, text, count in found:
+        job_ids[(sha, cls, name, version, origin)] = text.split(",")
+        verified[(sha, cls, name, version, origin)] = int(count or 0)
+    return job_ids, verified
 
 
 def _leaderboard_from_stats(store: Store, filters: ResultFilter) -> list[LeaderboardRow]:
@@ -211,18 +227,15 @@ def _leaderboard_from_stats(store: Store, filters: ResultFilter) -> list[Leaderb
     jobs_query = _jobs_by_group(store, filters)
     with store._read("cannot read the leaderboard") as conn:
         stats = [GroupStat(*row) for row in conn.execute(stats_query)]  # the columns are GroupStat's, in order
-        job_ids = {
-            (sha, cls, name, version, origin): text.split(",")
-            for sha, cls, name, version, origin, text in conn.execute(jobs_query)
-        }
-    return rows(stats, job_ids)
+        job_ids, verified = _jobs_and_verified(conn.execute(jobs_query))
+    return rows(stats, job_ids, verified)
 
 
 def _entry_groups(store: Store, filters: ResultFilter) -> dict[tuple[Any, ...], tuple[str, float]]:
     """(group columns, key) → (unit, pooled mean) of every entry, computed in SQL: what ranking needs.
 
     From `group_stats` when no filter selects runs by time or job; else pooled from the selected runs."""
-    if filters.since is None and filters.until is None and not filters.job_ids:
+    if not _selects_runs(filters):
         stat = GroupFigureStat
         kept = select(
             stat.recipe_id,
@@ -386,6 +399,7 @@ _RUN_COLUMNS = (
     RunSummary.hardware_id,
     RunSummary.hardware_count,
     RunSummary.requested_repeats,
+    RunSummary.verified,
 )
 _PROVENANCE_COLUMNS = (
     RunSummary.run_id,
@@ -506,6 +520,8 @@ class _RunSet:
     first_at: datetime
     last_at: datetime
     provenance: tuple[ProvenanceSummary, ...]
+    verified: bool
+    """Every run of the list is verified (run_summaries.verified)."""
 
 
 def _run_set(group: _Group, run_ids_text: str) -> _RunSet:
@@ -520,6 +536,7 @@ def _run_set(group: _Group, run_ids_text: str) -> _RunSet:
         first_at=times[order[0]][0],
         last_at=times[order[-1]][0],
         provenance=() if group.provenance is None else tuple(_provenance(group.provenance[ids[i]]) for i in order),
+        verified=all(bool(row.verified) for row in rows),
     )
 
 
@@ -601,6 +618,7 @@ def _entry(
         provenance=run_set.provenance,
         rank=ranks.get((*group.columns, row.key)),
         origin=origin,
+        verified=run_set.verified,
     )
 
 
@@ -646,3 +664,47 @@ def latest_provenance(store: Store, filters: ResultFilter) -> dict[GroupKey, dic
         by_id = select(Run.id, Run.provenance).where(Run.id.in_(bindparam("run_ids", expanding=True)))
         provenance = {run_id: dict(doc or {}) for run_id, doc in _by_chunks(conn, by_id, list(latest.values()))}
     return {key: provenance.get(run_id, {}) for key, run_id in latest.items()}
+
+
+def latest_signatures(store: Store, filters: ResultFilter) -> dict[GroupKey, dict[str, Any]]:
+    """The signature (None when unsigned), verdict and recipe document of each sweep group's latest selected run,
+    by the entries' group key, as `latest_provenance` picks it: what the LocalMaxxing export carries of a
+    verified run. One short row per run is read, then one signature row per group."""
+    from farm.store.models import RunSignatureRow
+
+    query = _filtered(
+        select(
+            RunSummary.recipe_id,
+            RunSummary.recipe_sha256,
+            RunSummary.hardware_class,
+            RunSummary.engine_name,
+            RunSummary.engine_version,
+            RunSummary.origin,
+            RunSummary.run_id,
+            RunSummary.verified,
+        ).order_by(RunSummary.finished_at, RunSummary.run_id),
+        filters,
+    )
+    with store._read("cannot read results") as conn:
+        latest: dict[GroupKey, tuple[int, bool, str]] = {}
+        for recipe_id, sha, hardware_class, engine, version, origin, run_id, verified in conn.execute(query):
+            key = (recipe_id, sha, hardware_class, engine, version, origin == Origin.SIMULATED.value)
+            latest[key] = (run_id, bool(verified), sha)
+        by_id = select(RunSignatureRow).where(RunSignatureRow.run_id.in_(bindparam("run_ids", expanding=True)))
+        rows = {row.run_id: row for row in _by_chunks(conn, by_id, [run_id for run_id, _, _ in latest.values()])}
+    recipes = _recipes(store, sorted({sha for _, _, sha in latest.values()}))
+    out: dict[GroupKey, dict[str, Any]] = {}
+    for key, (run_id, verified, sha) in latest.items():
+        row = rows.get(run_id)
+        signature = None
+        if row is not None:
+            signature = {
+                "scheme": row.scheme,
+                "keyId": row.key_id,
+                "digest": row.digest,
+                "signature": row.signature,
+                "status": row.status,
+                "originFarm": row.origin_farm,
+            }
+        out[key] = {"verified": verified, "signature": signature, "recipe": recipes.get(sha, {})}
+    return out

@@ -98,6 +98,10 @@ class LeaderboardRow:
     """Decode samples the sweeps asked for (fewer than `decode_tok_s.n`: the row is incomplete)."""
     rank: int | None = None
     """1 is the fastest decode of its workload among rows of the same origin."""
+    verified_runs: int = 0
+    """The group's runs signed by a trusted key that matched their signatures at their last check."""
+    verified: bool = False
+    """Every run of the row is verified (farm.signing): what readers mark, as they mark simulated rows."""
 
     @property
     def incomplete(self) -> bool:
@@ -212,6 +216,8 @@ class Entry:
     provenance: tuple[ProvenanceSummary, ...] = ()
     rank: int | None = None
     origin: str = "launched"
+    verified: bool = False
+    """Every run the entry pools is signed by a trusted key and matched its signature at its last check."""
 
     @property
     def incomplete(self) -> bool:

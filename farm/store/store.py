@@ -66,10 +66,9 @@ from farm.errors import InvalidTransition, JobNotFound, LeaseLost, StoreError
 from farm.scrubber import scrub_artifact, scrub_text
 from farm.settings import LIVE_WITHIN_S
 from farm.store import migrate, queries
-from farm.store.db import READ_ONLY, create_store_engine, is_sqlite, normalise_url, translate_errors
+from farm.store.db import READ_ONLY, create_store_engine, is_sqlite, normalise_url, translate_errors, upsert
 from farm.store.models import (
     ArtifactRow,
-    Base,
     GroupFigureStat,
     Host,
     Job,
@@ -84,24 +83,11 @@ from farm.store.sample_codec import encode as encode_samples
 from farm.store.summaries import run_summary_values
 
 if TYPE_CHECKING:
-    from sqlalchemy.dialects.postgresql import Insert as PostgresInsert
-    from sqlalchemy.dialects.sqlite import Insert as SqliteInsert
-
     from farm.recipes.model import Recipe  # only named in signatures: the store's readers start without pydantic
+    from farm.signing.keys import PublicKey
+    from farm.store.signatures import KeyView, RunCheck, StoredSignature
 
 HOST_LOST_MESSAGE = "the worker's lease expired: host lost"
-
-
-def upsert(conn: Connection, table: type[Base]) -> PostgresInsert | SqliteInsert:
-    """An INSERT that can say ON CONFLICT, in this connection's dialect. The dialect module is imported here, on
-    first use: SQLAlchemy's PostgreSQL dialect would otherwise cost every CLI command's start."""
-    if conn.dialect.name == "postgresql":
-        from sqlalchemy.dialects import postgresql
-
-        return postgresql.insert(table)
-    from sqlalchemy.dialects import sqlite
-
-    return sqlite.insert(table)
 
 
 DEFAULT_LIST_LIMIT = 100
@@ -112,6 +98,14 @@ def recipe_sha256(recipe: Recipe) -> str:
     """The sha256 of the recipe's canonical JSON: equal recipes share a row, a changed one gets a new row."""
     canonical = json.dumps(recipe.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+
+
+def _encoded_by_key(rows: Sequence[Mapping[str, Any]]) -> dict[str, list[bytes]]:
+    """The encoded sample bytes of sample rows, by figure key, in repeat order."""
+    out: dict[str, list[bytes]] = {}
+    for row in rows:
+        out.setdefault(str(row["figure_key"]), []).append(bytes(row["data"]))
+    return out
 
 
 def new_job_id() -> str:
@@ -590,10 +584,41 @@ class Store:
                 .returning(Run.id)
             ).scalar_one()
             self._insert_figures(conn, run_id, result.figures)
-            self._insert_samples(conn, run_id, result.samples)
+            sample_digests = self._insert_samples(conn, run_id, result.samples)
             self._insert_artifacts(conn, run_id, result.artifacts)
             summary = self._insert_summary(conn, run_id, job_id, attempt, worker_id, when, result.provenance)
             self._add_to_group_stats(conn, summary, result.figures)
+            if result.signature is not None:
+                self._record_signature(conn, run_id, job_id, attempt, worker_id, result, sample_digests, when)
+
+    @staticmethod
+    def _record_signature(
+        conn: Connection,
+        run_id: int,
+        job_id: str,
+        attempt: int,
+        worker_id: str,
+        result: RunResult,
+        sample_digests: dict[str, list[str]],
+        now: datetime,
+    ) -> None:
+        """Keep the run's signature with the verdict of checking what was just stored against it (the signing
+        code is imported here, on the first signed delivery: readers of the store never need it)."""
+        from farm.signing.runs import RunContent, figure_document
+        from farm.store import signatures
+
+        assert result.signature is not None
+        content = RunContent(
+            job_id=job_id,
+            attempt=attempt,
+            worker_id=worker_id,
+            figures=tuple(figure_document(figure) for figure in result.figures),
+            sample_digests=sample_digests,
+            provenance=dict(result.provenance),
+            failed_requests=result.failed_requests,
+            total_requests=result.total_requests,
+        )
+        signatures.record_delivery(conn, run_id, content, result.signature, now)
 
     @staticmethod
     def _insert_summary(
@@ -751,7 +776,10 @@ class Store:
             conn.execute(insert(MeasurementRow), rows)
 
     @staticmethod
-    def _insert_samples(conn: Connection, run_id: int, samples: Mapping[str, Sequence[Sequence[Any]]]) -> None:
+    def _insert_samples(
+        conn: Connection, run_id: int, samples: Mapping[str, Sequence[Sequence[Any]]]
+    ) -> dict[str, list[str]]:
+        """Store the samples compact; returns the sha256 of each repeat's bytes (what a run's signature covers)."""
         rows = [
             {
                 "run_id": run_id,
@@ -765,6 +793,10 @@ class Store:
         ]
         if rows:
             conn.execute(insert(Sample), rows)
+        return {
+            key: [hashlib.sha256(encode).hexdigest() for encode in encoded]
+            for key, encoded in _encoded_by_key(rows).items()
+        }
 
     @staticmethod
     def _insert_artifacts(conn: Connection, run_id: int, artifacts: Iterable[Artifact]) -> None:
@@ -1069,10 +1101,12 @@ class Store:
         hardware_classes: Sequence[str],
         version: str | None = None,
         *,
+        public_key: PublicKey | None = None,
         now: datetime | None = None,
     ) -> None:
         """Record (or refresh) a worker daemon in the hosts table when it starts; `version` is the farm's own
-        unless given. A restarted worker keeps its id, and so its quarantine and its run of failed starts."""
+        unless given. A restarted worker keeps its id, and so its quarantine and its run of failed starts.
+        `public_key`: the host's signing key, kept with the row and known to the farm (not trusted by this)."""
         with self._write(f"cannot register worker {worker_id!r}") as conn:
             when = _clock(conn, now)
             values = {
@@ -1088,6 +1122,10 @@ class Store:
             statement = upsert(conn, Host).values(**values)
             updates = {name: statement.excluded[name] for name in values if name != "worker_id"}
             conn.execute(statement.on_conflict_do_update(index_elements=["worker_id"], set_=updates))
+            if public_key is not None:
+                from farm.store import signatures
+
+                signatures.register_key(conn, worker_id, public_key, when)
 
     def worker_heartbeat(
         self,
@@ -1235,3 +1273,52 @@ class Store:
         """Queued jobs per hardware class (classes with none are left out)."""
         with self._read("cannot read the queue depth") as conn:
             return queries.queue_depth(conn)
+
+    # --- signatures (farm.store.signatures) -------------------------------------------------------------------
+
+    def verify(self, job_ids: Sequence[str] | None = None, *, now: datetime | None = None) -> Iterator[RunCheck]:
+        """Check every succeeded run (or those of `job_ids`) against its signature, as stored now; each run's
+        new verdict is kept (readers' `verified`). Runs are read and checked a batch at a time."""
+        from farm.store import signatures
+
+        with self._read("cannot list the runs to verify") as conn:
+            run_ids = signatures.succeeded_run_ids(conn, job_ids)
+            keys = signatures.known_keys(conn)
+        for start in range(0, len(run_ids), signatures.VERIFY_BATCH):
+            batch = run_ids[start : start + signatures.VERIFY_BATCH]
+            with self._write("cannot verify runs") as conn:
+                checks = list(signatures.check_runs(conn, batch, keys, _clock(conn, now)))
+            yield from checks
+
+    def trust_key(self, what: str, *, now: datetime | None = None) -> tuple[str, list[RunCheck]]:
+        """Trust a key (its fingerprint, when the farm knows it, or the key itself) and check again the runs it
+        signed, which become verified where they match. Returns the key id and those runs' checks."""
+        from farm.store import signatures
+
+        with self._write("cannot trust a key") as conn:
+            key_id, run_ids = signatures.trust_key(conn, what, _clock(conn, now))
+        with self._read("cannot read the keys") as conn:
+            keys = signatures.known_keys(conn)
+        checks: list[RunCheck] = []
+        for start in range(0, len(run_ids), signatures.VERIFY_BATCH):
+            with self._write("cannot verify runs") as conn:
+                batch = run_ids[start : start + signatures.VERIFY_BATCH]
+                checks += signatures.check_runs(conn, batch, keys, _clock(conn, now))
+        return key_id, checks
+
+    def keys(self) -> list[KeyView]:
+        """Every public key the farm knows, trusted ones first."""
+        from farm.store import signatures
+
+        with self._read("cannot read the keys") as conn:
+            return signatures.list_keys(conn)
+
+    def signature(self, job_id: str) -> StoredSignature:
+        """The signature of the job's succeeded run and its last verdict; JobNotFound when it has no such run."""
+        from farm.store import signatures
+
+        with self._read(f"cannot read the signature of job {job_id!r}") as conn:
+            found = signatures.stored_signature(conn, job_id)
+        if found is None:
+            raise JobNotFound(f"job {job_id!r} has no succeeded run")
+        return found

@@ -39,6 +39,8 @@ from farm.recipes.model import Recipe, RecipeProvenance
 from farm.recipes.sweep import SweepPlan
 from farm.scrubber import scrub_artifact, scrub_text
 from farm.settings import Settings
+from farm.signing.keys import HostKey
+from farm.signing.runs import sign_result
 from farm.store import Store, recipe_sha256
 from farm.worker.engines import EngineFactory, default_engine_factory, probe_for
 from farm.worker.failures import classify_request_failure
@@ -90,6 +92,8 @@ class Worker:
         self._spool_lock = threading.Lock()
         """One delivery of the spool at a time: farm mode delivers from the sweeper and from a task's thread."""
         self._host = HostInfo.read()
+        self.host_key = HostKey.load_or_create(data_dir)
+        """This host's signing key (farm.signing.keys: made at the first start, 0600 in the data directory)."""
         self._last_recipe: Recipe | None = None
         self._next_self_check = 0.0
 
@@ -111,8 +115,13 @@ class Worker:
         `only_jobs` restricts the worker to those job ids (the demo runs its own job and nothing else).
         """
         structlog.contextvars.bind_contextvars(worker=self.worker_id)
-        log.info("worker.start", classes=list(self.hardware_classes))
-        self.store.register_worker(self.worker_id, host=self._host.name, hardware_classes=list(self.hardware_classes))
+        log.info("worker.start", classes=list(self.hardware_classes), key_id=self.host_key.key_id)
+        self.store.register_worker(
+            self.worker_id,
+            host=self._host.name,
+            hardware_classes=list(self.hardware_classes),
+            public_key=self.host_key.public,
+        )
         done = 0
         idle_since = time.monotonic()
         while not self._shutdown.is_set():
@@ -242,7 +251,7 @@ class Worker:
             result = self._execute(job, recipe, plan, engine, state)
             self._set_phase(state, Phase.STOPPING)
             self._stop_engine(engine)
-            result = _with_log(result, engine)
+            result = self._signed(job, _with_log(result, engine))
             self._deliver(job, result)
         except LeaseLost as exc:
             log.warning("job.lease_lost", reason=str(exc))
@@ -354,6 +363,15 @@ class Worker:
             worker_id=self.worker_id,
             attempt=job.attempt,
         )
+
+    def _signed(self, job: ClaimedJob, result: RunResult) -> RunResult:
+        """The result signed with the host key, here where it was measured (so a spooled result carries its
+        signature); unsigned, with an error logged, when it has no canonical form (a NaN in its provenance)."""
+        try:
+            return sign_result(job.id, job.attempt, self.worker_id, result, self.host_key)
+        except ValueError as exc:
+            log.error("job.unsigned", error=str(exc))
+            return result
 
     def _deliver(self, job: ClaimedJob, result: RunResult) -> None:
         try:

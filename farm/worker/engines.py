@@ -89,6 +89,7 @@ def engine_policy(profile: WorkerProfile) -> EnginePolicy:
         allowed_extra_flags=frozenset(section.allowed_extra_flags),
         allowed_risky_flags=frozenset(section.allowed_risky_flags),
         allow_image_tags=section.allow_image_tags,
+        allowed_images=frozenset(section.allowed_images),
         allowed_mount_sources=frozenset(section.allowed_mount_sources),
         mount_roots=dict(section.mount_roots),
         path_roots=section.path_roots if section.path_roots is not None else _host_roots(profile),

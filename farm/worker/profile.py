@@ -130,11 +130,19 @@ class MlxSection(ProcessEngineSection):
 class PolicySection(_Section):
     """What this host allows beyond vLLM's own argument list (farm.engines.policy.EnginePolicy)."""
 
-    allow_trust_remote_code_models: tuple[str, ...] = ()
+    allow_trust_remote_code_models: tuple[str, ...] = Field(
+        (),
+        description="repositories trusted with remote code, each with the revision trusted: "
+        "'org/model@<40-hex commit>' (or @<tag>); a bare repository or a pull-request ref is refused "
+        "(farm.engines.trust says why)",
+    )
     allow_local_media: bool = False
     allowed_extra_flags: tuple[str, ...] = ()
     allowed_risky_flags: tuple[str, ...] = ()
     allow_image_tags: bool = False
+    allowed_images: tuple[str, ...] = Field(
+        (), description="image repositories this host runs beside each engine's official ones (still digest-pinned)"
+    )
     allowed_mount_sources: tuple[str, ...] = ()
     mount_roots: dict[str, str] = Field(
         default_factory=dict,
@@ -148,6 +156,13 @@ class PolicySection(_Section):
     path_roots: tuple[str, ...] | None = Field(
         None, description="the host's model and cache roots: every path an engine gets lies under one (unset: default)"
     )
+
+    @field_validator("allow_trust_remote_code_models")
+    @classmethod
+    def _pinned(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        from farm.engines.trust import parse_trust_list
+
+        return tuple(sorted(parse_trust_list(value)))
 
 
 class EngineSection(_Section):

@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 from farm.bench.records import figure_from_json, figure_to_json
-from farm.domain import Artifact, RunResult
+from farm.domain import Artifact, RunResult, RunSignature
 from farm.logs import get_logger
 from farm.private_files import open_private, private_directory
 
@@ -40,6 +40,7 @@ def result_to_json(result: RunResult) -> dict[str, Any]:
         "artifacts": [{"name": a.name, "content": a.content, "media_type": a.media_type} for a in result.artifacts],
         "failed_requests": result.failed_requests,
         "total_requests": result.total_requests,
+        "signature": asdict(result.signature) if result.signature is not None else None,
     }
 
 
@@ -51,6 +52,7 @@ def result_from_json(data: dict[str, Any]) -> RunResult:
         artifacts=tuple(Artifact(**a) for a in data["artifacts"]),
         failed_requests=int(data["failed_requests"]),
         total_requests=int(data["total_requests"]),
+        signature=RunSignature(**data["signature"]) if data.get("signature") else None,
     )
 
 

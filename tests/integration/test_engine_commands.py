@@ -44,9 +44,9 @@ REFUSED: list[tuple[list[str], str]] = [
     (["vllm", "serve", MODEL, "--master-addr", "0.0.0.0"], "not loopback"),
     (["vllm", "serve", MODEL, "--otlp-traces-endpoint", "http://collector:4317"], "telemetry"),
     (["vllm", "serve", MODEL, "--chat-template", "/etc/passwd"], "outside this host's model and cache roots"),
-    (["vllm", "serve", MODEL, "--download-dir", "/"], "outside this host's model and cache roots"),
+    (["vllm", "serve", MODEL, "--download-dir", "/"], "writes"),
     (["vllm", "serve", MODEL, "--lora-modules", "a=/root/.ssh"], "outside this host's model and cache roots"),
-    (["vllm", "serve", MODEL, "--mm-encoder-fp8-scale-save-path", "/tmp/s"], "outside this host's"),
+    (["vllm", "serve", MODEL, "--mm-encoder-fp8-scale-save-path", "/tmp/s"], "writes"),
     (["vllm", "serve", "../../etc"], "relative path"),
     # the recipe reader may refuse it first, naming hardware_count: either way, never queued
     (["vllm", "serve", MODEL, "--tensor_parallel_size", "2"], "the job has 1|runs on 2 device"),

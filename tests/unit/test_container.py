@@ -158,7 +158,7 @@ def test_recipe_environment_goes_to_the_container_only(home: Path, tmp_path: Pat
     ("fields", "why"),
     [
         ({"image": "vllm/vllm-openai:latest"}, "pinned by digest"),
-        ({"image": "--privileged"}, "pinned by digest"),
+        ({"image": "--privileged"}, "not an image reference"),
         ({"entrypoint": "bash"}, "entrypoint"),
         ({"ipc": "container:other"}, "ipc"),
         ({"shm_size": "16g --privileged"}, "shm_size"),

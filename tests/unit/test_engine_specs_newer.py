@@ -41,7 +41,9 @@ def test_every_spelling_names_one_option(spec: ArgSpec) -> None:
             "--schedule-policy lpm --max-queued-requests 64 --chunked-prefill-size -1 --sleep-on-idle "
             "--kv-cache-dtype fp8_e4m3 --max-total-tokens 128k",
             1,
-            None,
+            # a value beginning with '-' is rendered in the one-token form argparse keeps as a value
+            "--schedule-policy lpm --max-queued-requests 64 --chunked-prefill-size=-1 --sleep-on-idle "
+            "--kv-cache-dtype fp8_e4m3 --max-total-tokens 128k",
         ),
         (  # parallelism, with SGLang's own aliases
             "--tensor-parallel-size 2 --ep 2 --enable-dp-attention --dp-size 2 --dcp-replicate-q-proj",
@@ -76,7 +78,7 @@ def test_every_spelling_names_one_option(spec: ArgSpec) -> None:
         ),
         (  # serving, logging and LoRA
             "--reasoning-parser deepseek-r1 --tool-call-parser qwen --default-chat-template-kwargs "
-            "'{\"enable_thinking\":false}' --log-requests-target stdout /models/logs --enable-lora --max-lora-rank 64",
+            "'{\"enable_thinking\":false}' --log-requests-target stdout stderr --enable-lora --max-lora-rank 64",
             1,
             None,
         ),
@@ -122,7 +124,7 @@ def test_sglang_options_parse_and_pass(options: str, devices: int, rendered: str
         ('--cuda-graph-config \'{"decode":{"runner_cls":"x"}}\'', "names code"),
         ("--deepep-config /etc/deepep.json", "not valid JSON"),
         ("--init-expert-location /etc/experts.json", "outside this host's"),
-        ("--log-requests-target /var/log", "outside this host's"),
+        ("--log-requests-target /var/log", "writes"),
         ("--speculative-token-map ../../vocab.pt", "a relative path"),
         ("--ep-siz 2", "abbreviations are refused"),
     ],
@@ -137,8 +139,11 @@ def test_sglang_refuses_dangerous_options(options: str, why: str) -> None:
 
 def test_sglang_draft_model_is_a_repository_on_the_trust_list() -> None:
     """With remote code trusted, the draft model and tokenizer must be on the host's trust list like the model."""
-    argv = shlex.split(SGLANG_START + "--trust-remote-code --speculative-draft-model-path evil/draft")
-    policy = EnginePolicy(allow_trust_remote_code_models=frozenset({"org/model"}))
+    commit = "a" * 40
+    argv = shlex.split(
+        SGLANG_START + f"--revision {commit} --trust-remote-code --speculative-draft-model-path evil/draft"
+    )
+    policy = EnginePolicy(allow_trust_remote_code_models=frozenset({f"org/model@{commit}"}))
     with pytest.raises(ArgumentPolicyError, match="evil/draft"):
         canonical_command(argv, "sglang", policy, device_count=1)
 
@@ -216,7 +221,7 @@ def test_newer_llamacpp_options_parse_and_pass(options: str, rendered: str | Non
         ("--reasoning maybe", "not one of"),
         ("--spec-type my_pkg.spec.Drafter", "qualified Python name"),
         ('--chat-template-kwargs \'{"loader_cls":"x"}\'', "names code"),
-        ("--log-prompts-dir /tmp/prompts", "outside this host's"),
+        ("--log-prompts-dir /tmp/prompts", "writes"),
         ("--media-path /etc", "outside this host's"),
         ("--spec-draft-model /home/me/draft.gguf", "outside this host's"),
         ("-ngl most", "expected an integer or 'auto' or 'all'"),

@@ -179,7 +179,7 @@ def test_apple_probe_reads_sysctl_and_system_profiler() -> None:
 @pytest.mark.parametrize(
     ("chip", "memsize", "phrase"),
     [
-        ("Apple M3 Max", "137438953472", "Apple M3 Max with 128 GB is not in the hardware catalogue"),
+        ("Apple M3 Max", "206158430208", "Apple M3 Max with 192 GB is not in the hardware catalogue"),
         ("Intel(R) Core(TM) i9-9880H CPU @ 2.30GHz", "17179869184", "not Apple silicon"),
         ("Apple M3 Max", "lots", "not a byte count"),
         ("Apple M4 Max", "38654705664", "lists Apple M3 Max, not the Apple M4 Max GPU"),

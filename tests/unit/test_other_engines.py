@@ -80,7 +80,7 @@ def test_each_engine_parses_to_its_canonical_form(engine: str, argv: str, render
         ("llama.cpp", "llama-server -m /models/a.gguf --rpc 10.0.0.2:50052", "RPC servers beyond"),
         ("llama.cpp", "llama-server -mu http://evil/model.gguf", "downloads a model from any URL"),
         ("llama.cpp", "llama-server -m /models/a.gguf --ctx", "not an option"),
-        ("llama.cpp", "llama-server -m /models/a.gguf --slot-save-path /tmp", "outside this host's"),
+        ("llama.cpp", "llama-server -m /models/a.gguf --slot-save-path /tmp", "writes"),
         ("sglang", "python -m sglang.launch_server --model-path m/x --speculative-algo EAGLE", "abbreviations are"),
         ("sglang", "python -m sglang.launch_server --model-path m/x --tp 2", "the job has 1"),
         ("sglang", "python -m sglang.launch_server --model-path m/x --tp-size 4", "the job has 1"),

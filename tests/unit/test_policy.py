@@ -20,7 +20,10 @@ from farm.recipes.parse import load_recipe
 SEED_REGISTRY = Path(__file__).resolve().parents[1] / "fixtures" / "001_5d0dc33ac7ff8823.txt"
 
 MODEL = "org/model"
-TRUSTING = EnginePolicy(allow_trust_remote_code_models=frozenset({"good/model"}))
+GOOD = "0123456789abcdef0123456789abcdef01234567"
+"""The one commit of good/model this host trusts."""
+TRC = "--trust-remote-code"
+TRUSTING = EnginePolicy(allow_trust_remote_code_models=frozenset({f"good/model@{GOOD}"}))
 
 
 def serve(*args: str) -> tuple[str, ...]:
@@ -72,7 +75,7 @@ def test_the_seed_recipe_passes_and_renders_the_same_values() -> None:
         (("--no-enable-prefix-caching",), ("--no-enable-prefix-caching",)),
         (("--model", MODEL, "--dtype", "float32"), ("--dtype", "float32")),
         (("--data-parallel-address", "127.0.0.1"), ("--data-parallel-address", "127.0.0.1")),
-        (("--download-dir", "~/.cache/huggingface/hub"), ("--download-dir", "~/.cache/huggingface/hub")),
+        (("--generation-config", "~/.cache/huggingface/g"), ("--generation-config", "~/.cache/huggingface/g")),
     ],
 )
 def test_every_spelling_renders_one_canonical_form(args: tuple[str, ...], canonical: tuple[str, ...]) -> None:
@@ -88,9 +91,9 @@ def test_every_spelling_renders_one_canonical_form(args: tuple[str, ...], canoni
         # the positional model and --model
         ("vllm serve evil/model --model good/model --trust-remote-code", TRUSTING, None, "disagree"),
         # every repository the engine loads, when remote code is trusted
-        ("vllm serve good/model --tokenizer evil/tok --trust-remote-code", TRUSTING, None, "trust list"),
-        ("vllm serve good/model --hf-config-path evil/cfg --trust-remote-code", TRUSTING, None, "trust list"),
-        ("vllm serve good/model --spec-model evil/draft --trust-remote-code", TRUSTING, None, "trust list"),
+        (f"vllm serve good/model --revision {GOOD} --tokenizer evil/tok {TRC}", TRUSTING, None, "trust list"),
+        (f"vllm serve good/model --revision {GOOD} --hf-config-path evil/cfg {TRC}", TRUSTING, None, "trust list"),
+        (f"vllm serve good/model --revision {GOOD} --spec-model evil/draft {TRC}", TRUSTING, None, "pins"),
         ("vllm serve other/model --trust-remote-code", TRUSTING, None, "trust list"),
         # code loaders
         ("vllm serve m/x --distributed-executor-backend pkg.Class", DEFAULT_POLICY, None, "not one of"),
@@ -104,9 +107,11 @@ def test_every_spelling_renders_one_canonical_form(args: tuple[str, ...], canoni
         ("vllm serve m/x --uds /tmp/s", DEFAULT_POLICY, None, "Unix socket"),
         # paths outside the roots
         ("vllm serve m/x --chat-template /etc/passwd", DEFAULT_POLICY, None, "outside this host's model and cache"),
-        ("vllm serve m/x --download-dir /", DEFAULT_POLICY, None, "outside this host's model and cache"),
+        ("vllm serve m/x --generation-config /", DEFAULT_POLICY, None, "outside this host's model and cache"),
+        # options that write files: refused wherever they point
+        ("vllm serve m/x --download-dir /", DEFAULT_POLICY, None, "writes"),
         ("vllm serve m/x --lora-modules a=/root/.ssh", DEFAULT_POLICY, None, "outside this host's model and cache"),
-        ("vllm serve m/x --mm-encoder-fp8-scale-save-path /tmp/s", DEFAULT_POLICY, None, "outside this host's"),
+        ("vllm serve m/x --mm-encoder-fp8-scale-save-path /tmp/s", DEFAULT_POLICY, None, "writes"),
         ("vllm serve ../../etc", DEFAULT_POLICY, None, "relative path"),
         ("vllm serve /models/../etc", DEFAULT_POLICY, None, "'..'"),
         # spellings that dodge checks
@@ -143,7 +148,8 @@ def test_refused(argv: str, policy: EnginePolicy, devices: int | None, why: str)
         ("--kv-events-config", {"enable_kv_cache_events": True, "endpoint": "tcp://*:5557"}, "not loopback"),
         ("--speculative-config", {"method": "eagle", "model": "evil/draft"}, "trust list"),
         ("--hf-overrides", {"architectures": ["evil.models.Model"]}, "qualified Python name"),
-        ("--model-loader-extra-config", {"cache_dir": "/etc"}, "outside this host's"),
+        ("--model-loader-extra-config", {"cache_dir": "/etc"}, "writes"),
+        ("--model-loader-extra-config", {"weights_path": "/etc"}, "outside this host's"),
         ("--speculative-config", {"model": "x", "extra": "--trust-remote-code"}, "carries an option"),
     ],
 )
@@ -151,7 +157,9 @@ def test_json_values_are_judged_key_by_key(option: str, value: object, why: str)
     """Code keys, qualified names, listening endpoints, paths and draft repositories inside JSON are refused."""
     with pytest.raises(ArgumentPolicyError, match=re.escape(why)):
         canonical_command(
-            ("vllm", "serve", "good/model", "--trust-remote-code", option, json.dumps(value)), "vllm", TRUSTING
+            ("vllm", "serve", "good/model", "--revision", GOOD, "--trust-remote-code", option, json.dumps(value)),
+            "vllm",
+            TRUSTING,
         )
 
 
@@ -176,9 +184,11 @@ def test_shell_and_secrets_are_refused_in_any_token(token: str, why: str) -> Non
 
 def test_trust_remote_code_for_trusted_repositories() -> None:
     """The profile's list opens --trust-remote-code when every repository loaded is on it."""
-    policy = EnginePolicy(allow_trust_remote_code_models=frozenset({MODEL, "org/draft"}))
-    check_argv(serve("--trust-remote-code", "--speculative-config", '{"model":"org/draft","method":"eagle"}'), policy)
-    check_argv(("vllm", "serve", "--model", MODEL, "--trust-remote-code"), policy)
+    draft = "f" * 40
+    policy = EnginePolicy(allow_trust_remote_code_models=frozenset({f"{MODEL}@{GOOD}", f"org/draft@{draft}"}))
+    speculative = json.dumps({"model": "org/draft", "revision": draft, "method": "eagle"})
+    check_argv(serve("--revision", GOOD, "--trust-remote-code", "--speculative-config", speculative), policy)
+    check_argv(("vllm", "serve", "--model", MODEL, "--revision", GOOD, "--trust-remote-code"), policy)
 
 
 def test_code_loading_and_local_media_when_the_host_allows_them() -> None:
@@ -194,9 +204,9 @@ def test_code_loading_and_local_media_when_the_host_allows_them() -> None:
 def test_host_roots_decide_paths() -> None:
     """A path under the host's own roots passes; the same path on a host without that root does not."""
     policy = EnginePolicy(path_roots=("/srv/models",))
-    check_argv(serve("--download-dir", "/srv/models/hub"), policy)
+    check_argv(serve("--generation-config", "/srv/models/hub"), policy)
     with pytest.raises(ArgumentPolicyError, match="outside"):
-        check_argv(serve("--download-dir", "/srv/other"), policy)
+        check_argv(serve("--generation-config", "/srv/other"), policy)
 
 
 def test_newer_options_through_the_profile() -> None:

@@ -120,8 +120,10 @@ def test_valid_json_beats_stripped_json() -> None:
 
 
 def test_stripped_json_everywhere_is_refused() -> None:
-    """No source keeps the JSON valid: refused, naming the token, rather than launched without its quotes."""
-    stripped = ["vllm", "serve", "org/model", "--speculative-config", "{method:dspark}"]
+    """No source keeps the JSON valid and the stripped text has no single reading (a key twice): refused, naming
+    the token, rather than launched without its quotes. (One with a single reading is repaired:
+    test_registry_pastes.)"""
+    stripped = ["vllm", "serve", "org/model", "--speculative-config", "{method:dspark,method:mtp}"]
     with pytest.raises(RecipeError, match=r"token 4 .* not valid JSON") as caught:
         parse_registry(_recipe(metadata=_localmaxxing(" ".join(stripped), stripped)), "r.json")
     assert caught.value.field == "metadata.localmaxxing.tokenized.arguments"
@@ -266,13 +268,23 @@ def test_recipe_check_goes_on_past_bad_files(tmp_path: Path) -> None:
 
 
 def test_benchmark_tool_falls_back_to_the_draft_launch() -> None:
-    """A run measured with llama-bench, whose registry record drafts a llama-server launch: the draft is the
-    command; without a draft, the benchmark tool is refused."""
-    recipe = load_recipe(REGISTRY / "deepseek-v4-flash-0731-iq2-xss-rtx-3090-24gb-llama-cpp-tp1.json")
+    """A run measured with llama-bench in a form the farm cannot translate, whose record carries the author's own
+    llama-server launch (not one the registry synthesized): that launch is the command; without a draft, the
+    benchmark tool is refused. (A synthesized draft never replaces the recording: test_registry_faithful.)"""
+    draft = {"kind": "reference", "arguments": ["-hf", "org/Model-GGUF:Q4_K_M", "-c", "4096"]}
+    recipe = parse_registry(
+        _recipe(
+            engine={"name": "llama.cpp"},
+            model_instance_id="org-model-gguf--q4-k-m",
+            metadata=_localmaxxing("llama-bench -m /m.gguf -lm none -p 512"),
+            draft_launch=draft,
+        ),
+        "r.json",
+    )
     assert recipe.argv[0] == "llama-server"
     assert recipe.provenance.command_source == "draft_launch.arguments"
-    assert recipe.model_id == "AtomicChat/DeepSeek-V4-Flash-0731-GGUF:IQ2_XSS"
-    assert recipe.serving.max_context_tokens == 2048
+    assert recipe.model_id == "org/Model-GGUF:Q4_K_M"
+    assert recipe.serving.max_context_tokens == 4096
     with pytest.raises(RecipeError, match="benchmark tool, not a server"):
         parse_registry(_recipe(engine={"name": "llama.cpp"}, argv=["llama-bench", "-m", "/m.gguf"]), "r.json")
 

@@ -29,6 +29,7 @@ from farm.engines.base import LaunchRequest
 from farm.engines.llamacpp import supplement as llamacpp_supplement
 from farm.engines.llamacpp.counters import METRICS
 from farm.engines.process import GPU_FREE_DEADLINE_S, EngineProcess
+from farm.engines.reparse import check_launch
 from farm.errors import ArgumentPolicyError
 from farm.hardware.probe import HardwareProbe
 
@@ -101,10 +102,11 @@ KINDS: Mapping[str, ValueKind] = {
     "--json-schema-file": ValueKind.PATH,
     "--mmproj": ValueKind.PATH,
     "--chat-template-file": ValueKind.PATH,
-    "--log-file": ValueKind.PATH,
-    "--slot-save-path": ValueKind.PATH,
+    "--log-file": ValueKind.OUTPUT,
+    "--slot-save-path": ValueKind.OUTPUT,
     "--lookup-cache-static": ValueKind.PATH,
-    "--lookup-cache-dynamic": ValueKind.PATH,
+    "--lookup-cache-dynamic": ValueKind.OUTPUT,
+    "--log-prompts-dir": ValueKind.OUTPUT,
     "--hf-repo": ValueKind.REPO,
     "--hf-repo-draft": ValueKind.REPO,
     "--hf-repo-v": ValueKind.REPO,
@@ -114,6 +116,21 @@ KINDS: Mapping[str, ValueKind] = {
     "--json-schema": ValueKind.JSON,
     **{name: ValueKind.REFUSED for name in REFUSED},
 }
+
+WRITES: Mapping[str, str] = {
+    "--log-file": "the engine's log; the worker keeps it (engine.log, an artifact of the run)",
+    "--slot-save-path": "saves the slots' KV caches into the directory",
+    "--lookup-cache-dynamic": "updates its lookup cache file as it generates",
+    "--log-prompts-dir": "writes every prompt into the directory",
+}
+"""llama-server options that write files (kind OUTPUT), from common/arg.cpp; every other path option reads (the
+model and draft, --lora, --control-vector, --mmproj, --grammar-file, --chat-template-file,
+--lookup-cache-static)."""
+
+OFFICIAL_IMAGES: tuple[str, ...] = ("ghcr.io/ggml-org/llama.cpp",)
+"""llama.cpp's own image repository; only its `server` tags (`server`, `server-cuda`, `server-vulkan`...) start
+llama-server (`full` runs a tools script, `light` the CLI), so an image from it must carry a `server` tag."""
+IMAGE_TAG_PREFIX = "server"
 
 SWITCH_VALUES: Mapping[str, bool | None] = {
     "on": True,
@@ -155,6 +172,8 @@ REFUSED_ENV_PREFIXES = ("LLAMA_ARG_",)
 BENCH_TO_SERVER: Mapping[str, str] = {
     "-m": "--model",
     "--model": "--model",
+    "-hf": "--hf-repo",  # llama-bench downloads a repository's file as llama-server does (recorded runs use it)
+    "--hf-repo": "--hf-repo",
     "-ngl": "--n-gpu-layers",
     "--n-gpu-layers": "--n-gpu-layers",
     "-ncmoe": "--n-cpu-moe",
@@ -328,7 +347,7 @@ def spec_from_dump(data: Mapping[str, Any], source: str) -> ArgSpec:
                     nargs=raw["nargs"],
                     choices=tuple(raw["choices"]) if raw.get("choices") else LAYER_WORDS.get(name),
                     repeatable=name in REPEATABLE,
-                    reason=REFUSED.get(name, ""),
+                    reason=REFUSED.get(name, WRITES.get(name, "")),
                 )
             )
         return ArgSpec(
@@ -339,6 +358,7 @@ def spec_from_dump(data: Mapping[str, Any], source: str) -> ArgSpec:
             prefixes=PREFIXES,
             underscores=False,
             abbreviations=False,
+            inline_values=False,
             switch_values=SWITCH_VALUES,
         )
     except (KeyError, TypeError) as exc:
@@ -371,7 +391,9 @@ def with_supplement(spec: ArgSpec) -> ArgSpec:
         if any(spec.lookup(spelling) is not None for spelling in (option.name, *option.aliases)):
             continue  # the dump has it: its own entry stands
         kind = KINDS.get(option.name, option.kind)
-        options.append(replace(option, kind=kind, reason=REFUSED.get(option.name, option.reason)))
+        options.append(
+            replace(option, kind=kind, reason=REFUSED.get(option.name, WRITES.get(option.name, option.reason)))
+        )
     source = f"{spec.source} + llamacpp_supplement.py ({llamacpp_supplement.SOURCE_SHORT})"
     return replace(spec, options=tuple(options), source=source)
 
@@ -418,17 +440,10 @@ def llamacpp_process_argv(
                 f"this host keeps no file for the draft model {draft!r} (profile draft_paths)", field="argv"
             )
         kept = kept.with_options(option_value(spec.option("--model-draft"), os.path.expanduser(draft_path)))
-    return (
-        *executable,
-        *kept.render_options(),
-        *extra_args,
-        "--alias",
-        served_model,
-        "--host",
-        host,
-        "--port",
-        str(port),
-    )
+    worker = (*extra_args, "--alias", served_model, "--host", host, "--port", str(port))
+    tokens = (*kept.render_options(), *worker)
+    check_launch(kept, tokens, model=None, worker_tokens=worker)
+    return (*executable, *tokens)
 
 
 _LLAMA_PATTERNS: tuple[tuple[FailureClass, re.Pattern[str]], ...] = (

@@ -13,6 +13,7 @@ from pathlib import Path
 from farm.engines.argspec import CanonicalCommand
 from farm.engines.base import LaunchRequest
 from farm.engines.process import GPU_FREE_DEADLINE_S, EngineProcess
+from farm.engines.reparse import check_launch
 from farm.engines.sglang.counters import METRICS
 from farm.errors import ArgumentPolicyError
 from farm.hardware.probe import HardwareProbe
@@ -34,19 +35,10 @@ def sglang_process_argv(
         raise ArgumentPolicyError("the worker's executable is empty")
     model = model_path or command.model or served_model
     kept = command.without("--host", "--port", "--served-model-name")
-    return (
-        *executable,
-        "--model-path",
-        model,
-        *kept.render_options(),
-        *extra_args,
-        "--served-model-name",
-        served_model,
-        "--host",
-        host,
-        "--port",
-        str(port),
-    )
+    worker = (*extra_args, "--served-model-name", served_model, "--host", host, "--port", str(port))
+    tokens = ("--model-path", model, *kept.render_options(), *worker)
+    check_launch(kept, tokens, model=model, worker_tokens=worker)
+    return (*executable, *tokens)
 
 
 class SglangServerProcess(EngineProcess):

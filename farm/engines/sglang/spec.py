@@ -36,6 +36,9 @@ _NO_SECRETS = "secrets never go in argv (they would be stored and logged)"
 _NO_LISTENER = "the worker speaks HTTP to the engine on its own loopback port and opens no other listener"
 _REMOTE_WEIGHTS = "loads weights from another instance over the network; the host maps the model"
 
+OFFICIAL_IMAGES: tuple[str, ...] = ("lmsysorg/sglang",)
+"""SGLang's own image repository (Docker Hub), which takes the whole server command."""
+
 SGLANG_LOAD_FORMATS = (
     "auto", "bitsandbytes", "dummy", "expert_pack", "fastsafetensors", "gguf", "layered", "mistral", "npcache",
     "presharded", "pt", "safetensors", "sharded_state",
@@ -87,8 +90,8 @@ _MODEL = (
     _o("--enable-fp32-lm-head", K.FLAG),
     _o("--modelopt-quant", K.WORD),
     _o("--modelopt-checkpoint-restore-path", K.PATH),
-    _o("--modelopt-checkpoint-save-path", K.PATH),
-    _o("--modelopt-export-path", K.PATH),
+    _o("--modelopt-checkpoint-save-path", K.OUTPUT, reason="saves the quantized checkpoint"),
+    _o("--modelopt-export-path", K.OUTPUT, reason="exports the quantized model"),
     _o("--quantize-and-serve", K.FLAG),
     _o("--enable-tf32-matmul", K.FLAG),
     _o("--startup-weight-load-mode", K.CHOICE, choices=("overlap", "serial")),
@@ -96,7 +99,9 @@ _MODEL = (
     _o("--weight-loader-prefetch-checkpoints", K.FLAG),
     _o("--weight-loader-prefetch-num-threads", K.INT),
     _o("--weight-loader-drop-cache-after-load", K.FLAG),
-    _o("--download-dir", K.PATH),
+    _o(
+        "--download-dir", K.OUTPUT, reason="downloads weights into it (the host's own cache comes from its environment)"
+    ),
     _o("--model-checksum", K.REPO, nargs="?"),
     _o("--decrypted-config-file", K.PATH),
     _o("--decrypted-draft-config-file", K.PATH),
@@ -220,7 +225,7 @@ _DEVICE_AND_SERVING = (
     _o("--chat-template", K.TEMPLATE),
     _o("--hf-chat-template-name", K.WORD),
     _o("--completion-template", K.TEMPLATE),
-    _o("--file-storage-path", K.PATH),
+    _o("--file-storage-path", K.OUTPUT, reason="stores uploaded files in the directory"),
     _o("--enable-cache-report", K.FLAG),
     _o("--reasoning-parser", K.WORD),
     _o("--tool-call-parser", K.WORD),
@@ -265,8 +270,14 @@ _LOGGING_AND_METRICS = (
     _o("--log-requests", K.FLAG),
     _o("--log-requests-level", K.CHOICE, choices=("0", "1", "2", "3")),
     _o("--log-requests-format", K.CHOICE, choices=("json", "text")),
-    _o("--log-requests-target", K.PATH, nargs="+", choices=("stdout",)),
-    _o("--crash-dump-folder", K.PATH),
+    _o(
+        "--log-requests-target",
+        K.OUTPUT,
+        nargs="+",
+        choices=("stdout", "stderr"),
+        reason="a directory it writes request logs into (stdout and stderr reach the worker's engine log)",
+    ),
+    _o("--crash-dump-folder", K.OUTPUT, reason="dumps the requests of a crash into the folder"),
     _o("--show-time-cost", K.FLAG),
     _o("--enable-metrics", K.FLAG),
     _o("--enable-mfu-metrics", K.FLAG),
@@ -275,7 +286,7 @@ _LOGGING_AND_METRICS = (
     _o("--gc-warning-threshold-secs", K.FLOAT),
     _o("--enable-request-time-stats-logging", K.FLAG),
     _o("--export-metrics-to-file", K.FLAG),
-    _o("--export-metrics-to-file-dir", K.PATH),
+    _o("--export-metrics-to-file-dir", K.OUTPUT, reason="writes metrics files into the directory"),
 )
 
 _KERNELS_AND_GRAPHS = (
@@ -555,6 +566,12 @@ SGLANG = ArgSpec(
     source=SOURCE,
     prefixes=(("python", "-m", "sglang.launch_server"), ("sglang", "serve")),
     model_option="--model-path",
+    # SGLang loads the model, its tokenizer and config at --revision; the draft at its own revision
+    revisions={
+        "model": ("--revision",),
+        "--tokenizer-path": ("--revision",),
+        "--speculative-draft-model-path": ("--speculative-draft-model-revision",),
+    },
     underscores=False,
     # Without data-parallel attention each `--dp-size` replica runs on its own tp x pp devices.
     device_options=("--tp-size", "--pp-size", "--dp-size"),

@@ -17,6 +17,7 @@ from farm.engines.argspec import CanonicalCommand
 from farm.engines.environment import recipe_environment
 from farm.engines.policy import DEFAULT_POLICY, EnginePolicy, recipe_command
 from farm.engines.process import GPU_FREE_DEADLINE_S
+from farm.engines.reparse import check_launch
 from farm.engines.vllm.process import VllmEngineProcess
 from farm.errors import ArgumentPolicyError
 from farm.hardware.probe import HardwareProbe
@@ -99,7 +100,10 @@ def vllm_process_argv(
         if kept.get("--served-model-name") is None:
             tail += ["--served-model-name", model]
         model = model_path
-    return (*executable, model, *kept.render_options(), *extra_args, *tail, "--host", host, "--port", str(port))
+    worker = (*extra_args, *tail, "--host", host, "--port", str(port))
+    tokens = (model, *kept.render_options(), *worker)
+    check_launch(kept, tokens, model=model, worker_tokens=worker)
+    return (*executable, *tokens)
 
 
 def vllm_engine(

@@ -63,6 +63,14 @@ CODE_LOADING: Mapping[str, str] = {
 }
 """Options that load code other than the model's: refused unless the host's profile lists them."""
 
+WRITES: Mapping[str, str] = {
+    "--download-dir": "downloads weights into it (the host's own cache comes from its environment)",
+    "--mm-encoder-fp8-scale-save-path": "writes the encoder's FP8 scales to the file",
+}
+"""Options that write files, and what they write (their kind is OUTPUT). Every other path option of vLLM 0.32.0
+reads (--allowed-local-media-path, --mm-encoder-fp8-scale-path, --generation-config, --chat-template, the
+repositories); JSON keys that name where it writes are refused by farm.engines.judge.WRITE_KEY."""
+
 KINDS: Mapping[str, ValueKind] = {
     "--host": ValueKind.LISTEN,
     "--port": ValueKind.LISTEN,
@@ -70,10 +78,10 @@ KINDS: Mapping[str, ValueKind] = {
     "--tokenizer": ValueKind.REPO,
     "--hf-config-path": ValueKind.REPO,
     "--spec-model": ValueKind.REPO,
-    "--download-dir": ValueKind.PATH,
+    "--download-dir": ValueKind.OUTPUT,
     "--allowed-local-media-path": ValueKind.PATH,
     "--mm-encoder-fp8-scale-path": ValueKind.PATH,
-    "--mm-encoder-fp8-scale-save-path": ValueKind.PATH,
+    "--mm-encoder-fp8-scale-save-path": ValueKind.OUTPUT,
     "--generation-config": ValueKind.PATH,
     "--chat-template": ValueKind.TEMPLATE,
     "--lora-modules": ValueKind.LORA,
@@ -93,6 +101,18 @@ CHOICES: Mapping[str, tuple[str, ...]] = {
 }
 """Closed lists for options whose parser also takes a class name or a path: only the named values pass."""
 
+REVISIONS: Mapping[str, tuple[str, ...]] = {
+    "model": ("--revision", "--code-revision"),
+    "--hf-config-path": ("--revision", "--code-revision"),
+    "--tokenizer": ("--tokenizer-revision",),
+}
+"""What pins each repository vLLM loads: the model and its config path by --revision (the code by --code-revision,
+else by --revision), the tokenizer by --tokenizer-revision; a draft model by the `revision` key of
+--speculative-config (farm.engines.trust)."""
+
+OFFICIAL_IMAGES: tuple[str, ...] = ("vllm/vllm-openai",)
+"""vLLM's own image repository (Docker Hub); its entrypoint is `vllm serve`."""
+
 DEVICE_OPTIONS = ("--tensor-parallel-size", "--pipeline-parallel-size", "--data-parallel-size")
 """vLLM uses tensor x pipeline x data parallel devices."""
 
@@ -103,12 +123,13 @@ def _spec(data: Mapping[str, Any], source: str) -> ArgSpec:
         engine="vllm",
         source=source,
         kinds=KINDS,
-        reasons={**REFUSED, **CODE_LOADING},
+        reasons={**REFUSED, **CODE_LOADING, **WRITES},
         prefixes=PREFIXES,
         positional_model=True,
         model_option="--model",
         compact_short={r"-O=?(\w+)": "--optimization-level"},
         device_options=DEVICE_OPTIONS,
+        revisions=REVISIONS,
     )
     if CHOICES:
         from dataclasses import replace

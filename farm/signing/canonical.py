@@ -1,0 +1,143 @@
+"""The canonical form of a run that is signed (pure, no I/O): docs/signing.md specifies it for other programs.
+
+A run's statement is a small JSON object that binds, by sha256, four parts:
+
+- `figures`: every figure (key, kind, metric, unit, workload, values, params, requested repeats), by key;
+- `samples`: the sha256 of each repeat's stored raw samples (farm.store.sample_codec's bytes), by figure key;
+- `provenance`: the whole provenance document (host, GPUs, engine and image digest, canonical argv, recipe id
+  and hash, model and revision, farm version, method, prompt and output hashes, worker, attempt, ...);
+- the run's identity (job, attempt, worker) and its request counts, written in the statement itself.
+
+The digest is sha256 of the statement's canonical JSON; the signature is Ed25519 over `SIGNED_PREFIX` + digest.
+Canonical JSON, so that any program can write the same bytes: keys sorted by code point, no whitespace,
+ASCII only (`\\uXXXX`, lower-case hex, surrogate pairs beyond the BMP), integers as integers, floats as the
+shortest decimal that reads back as the same binary64 in Python's `repr` form (`600.0`, `1e-07`); NaN and
+infinities refused: what Python's `json.dumps(v, sort_keys=True, separators=(",", ":"))` writes. The signer
+first normalizes the run (`normalized`) so that every store hands back exactly what was signed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+SCHEME = "farm-run/v1"
+"""The version of this canonical form; a changed form gets a new name and old signatures keep theirs."""
+
+SIGNED_PREFIX = b"farm-run/v1\n"
+"""Prepended to the 32-byte digest before signing, so a run signature can never be taken for another message."""
+
+
+class CanonicalError(ValueError):
+    """A value that has no canonical form (NaN, infinity, a key that is not a string, an unknown type)."""
+
+
+def normalized(value: Any) -> Any:
+    """`value` as the signer keeps it, so that every store gives it back the same: every string's NUL made U+FFFD,
+    -0.0 made 0.0 and a float with an integral value of magnitude 1e16 or more made that integer (PostgreSQL's
+    JSONB keeps neither), tuples made lists. CanonicalError for NaN, infinities, non-string keys, other types."""
+    if value is None or isinstance(value, bool | int):
+        return value
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise CanonicalError(f"{value!r} has no canonical form")
+        if value == 0.0:
+            return 0.0
+        return int(value) if abs(value) >= 1e16 and value.is_integer() else value
+    if isinstance(value, str):
+        return value.replace("\x00", "\ufffd") if "\x00" in value else value
+    if isinstance(value, Mapping):
+        out: dict[str, Any] = {}
+        for key, item in value.items():
+            if not isinstance(key, str):
+                raise CanonicalError(f"a key {key!r} that is not a string has no canonical form")
+            out[key.replace("\x00", "\ufffd")] = normalized(item)
+        return out
+    if isinstance(value, list | tuple):
+        return [normalized(item) for item in value]
+    raise CanonicalError(f"a {type(value).__name__} has no canonical form")
+
+
+def canonical_json(value: Any) -> bytes:
+    """The canonical JSON bytes of a normalized JSON-like value (see the module docstring)."""
+    try:
+        text = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=True, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise CanonicalError(str(exc)) from exc
+    return text.encode("ascii")
+
+
+def sha256_hex(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def figure_document(
+    *,
+    key: str,
+    kind: str,
+    metric: str,
+    unit: str,
+    workload: str | None,
+    values: Sequence[float],
+    params_sha256: str,
+    requested_repeats: int | None,
+) -> dict[str, Any]:
+    """One figure as it is signed: its parameters by the sha256 of their stored bytes (farm.store.params_codec),
+    as samples are, so a check need not decode them."""
+    return {
+        "key": key,
+        "kind": kind,
+        "metric": metric,
+        "unit": unit,
+        "workload": workload,
+        "values": list(values),
+        "params_sha256": params_sha256,
+        "requested_repeats": requested_repeats,
+    }
+
+
+def figures_sha256(figures: Iterable[Mapping[str, Any]]) -> str:
+    """sha256 of the canonical JSON list of figure documents, ordered by key."""
+    return sha256_hex(canonical_json(sorted(figures, key=lambda figure: str(figure["key"]))))
+
+
+def samples_sha256(repeat_digests: Mapping[str, Sequence[str]]) -> str:
+    """sha256 of the canonical JSON object: figure key → the sha256 of each repeat's stored samples, in order."""
+    return sha256_hex(canonical_json({key: list(digests) for key, digests in repeat_digests.items()}))
+
+
+def provenance_sha256(provenance: Mapping[str, Any] | None) -> str:
+    return sha256_hex(canonical_json(dict(provenance or {})))
+
+
+def statement(
+    *,
+    job_id: str,
+    attempt: int,
+    worker_id: str,
+    figures: str,
+    samples: str,
+    provenance: str,
+    failed_requests: int,
+    total_requests: int,
+) -> dict[str, Any]:
+    """The statement a run's digest is taken over (its parts as their sha256)."""
+    return {
+        "scheme": SCHEME,
+        "job_id": job_id,
+        "attempt": attempt,
+        "worker_id": worker_id,
+        "figures_sha256": figures,
+        "samples_sha256": samples,
+        "provenance_sha256": provenance,
+        "failed_requests": failed_requests,
+        "total_requests": total_requests,
+    }
+
+
+def digest(statement_document: Mapping[str, Any]) -> bytes:
+    """The 32-byte sha256 of the statement's canonical JSON: what is signed (after SIGNED_PREFIX)."""
+    return hashlib.sha256(canonical_json(statement_document)).digest()

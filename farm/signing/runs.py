@@ -1,0 +1,202 @@
+"""Signing a run where it was measured, and checking a run against its signature (no I/O).
+
+The worker signs its RunResult before delivery (`sign_result`); the store checks it at delivery, `farm verify`
+checks stored runs, and `farm import` checks every run of a bundle, all through `check`, on the parts a
+`RunContent` holds: figure documents, the sha256 of each repeat's stored sample bytes, the provenance.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import enum
+import hashlib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from farm.domain import Figure, RunResult, RunSignature
+from farm.signing import canonical
+from farm.signing.keys import HostKey, PublicKey
+from farm.store.params_codec import encode as encode_params
+from farm.store.sample_codec import encode as encode_samples
+
+
+class Verdict(enum.StrEnum):
+    """What a check of one run found."""
+
+    VERIFIED = "verified"
+    """The run matches its signature and the key is trusted."""
+    UNTRUSTED = "untrusted"
+    """The run matches its signature; the key is known but not trusted here."""
+    UNKNOWN_KEY = "unknown_key"
+    """The signature names a key this farm does not know: the run cannot be checked (not tampering)."""
+    CHANGED = "changed"
+    """The run's figures, samples or provenance no longer match its signature."""
+    UNSIGNED = "unsigned"
+    """Nobody signed the run (measured before signing, or by a farm that does not sign)."""
+
+    @property
+    def failed(self) -> bool:
+        """Whether `farm verify` names the run and exits non-zero for it."""
+        return self in (Verdict.CHANGED, Verdict.UNKNOWN_KEY)
+
+
+@dataclass(frozen=True)
+class RunContent:
+    """What a run's signature covers, in the shapes the canonical form takes."""
+
+    job_id: str
+    attempt: int
+    worker_id: str
+    figures: tuple[dict[str, Any], ...]
+    sample_digests: dict[str, list[str]]
+    provenance: dict[str, Any]
+    failed_requests: int
+    total_requests: int
+
+    def parts(self) -> tuple[str, str, str]:
+        """(figures, samples, provenance) sha256."""
+        return (
+            canonical.figures_sha256(self.figures),
+            canonical.samples_sha256(self.sample_digests),
+            canonical.provenance_sha256(self.provenance),
+        )
+
+    def digest(self, parts: tuple[str, str, str] | None = None) -> bytes:
+        figures, samples, provenance = parts or self.parts()
+        return canonical.digest(
+            canonical.statement(
+                job_id=self.job_id,
+                attempt=self.attempt,
+                worker_id=self.worker_id,
+                figures=figures,
+                samples=samples,
+                provenance=provenance,
+                failed_requests=self.failed_requests,
+                total_requests=self.total_requests,
+            )
+        )
+
+
+def figure_document(figure: Figure) -> dict[str, Any]:
+    """A figure as it is signed (its values normalized, its params by the sha256 of the bytes the store keeps)."""
+    return canonical.figure_document(
+        key=figure.key,
+        kind=figure.kind,
+        metric=figure.metric,
+        unit=figure.unit,
+        workload=figure.workload,
+        values=canonical.normalized([float(value) for value in figure.values]),
+        params_sha256=hashlib.sha256(encode_params(dict(figure.params))).hexdigest(),
+        requested_repeats=figure.requested_repeats,
+    )
+
+
+def sample_digests(samples: Mapping[str, Sequence[Sequence[Any]]]) -> dict[str, list[str]]:
+    """The sha256 of each repeat's samples as the store keeps them (farm.store.sample_codec's bytes)."""
+    return {
+        key: [hashlib.sha256(encode_samples(repeat)).hexdigest() for repeat in repeats]
+        for key, repeats in samples.items()
+    }
+
+
+def content_of(job_id: str, attempt: int, worker_id: str, result: RunResult) -> RunContent:
+    """A result's signed content, as the worker has it and as the store will keep it."""
+    return RunContent(
+        job_id=job_id,
+        attempt=attempt,
+        worker_id=worker_id,
+        figures=tuple(figure_document(figure) for figure in result.figures),
+        sample_digests=sample_digests(result.samples),
+        provenance=dict(result.provenance),
+        failed_requests=result.failed_requests,
+        total_requests=result.total_requests,
+    )
+
+
+def sign(content: RunContent, key: HostKey) -> RunSignature:
+    parts = content.parts()
+    digest = content.digest(parts)
+    signature = key.sign(canonical.SIGNED_PREFIX + digest)
+    return RunSignature(
+        key_id=key.key_id,
+        signature=base64.b64encode(signature).decode("ascii"),
+        digest=digest.hex(),
+        figures_sha256=parts[0],
+        samples_sha256=parts[1],
+        provenance_sha256=parts[2],
+        scheme=canonical.SCHEME,
+    )
+
+
+def sign_result(job_id: str, attempt: int, worker_id: str, result: RunResult, key: HostKey) -> RunResult:
+    """The result, normalized (canonical.normalized: what every store gives back unchanged), with its signature
+    (made over everything but its artifacts, which are not signed). CanonicalError (a ValueError) for a result
+    with no canonical form."""
+    normal = replace(
+        result,
+        provenance=canonical.normalized(dict(result.provenance)),
+        figures=tuple(
+            replace(figure, values=tuple(canonical.normalized(list(figure.values)))) for figure in result.figures
+        ),
+    )
+    return replace(normal, signature=sign(content_of(job_id, attempt, worker_id, normal), key))
+
+
+@dataclass(frozen=True)
+class Check:
+    """One run checked: the verdict and, when it changed, what no longer matches."""
+
+    verdict: Verdict
+    problems: tuple[str, ...] = ()
+
+    @property
+    def reason(self) -> str:
+        return "; ".join(self.problems)
+
+
+def check(
+    content: RunContent,
+    signature: RunSignature | None,
+    key: PublicKey | None,
+    *,
+    trusted: bool,
+    extra_problems: Sequence[str] = (),
+) -> Check:
+    """Check a run's content against its signature and the key it names (None: the key is unknown here).
+
+    `extra_problems` are what the caller found already (a stored summary that no longer matches its values):
+    any makes the run changed."""
+    if signature is None:
+        return Check(Verdict.UNSIGNED)
+    if signature.scheme != canonical.SCHEME:
+        return Check(Verdict.CHANGED, (f"unknown signature scheme {signature.scheme!r}",))
+    parts = content.parts()
+    problems = list(extra_problems)
+    for name, now, signed in zip(
+        ("figures", "samples", "provenance"),
+        parts,
+        (signature.figures_sha256, signature.samples_sha256, signature.provenance_sha256),
+        strict=True,
+    ):
+        if now != signed:
+            problems.append(f"its {name} changed")
+    digest = content.digest(parts)
+    if digest.hex() != signature.digest and not problems:
+        problems.append("its identity or request counts changed")
+    if key is None:
+        return Check(Verdict.UNKNOWN_KEY, (f"signed by unknown key {signature.key_id}",))
+    if key.key_id != signature.key_id:
+        return Check(Verdict.UNKNOWN_KEY, (f"signed by {signature.key_id}, checked against {key.key_id}",))
+    try:
+        raw = base64.b64decode(signature.signature, validate=True)
+    except (binascii.Error, ValueError):
+        raw = b""
+    if not key.verifies(raw, canonical.SIGNED_PREFIX + digest):
+        if not problems:
+            problems.append("its signature does not match its content")
+        return Check(Verdict.CHANGED, tuple(problems))
+    if problems:  # the signature covers today's content but the parts it names do not: the record was edited
+        return Check(Verdict.CHANGED, tuple(problems))
+    return Check(Verdict.VERIFIED if trusted else Verdict.UNTRUSTED)

@@ -1,0 +1,116 @@
+"""What ran beats what was generated (issue 22): a recipe's recorded command, and the settings its metadata records,
+win over the draft launch the registry synthesized from the instance and its own defaults. Each rule is held to a
+real registry document in tests/fixtures/registry."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from farm.errors import RecipeError
+from farm.recipes import instances
+from farm.recipes.parse import load_recipe
+
+REGISTRY = Path(__file__).resolve().parents[1] / "fixtures" / "registry"
+
+
+def test_recorded_llama_bench_beats_the_synthesized_draft() -> None:
+    """The run recorded `llama-bench -m ...IQ4_XS.gguf -ngl 999 -fa on -ctk f16 -ctv f16 -fitt 1024`; the registry's
+    draft (`-hf ...:IQ4_XS --n-gpu-layers 999 -c 1024`) dropped the cache types and flash attention and invented a
+    context. The recording is the command, and the note says the draft was not used."""
+    recipe = load_recipe(REGISTRY / "nemotron-cascade-2-30b-a3b-iq4-xs-rtx-3090-24gb-llama-cpp-tp1.json")
+    assert recipe.provenance.command_source == "metadata.localmaxxing.tokenized.arguments"
+    argv = list(recipe.argv)
+    assert argv[argv.index("--cache-type-k") + 1] == "f16"
+    assert "--flash-attn" in argv
+    assert "--ctx-size" not in argv
+    notes = " ".join(recipe.provenance.command_notes)
+    assert "synthesized draft" in notes
+    assert "is not used" in notes
+
+
+def test_recorded_quantization_is_kept_where_the_recording_cannot_be_served() -> None:
+    """The recording names `...GGUF:IQ2_XXS` with an option the farm cannot translate (`-lm`); the draft names
+    another file (`:IQ2_XSS`). Falling back to the draft would launch another checkpoint than the one that ran, so
+    the recording's refusal stands."""
+    with pytest.raises(RecipeError) as caught:
+        load_recipe(REGISTRY / "deepseek-v4-flash-0731-iq2-xss-rtx-3090-24gb-llama-cpp-tp1.json")
+    assert caught.value.field == "metadata.localmaxxing.tokenized.arguments"
+    assert "'-lm'" in caught.value.detail
+
+
+def test_a_draft_naming_the_base_model_for_a_quantized_instance_is_refused() -> None:
+    """The instance is `google-gemma-4-26b-a4b-it--int8`; the registry's draft names `google/gemma-4-26B-A4B-it`,
+    the BF16 base: that would benchmark other weights under the recipe's name."""
+    with pytest.raises(RecipeError) as caught:
+        load_recipe(REGISTRY / "gemma-4-26b-a4b-int8-rtx-5090-32gb-vllm-tp1.json")
+    assert caught.value.field == "draft_launch.arguments"
+    assert "base model" in caught.value.detail
+    assert "int8" in caught.value.detail
+
+
+def test_engine_flags_win_over_the_synthesized_draft() -> None:
+    """metadata.localmaxxing.engine_flags records kvCacheDtype fp8; the draft has no --kv-cache-dtype. The run's
+    setting is added, and the note names it."""
+    recipe = load_recipe(REGISTRY / "qwen3-6-27b-nvfp4-modelopt-mixed-w4a16-fp8-rtx-5090-32gb-vllm-tp1.json")
+    argv = list(recipe.argv)
+    assert argv[argv.index("--kv-cache-dtype") + 1] == "fp8"
+    assert any("kvCacheDtype" in note and "added" in note for note in recipe.provenance.command_notes)
+
+
+def test_mtp_the_notes_record_is_not_dropped() -> None:
+    """engine_flags.mtpEnabled is true and the notes say "This is using MTP 8"; the draft has no speculative
+    decoding. vLLM's MTP needs only the token count, which the notes state once: it is added."""
+    recipe = load_recipe(REGISTRY / "qwen3-6-27b-auto-rtx-5090-32gb-vllm-tp2.json")
+    argv = list(recipe.argv)
+    assert argv[argv.index("--speculative-config") + 1] == '{"method":"mtp","num_speculative_tokens":8}'
+
+
+@pytest.mark.parametrize(
+    ("repository", "instance_id", "stated"),
+    [
+        ("zai-org/GLM-4.5-Air", "zai-org-glm-4-5-air--awq-4bit", "awq-4bit"),
+        ("Qwen/Qwen3.6-27B", "qwen-qwen3-6-27b--nvfp4", "nvfp4"),
+        ("QuantTrio/GLM-4.7-Flash-AWQ", "quanttrio-glm-4-7-flash-awq--int4", None),  # named by its quantization
+        ("nvidia/Qwen3.6-27B-NVFP4", "nvidia-qwen3-6-27b-nvfp4--nvfp4", None),
+        ("deepseek-ai/DeepSeek-V4-Flash", "deepseek-ai-deepseek-v4-flash--fp8", None),  # FP8 is its own weights
+        ("0xSero/GLM-5.2-504B-Nvidia", "0xsero-glm-5-2-504b-nvidia--nvfp4", None),  # not a base publisher
+    ],
+)
+def test_base_for_quantized(repository: str, instance_id: str, stated: str | None) -> None:
+    """A base publisher's plain repository named for a quantized instance is the base model, not the checkpoint."""
+    instance = instances.Instance(instance_id, repository, None, None, None, None)
+    assert instances.base_for_quantized(instance) == stated
+
+
+def test_a_vllm_command_naming_a_gguf_repository_without_its_file_is_refused() -> None:
+    """The registry's draft gives vLLM `--model unsloth/Qwen3.6-35B-A3B-GGUF`: a repository of many quantizations,
+    none named. vLLM loads one GGUF file; the command would not load the weights that ran."""
+    with pytest.raises(RecipeError) as caught:
+        load_recipe(REGISTRY / "qwen3-6-35b-a3b-ud-q4-k-m-rtx-4070-12gb-vllm-tp1-xmn9blhn.json")
+    assert caught.value.field == "draft_launch.arguments"
+    assert "GGUF repository" in caught.value.detail
+
+
+def test_a_llama_cpp_draft_naming_a_gguf_repository_without_its_quantization_is_not_the_model(
+    tmp_path: Path,
+) -> None:
+    """The registry's draft gives llama-server `-hf unsloth/gemma-4-26B-A4B-it-GGUF`, no quantization: llama.cpp
+    would download the repository's default file (Q4_K_M), not the instance's UD-Q8_K_XL. The fixture's recording
+    wins over the draft as it is, so the recording is replaced here by the prose note two other fixtures carry
+    (`llama.cpp GGUF five-prompt plus vision benchmark`), which falls back to the draft: its model becomes the host's
+    file for the instance (the farm's snapshot lacks it), and the note says why."""
+    name = "gemma-4-26b-a4b-it-ud-q8-k-xl-dgx-spark-gb10-128gb-llama-cpp-tp1.json"
+    data = json.loads((REGISTRY / name).read_text())
+    prose = "llama.cpp GGUF five-prompt plus vision benchmark"
+    data["metadata"]["localmaxxing"]["observed_command"] = prose
+    data["metadata"]["localmaxxing"]["tokenized"] = {"arguments": prose.split(), "fidelity": "faithful"}
+    (tmp_path / name).write_text(json.dumps(data))
+    recipe = load_recipe(tmp_path / name)
+    assert recipe.provenance.command_source == "draft_launch.arguments"
+    assert "-hf" not in recipe.argv
+    assert "--hf-repo" not in recipe.argv
+    assert recipe.argv[recipe.argv.index("-c") + 1] == "262144"
+    assert any("without a quantization" in note for note in recipe.provenance.command_notes)

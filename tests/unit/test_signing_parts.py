@@ -1,0 +1,163 @@
+"""The signing parts without a store: the canonical form (a fixed test vector other programs can check against),
+normalization, host keys on disk (0600, one key for two starts, refused when others can read it), public key
+forms, a run's check against tampered content, and the registry's validated rules."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import stat
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from farm.domain import Figure, RunResult, summarize
+from farm.errors import SigningError
+from farm.signing import canonical
+from farm.signing.keys import KEY_DIR, PRIVATE_KEY_FILE, HostKey, PublicKey, fingerprint, is_fingerprint
+from farm.signing.runs import Verdict, check, content_of, sign_result
+from farm.signing.validated import outcomes
+
+
+@pytest.mark.parametrize(
+    ("value", "text"),
+    [
+        ({"b": 1, "a": [1.5, 600.0, -0.0]}, '{"a":[1.5,600.0,-0.0],"b":1}'),
+        ({"é": "\u2603"}, '{"\\u00e9":"\\u2603"}'),
+        ([1e-07, 1e16, True, None], "[1e-07,1e+16,true,null]"),
+    ],
+)
+def test_canonical_json_is_sorted_compact_ascii(value: object, text: str) -> None:
+    """Keys sorted, no whitespace, ASCII escapes, floats in Python's repr form."""
+    assert canonical.canonical_json(value) == text.encode()
+
+
+@pytest.mark.parametrize(
+    ("value", "normal"),
+    [
+        (-0.0, 0.0),
+        (1e16, 10**16),
+        (2.5e20, 250000000000000000000),
+        (600.0, 600.0),
+        ("a\x00b", "a\ufffdb"),
+        ((1, (2.0,)), [1, [2.0]]),
+    ],
+)
+def test_normalized_keeps_what_every_store_gives_back(value: object, normal: object) -> None:
+    """-0.0 and huge integral floats (which PostgreSQL's JSONB does not keep), NUL (which it refuses), tuples."""
+    got = canonical.normalized(value)
+    assert got == normal
+    assert type(got) is type(normal)
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), {1: "a"}, object()])
+def test_values_with_no_canonical_form_are_refused(bad: object) -> None:
+    with pytest.raises(canonical.CanonicalError):
+        canonical.canonical_json(canonical.normalized(bad))
+
+
+def test_the_statement_digest_test_vector() -> None:
+    """The digest of a fixed statement (docs/signing.md gives the same vector)."""
+    statement = canonical.statement(
+        job_id="j-0123456789",
+        attempt=1,
+        worker_id="host-w1",
+        figures="0" * 64,
+        samples="1" * 64,
+        provenance="2" * 64,
+        failed_requests=0,
+        total_requests=12,
+    )
+    text = canonical.canonical_json(statement)
+    assert text == (
+        b'{"attempt":1,"failed_requests":0,"figures_sha256":"' + b"0" * 64 + b'","job_id":"j-0123456789",'
+        b'"provenance_sha256":"' + b"2" * 64 + b'","samples_sha256":"' + b"1" * 64 + b'","scheme":"farm-run/v1",'
+        b'"total_requests":12,"worker_id":"host-w1"}'
+    )
+    assert canonical.digest(statement) == hashlib.sha256(text).digest()
+
+
+def test_a_host_key_is_made_once_0600_and_read_back(tmp_path: Path) -> None:
+    """The first start makes the key (0600, its directory 0700); a second start reads the same key."""
+    first = HostKey.load_or_create(tmp_path)
+    path = tmp_path / KEY_DIR / PRIVATE_KEY_FILE
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert HostKey.load_or_create(tmp_path).key_id == first.key_id
+    assert (tmp_path / KEY_DIR / "host_ed25519.pub").read_text().startswith("ed25519 ")
+    assert is_fingerprint(first.key_id)
+    assert first.key_id == fingerprint(first.public.raw)
+    assert "PRIVATE" not in repr(first)
+
+
+def test_a_host_key_others_can_read_is_refused(tmp_path: Path) -> None:
+    HostKey.load_or_create(tmp_path)
+    path = tmp_path / KEY_DIR / PRIVATE_KEY_FILE
+    os.chmod(path, 0o644)
+    with pytest.raises(SigningError, match="readable by others"):
+        HostKey.load(path)
+
+
+def test_public_keys_read_in_every_form() -> None:
+    key = HostKey.generate()
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
+    pem = (
+        Ed25519PublicKey.from_public_bytes(key.public.raw)
+        .public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
+        .decode()
+    )
+    for text in (key.public.text, key.public.line("a comment"), pem):
+        assert PublicKey.from_text(text) == key.public
+    for bad in ("ed25519 AAAA", "not a key at all", "-----BEGIN PUBLIC KEY-----\nxx\n-----END PUBLIC KEY-----"):
+        with pytest.raises(SigningError):
+            PublicKey.from_text(bad)
+
+
+def _result() -> RunResult:
+    values = (270.0, 276.0)
+    figure = Figure("decode", "decode/code/decode_tok_s", "decode_tok_s", "tok/s", values, summarize(values))
+    return RunResult(
+        figures=(figure,),
+        samples={figure.key: [[{"started_ns": 0}]]},
+        provenance={"argv": ["vllm", "serve", "m"], "power": -0.0},
+    )
+
+
+def test_a_signed_result_checks_and_any_change_does_not() -> None:
+    """The signer normalizes (so -0.0 is stored as 0.0) and signs; a changed value, sample, argv, identity or
+    another key's signature is caught; a key not given is unknown, not changed."""
+    key = HostKey.generate()
+    signed = sign_result("j-1", 1, "w", _result(), key)
+    assert signed.provenance["power"] == 0.0
+    assert signed.signature is not None
+    content = content_of("j-1", 1, "w", signed)
+    assert check(content, signed.signature, key.public, trusted=True).verdict is Verdict.VERIFIED
+    assert check(content, signed.signature, key.public, trusted=False).verdict is Verdict.UNTRUSTED
+    assert check(content, signed.signature, None, trusted=False).verdict is Verdict.UNKNOWN_KEY
+    other = HostKey.generate()
+    forged = replace(signed.signature, key_id=other.key_id)
+    assert check(content, forged, other.public, trusted=True).verdict is Verdict.CHANGED
+    changed = [
+        replace(content, figures=({**content.figures[0], "values": [270.0, 277.0]},)),
+        replace(content, sample_digests={"decode/code/decode_tok_s": ["0" * 64]}),
+        replace(content, provenance={**content.provenance, "argv": ["vllm", "serve", "other"]}),
+        replace(content, attempt=2),
+    ]
+    for tampered in changed:
+        result = check(tampered, signed.signature, key.public, trusted=True)
+        assert result.verdict is Verdict.CHANGED, tampered
+        assert result.problems
+
+
+def test_the_validated_rules_each_read_their_fields() -> None:
+    """Each of the registry's rules fails on its own when its field is missing or wrong."""
+    good_recipe = {"container": {"image": "vllm/vllm-openai@sha256:" + "a" * 64}}
+    good = {"model_revision": "0" * 40, "argv": ["vllm", "serve", "m"]}
+    assert all(outcomes(good_recipe, good, True).values())
+    assert not outcomes({"container": {"image": "vllm/vllm-openai:latest"}}, good, True)["digest-pinned image"]
+    assert not outcomes(good_recipe, {**good, "model_revision": "main"}, True)["full model revision"]
+    assert not outcomes(good_recipe, good, False)["acceptance run"]
+    eager = {**good, "argv": ["vllm", "serve", "m", "--enforce-eager"]}
+    assert not outcomes(good_recipe, eager, True)["no eager mode"]
