@@ -164,8 +164,8 @@ def stream_csv(entries: Iterable[Entry]) -> Iterator[str]:
     out = io.StringIO()
     # Every text cell quoted, numbers bare: a cell holding `;` (the separator a spreadsheet in many locales
     # assumes) or `,` stays one cell whichever separator the reader takes.
+    csv.writer(out, lineterminator="\n").writerow(CSV_COLUMNS)  # plain names, as readers match them
     writer = csv.writer(out, lineterminator="\n", quoting=csv.QUOTE_NONNUMERIC)
-    writer.writerow(CSV_COLUMNS)
     runs: tuple[object, ...] | None = None
     cells = ("", "", "")
     for entry in entries:
