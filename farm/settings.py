@@ -8,6 +8,7 @@ declares a default for them.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -71,6 +72,20 @@ def _setting(
 
 def _optional_text(raw: str) -> str | None:
     return raw or None
+
+
+_LABEL = r"[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?"
+_HOST_NAME = re.compile(rf"^(\[[0-9a-f:.]+\]|{_LABEL}(\.{_LABEL})*)$")
+
+
+def _host_names(raw: str) -> tuple[str, ...]:
+    """Comma-separated host names (or IP addresses), lower case, without a trailing dot or a port."""
+    return tuple(name.strip().lower().rstrip(".") for name in raw.split(",") if name.strip())
+
+
+def _valid_host_names(names: tuple[str, ...]) -> str | None:
+    bad = [name for name in names if not _HOST_NAME.match(name) or len(name) > 253]
+    return None if not bad else "host names or IP addresses, comma-separated, without ports (not " + repr(bad[0]) + ")"
 
 
 def _whole(raw: str) -> int:
@@ -191,6 +206,16 @@ class Settings:
         cast(Callable[[str], Literal["finish", "release"] | None], _optional_text),
         "on SIGTERM, finish the job in hand or hand it back; unset: the profile's [worker] on_sigterm, else finish",
         check=_one_of("finish", "release"),
+    )
+
+    # --- the HTTP API (farm serve) ---
+    api_allowed_hosts: tuple[str, ...] = _setting(
+        (),
+        _host_names,
+        "Host header names the API answers besides loopback's (localhost, 127.0.0.1, ::1) and the address it listens "
+        "on: comma-separated. Any other Host is refused, so a web page that rebinds its own name to this machine "
+        "(DNS rebinding) cannot read the API from a browser",
+        check=_valid_host_names,
     )
 
     def __init__(self, **given: Any) -> None:

@@ -30,7 +30,7 @@ The lease protocol, in one place:
   `max_attempts`.
 - `cancel` ends a queued or running job at once; the owner of a running one gets LeaseLost on its next
   heartbeat and its results are refused.
-- Failure messages and artifacts are scrubbed of secrets (farm.provenance.scrub_text) before they are stored.
+- Failure messages and artifacts are scrubbed of secrets (farm.scrubber.scrub_text) before they are stored.
 
 Every write is one transaction; every SQLAlchemy or driver error comes out as farm.errors.StoreError. The
 lease operations (heartbeat, complete, fail, release) raise LeaseLost for a job that does not exist too, so
@@ -65,7 +65,7 @@ from farm.domain import (
     split_key,
 )
 from farm.errors import InvalidTransition, JobNotFound, LeaseLost, StoreError
-from farm.provenance import scrub_artifact, scrub_text
+from farm.scrubber import scrub_artifact, scrub_text
 from farm.settings import LIVE_WITHIN_S
 from farm.store import migrate, queries
 from farm.store.db import (

@@ -35,10 +35,11 @@ from farm.errors import EngineError, FarmError, LeaseLost, MeasurementError, Sto
 from farm.hardware.probe import HardwareProbe, SimulatedProbe
 from farm.logs import get_logger
 from farm.net import free_port
-from farm.provenance import HostInfo, Provenance, capture_provenance, now_utc, scrub_artifact, scrub_text
+from farm.provenance import HostInfo, Provenance, capture_provenance, now_utc
 from farm.recipes.model import Engine as RecipeEngine
 from farm.recipes.model import Recipe, RecipeProvenance
 from farm.recipes.sweep import SweepPlan
+from farm.scrubber import scrub_artifact, scrub_text
 from farm.settings import Settings
 from farm.signing.keys import HostKey
 from farm.signing.runs import sign_result

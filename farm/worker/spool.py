@@ -22,6 +22,7 @@ from typing import Any
 from farm.bench.records import figure_from_json, figure_to_json
 from farm.domain import Artifact, RunResult, RunSignature
 from farm.logs import get_logger
+from farm.private_files import open_private, private_directory
 
 log = get_logger(__name__)
 
@@ -102,12 +103,12 @@ class Spool:
 
     def _write(self, job_id: str, attempt: int, worker_id: str, result: RunResult, *, aside: bool) -> Path:
         directory = self.directory / REFUSED if aside else self.directory
-        directory.mkdir(parents=True, exist_ok=True)
+        private_directory(directory)
         path = directory / f"{job_id}.{attempt}.json"
         tmp = path.with_suffix(".tmp")
         payload = {"job_id": job_id, "attempt": attempt, "worker_id": worker_id, "result": result_to_json(result)}
         try:
-            with tmp.open("w", encoding="utf-8") as fh:
+            with open_private(tmp, "w", encoding="utf-8") as fh:
                 json.dump(payload, fh)
                 fh.flush()
                 os.fsync(fh.fileno())
