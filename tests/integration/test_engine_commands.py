@@ -178,18 +178,19 @@ def test_an_engine_no_worker_runs_is_refused_at_submit_with_the_list(tmp_path: P
     """A valid recipe for an engine the farm cannot launch passes the command check (`farm recipe check`) and is
     refused at submit, naming what the workers run."""
     recipe = Recipe(
-        id="mlx",
-        model_id="mlx-community/Qwen3-4B-4bit",
+        id="lmstudio",
+        model_id="lmstudio-community/Qwen3-4B-GGUF",
         hardware_id="cpu",
         hardware_count=1,
-        engine=Engine(name="mlx"),
-        argv=("mlx_lm.server", "--model", "mlx-community/Qwen3-4B-4bit", "--port", "8080"),
+        engine=Engine(name="lmstudio"),
+        argv=("lms", "server", "start"),
         provenance=RecipeProvenance(source_format="local-ai-registry/v1", content_sha256="0" * 64),
     )
     from farm.engines.admission import check_recipe_for_submit, check_runnable
 
     check_recipe_for_submit(recipe)
-    with pytest.raises(ArgumentPolicyError, match=r"no worker of this farm runs mlx \(the farm's workers run: vllm"):
+    no_worker = r"no worker of this farm runs lmstudio \(the farm's workers run: vllm"
+    with pytest.raises(ArgumentPolicyError, match=no_worker):
         check_runnable(recipe)
 
 
@@ -367,24 +368,24 @@ def test_submit_accepts_the_seed_container_launch(tmp_path: Path) -> None:
 
 
 def test_submit_queues_nothing_for_an_engine_no_worker_runs(tmp_path: Path) -> None:
-    """submit_sweep (what `farm submit` calls) refuses an Ollama recipe with the list of runnable engines, and
-    stores nothing."""
+    """submit_sweep (what `farm submit` calls) refuses an LM Studio recipe (no worker runs it) with the list of
+    runnable engines, and stores nothing."""
     from farm.recipes.spec import LoadedSweep
     from farm.recipes.sweep import SweepSpec
     from farm.submit import submit_sweep
 
     recipe = Recipe(
-        id="ollama",
-        model_id="qwen3:8b",
+        id="lmstudio",
+        model_id="lmstudio-community/Qwen3-4B-GGUF",
         hardware_id="cpu",
         hardware_count=1,
-        engine=Engine(name="ollama"),
-        argv=("ollama", "run", "qwen3:8b"),
+        engine=Engine(name="lmstudio"),
+        argv=("lms", "server", "start"),
         provenance=RecipeProvenance(source_format="local-ai-registry/v1", content_sha256="0" * 64),
     )
     spec = SweepSpec.model_validate({"name": "o", "recipe": "r.json", "plan": {"short_ttft": {"prompt_tokens": 64}}})
     sweep = LoadedSweep(spec=spec, recipe=recipe, spec_path=tmp_path, recipe_path=tmp_path, spec_sha256="0" * 64)
     store = Store.open(f"sqlite:///{tmp_path / 'farm.db'}", auto_upgrade=True)
-    with pytest.raises(ArgumentPolicyError, match="no worker of this farm runs ollama"):
+    with pytest.raises(ArgumentPolicyError, match="no worker of this farm runs lmstudio"):
         submit_sweep(store, sweep, broker_url=None)
     assert store.list_jobs() == []
