@@ -784,15 +784,20 @@ _KV_STATED = (
     # "-ctk q4_0 -ctv q4_1" in prose
     re.compile(rf"(?:-ctk|--cache-type-k)[ =]{_KV_TYPE}(?:\s+(?:-ctv|--cache-type-v)[ =]{_KV_TYPE})?", re.I),
 )
+_NOT_A_SIZE = r"(?!\d|\.\d|\s*(?:t/s|tok/s|tokens?/s|ms\b|s\b|%|x\b))"
+"""A number followed by a rate or a time (`8K ctx = 1383 t/s`) is a measurement, not a context size."""
 _CONTEXT_STATED = (
     # "c=131072", "ctx=4096", "served ctx=4096", "context: 32768" (never "prompt/context=16384", a prompt size)
     re.compile(
-        r"(?<![\w/-])(?:c|ctx|ctx-size|ctx_size|n_ctx|context(?:[ -](?:size|length))?)\s*[=:]\s*(\d{3,7})\b",
+        r"(?<![\w/-])(?:c|ctx|ctx-size|ctx_size|n_ctx|context(?:[ -](?:size|length))?)\s*[=:]\s*(\d{3,7})\b"
+        + _NOT_A_SIZE,
         re.IGNORECASE,
     ),
     # "131072 context", "full 262144 context"
     re.compile(r"(?<![\w.,])(\d{3,7})(?:-token)?\s+context\b", re.IGNORECASE),
 )
+_CONTEXT_STATED_K = re.compile(r"(?<![\w.,])(\d{1,4})\s?K(?:-token)?\s+(?:ctx|context)\b", re.IGNORECASE)
+"""`8K ctx`, `256K context`: N x 1024 tokens."""
 _CONTEXT_OPTIONS = {"llama.cpp": "--ctx-size", "vllm": "--max-model-len", "sglang": "--context-length"}
 _CONTEXT_SPELLINGS = {
     "llama.cpp": ("-c", "--ctx-size"),
@@ -822,6 +827,7 @@ def _stated_kv(text: str) -> tuple[str, str] | bool | None:
 
 def _stated_context(text: str) -> int | bool | None:
     found = {int(value) for pattern in _CONTEXT_STATED for value in pattern.findall(text)}
+    found |= {int(value) * 1024 for value in _CONTEXT_STATED_K.findall(text)}
     if not found:
         return None
     return found.pop() if len(found) == 1 else False

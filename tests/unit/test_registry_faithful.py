@@ -146,6 +146,7 @@ def _with_notes(tmp_path: Path, name: str, notes: str) -> Path:
         ("BigBeast single RTX 3090, Q4_1 KV.", "q4_1/q4_1 KV cache, which a vllm command"),
         ("tested with q8_0/q8_0 KV and then KV q4_0", "more than one of KV cache types"),
         ("ctx=4096 first, then c=8192", "more than one of context sizes"),
+        ("b128 @ 8K ctx = 1383 t/s, b64 @ 256K ctx = 1247 t/s", "more than one of context sizes"),
     ],
 )
 def test_a_generated_command_that_cannot_carry_what_the_notes_state_is_refused(
@@ -166,3 +167,13 @@ def test_a_recording_beats_what_the_notes_state(tmp_path: Path) -> None:
     assert recipe.argv[recipe.argv.index("-ctk") + 1] == "q8_0"
     assert recipe.argv[recipe.argv.index("-c") + 1] == "32768"
     assert "--cache-type-k" not in recipe.argv
+
+
+def test_a_rate_after_ctx_is_not_a_context_and_k_sizes_count(tmp_path: Path) -> None:
+    """`8K ctx = 1383 t/s` states an 8K context (8192) and a throughput, never a context of 1383; a single `128K
+    context` is 131072 tokens, carried into the generated llama.cpp command."""
+    name = "gemma-4-12b-it-q4-k-m-ryzen-ai-max-plus-395-128gb-llama-cpp-tp1-i4vez1gw.json"
+    recipe = load_recipe(_with_notes(tmp_path, name, "b128 @ 8K ctx = 1383 t/s aggregate"))
+    assert recipe.argv[recipe.argv.index("--ctx-size") + 1] == "8192"
+    recipe = load_recipe(_with_notes(tmp_path, name, "full 128K context, served ctx=131072."))
+    assert recipe.argv[recipe.argv.index("--ctx-size") + 1] == "131072"
