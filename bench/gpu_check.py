@@ -1,13 +1,21 @@
-"""GPU host check: the NVML probe, the peak-memory sampler against a known allocation, and the GPUs-free check
-after an engine process group is stopped. Prints PASS/FAIL per check and a verdict; exit status 0 on PASS.
+"""GPU host check: the NVML probe, the peak-memory sampler against a known allocation, the GPUs-free check
+after an engine process group is stopped, and the card's energy counter against its integrated power samples.
+Prints PASS/FAIL per check and a verdict; exit status 0 on PASS.
 
 For a GPU host with PyTorch (CUDA) and nvidia-ml-py but no vLLM and not even the farm's dependencies:
 
-    PYTHONPATH=. python bench/gpu_check.py [--gib 8] [--card 0]
+    PYTHONPATH=. python bench/gpu_check.py [--gib 8] [--card 0] [--load-s 8]
 
 Only the standard library, torch, pynvml and the farm modules that need nothing else (farm.hardware.nvml,
-farm.worker.memory, farm.engines.process and farm.engines.vllm.adapter) are imported; when structlog is missing, a
-small stand-in for farm.logs prints the engine events instead. Without a GPU it says so and exits 2.
+farm.worker.memory, farm.worker.energy, farm.bench.energy, farm.engines.process and farm.engines.vllm.adapter) are
+imported; when structlog is missing, a small stand-in for farm.logs prints the engine events instead. Without a
+GPU it says so and exits 2.
+
+The energy check: idle, then `--load-s` seconds of matrix multiplications on the card, then idle, sampled as the
+worker samples (farm.worker.energy, every 50 ms). Over the steady middle of the load (a second in from each
+end) the energy from NVML's total-energy counter and the trapezoid over `nvmlDeviceGetPowerUsage` must agree
+within 10% (the power reading is itself averaged over up to a second on recent drivers, hence the steady
+window), the load must draw more than idle, and no more than the card's power limit (+10%).
 
 Order matters: the stop check runs before this process touches CUDA, because its own CUDA context would
 count as a compute process on the card.
@@ -29,6 +37,8 @@ from typing import Any
 GIB_MIB = 1024
 TOLERANCE = 0.05
 """The sampled peak must rise by the allocation ± 5%."""
+ENERGY_TOLERANCE = 0.10
+"""The counter's and the power samples' energy over the steady load must agree within 10%."""
 
 CHILD_ALLOCATES = """
 import signal, sys, time, torch
@@ -157,10 +167,56 @@ def check_sampler(probe: Any, gib: int, card: int) -> bool:
     return _line("peak memory", ok, f"peak rose {rise} MiB for {expected} MiB allocated (errors {sampler.errors})")
 
 
+def check_energy(probe: Any, card: int, load_s: float) -> bool:
+    """NVML's energy counter against its own power samples over a steady load, through the worker's sampler and
+    the farm's integration (farm.bench.energy), on the card torch allocates on."""
+    from farm.bench.energy import CardEnergy, EnergySample, card_window_energy
+    from farm.worker.energy import EnergySampler
+
+    torch = importlib.import_module("torch")
+    torch.cuda.set_device(card)
+    index = _probe_position(probe, torch.cuda.get_device_properties(card), card)
+    first = probe.power()
+    if not first.cards:
+        return _line("energy counter", False, f"the probe reads no power: {first.unavailable}")
+    if first.cards[index].energy_mj is None:
+        return _line("energy counter", False, "this card has no total-energy counter (NOT_SUPPORTED before Volta)")
+    a = torch.randn(8192, 8192, device="cuda", dtype=torch.float16)
+    with EnergySampler(probe.power) as sampler:
+        time.sleep(2.0)
+        load_start = time.perf_counter_ns()
+        while time.perf_counter_ns() - load_start < load_s * 1e9:
+            for _ in range(20):
+                a = (a @ a).clamp_(-1, 1)
+            torch.cuda.synchronize()
+        load_end = time.perf_counter_ns()
+        time.sleep(2.0)
+    series = sampler.series[index]
+    start, end = load_start + 1_000_000_000, load_end - 1_000_000_000
+    by_counter = card_window_energy(series, start, end)
+    by_power = card_window_energy([EnergySample(t_ns=s.t_ns, power_mw=s.power_mw) for s in series], start, end)
+    idle = card_window_energy(series, load_end + 1_000_000_000, load_end + 1_900_000_000)
+    print(f"  readings: {len(series)} over {(series[-1].t_ns - series[0].t_ns) / 1e9:.1f} s, errors {sampler.errors}")
+    print(f"  steady load ({(end - start) / 1e9:.1f} s): counter {by_counter}, power samples {by_power}")
+    print(f"  idle after: {idle}")
+    if not isinstance(by_counter, CardEnergy) or not isinstance(by_power, CardEnergy):
+        return _line("energy counter", False, "the steady window could not be measured (see the reasons above)")
+    agree = abs(by_counter.energy_j - by_power.energy_j) <= ENERGY_TOLERANCE * by_power.energy_j
+    limit_w = probe.report().gpus[index].power_limit_w
+    within_limit = limit_w is None or by_counter.avg_power_w <= limit_w * 1.10
+    above_idle = not isinstance(idle, CardEnergy) or by_counter.avg_power_w > idle.avg_power_w
+    detail = (
+        f"counter {by_counter.energy_j:.1f} J ({by_counter.avg_power_w:.0f} W) vs power samples "
+        f"{by_power.energy_j:.1f} J ({by_power.avg_power_w:.0f} W); limit {limit_w} W"
+    )
+    return _line("energy counter", agree and within_limit and above_idle, detail)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--gib", type=int, default=8, help="GiB to allocate for the sampler and stop checks")
     parser.add_argument("--card", type=int, default=0, help="the CUDA device (torch index) to allocate on")
+    parser.add_argument("--load-s", type=float, default=8.0, help="seconds of load for the energy check")
     args = parser.parse_args(argv)
 
     _logs_stand_in()
@@ -188,6 +244,7 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         results.append(check_stop(probe, args.gib, Path(tmp)))
     results.append(check_sampler(probe, args.gib, args.card))
+    results.append(check_energy(probe, args.card, args.load_s))
     probe.close()
     verdict = all(results)
     print(f"VERDICT: {'PASS' if verdict else 'FAIL'} ({sum(results)}/{len(results)} checks passed)")

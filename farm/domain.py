@@ -219,6 +219,16 @@ KIND_PREFIX_CACHE = "prefix_cache"  # metric ttft_ms, point = prompt tokens
 KIND_CONCURRENCY = "concurrency"  # point = level; metrics in CONCURRENCY_METRICS
 KIND_SPEC_DECODE = "spec_decode"  # metrics acceptance_rate, mean_acceptance_length; point = workload
 KIND_MEMORY = "memory"  # metric peak_memory_gib, point = gpu<index>
+# Energy over each measurement's windows, GPU-only (farm.bench.energy_figures): point = the measurement's point
+# with a dot, e.g. "decode.code", "concurrency.16"; power per card adds the card, "decode.code.gpu0".
+KIND_ENERGY = "energy"  # metrics ENERGY_METRICS, all cards together
+KIND_POWER = "power"  # metrics POWER_METRICS, per card
+KIND_COST = "cost"  # metrics COST_METRICS, at the prices the host profile states (in the figure's params)
+ENERGY_METRICS = ("energy_j", "avg_power_w", "j_per_output_token", "j_per_total_token", "output_tokens_per_j")
+POWER_METRICS = ("avg_power_w", "peak_power_w")
+COST_METRICS = ("per_m_output_tokens", "per_m_total_tokens")
+KIND_DEPTH = "depth"  # metrics decode_tok_s, ttft_ms, prefill_tok_s; point = context tokens before the turn
+KIND_DATASET = "dataset"  # point = source (sharegpt, trace); metrics of a concurrency point, per-turn figures
 
 CONCURRENCY_METRICS = (
     "aggregate_tok_s",
@@ -237,9 +247,10 @@ CONCURRENCY_METRICS = (
     "e2e_ms_p99",
 )
 
-LOWER_IS_BETTER_UNITS = frozenset({"ms", "s", "GiB", "GB"})
-"""Units whose smaller values rank first (latency, memory); every other unit (tok/s, acceptance) ranks larger
-values first."""
+LOWER_IS_BETTER_UNITS = frozenset({"ms", "s", "GiB", "GB", "J", "W", "J/tok"})
+"""Units whose smaller values rank first (latency, memory, energy, power; and costs, `<currency>/Mtok`); every
+other unit (tok/s, tok/J, acceptance) ranks larger values first."""
+COST_UNIT_SUFFIX = "/Mtok"
 
 
 def figure_key(kind: str, point: str | int, metric: str) -> str:
@@ -267,7 +278,7 @@ def int_point(point: str) -> int | None:
 
 
 def lower_is_better(unit: str) -> bool:
-    return unit in LOWER_IS_BETTER_UNITS
+    return unit in LOWER_IS_BETTER_UNITS or unit.endswith(COST_UNIT_SUFFIX)
 
 
 class Origin(enum.StrEnum):

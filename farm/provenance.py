@@ -314,4 +314,5 @@ def capture_provenance(
         attempt=attempt,
         simulated=engine.simulated,
         absent_figures=dict(outcome.absent),
+        extra={"prompt_sized_by": outcome.prompt_sized_by},
     )

@@ -116,6 +116,9 @@ def check_fits(plan: SweepPlan, open_loop: OpenLoopPlan | None, info: EndpointIn
         wanted += [("plan.prefill.prompt_tokens", n + plan.prefill.output_tokens) for n in plan.prefill.prompt_tokens]
     if plan.concurrency is not None:
         wanted.append(("plan.concurrency", plan.concurrency.prompt_tokens + plan.concurrency.output_tokens))
+    if plan.context_depth is not None:
+        depth = plan.context_depth
+        wanted += [("plan.context_depth.depths", d + depth.long_output_tokens) for d in depth.depths]
     if open_loop is not None:
         wanted.append(("open_loop", open_loop.prompt_tokens + open_loop.output_tokens))
     for field, tokens in wanted:
@@ -191,7 +194,11 @@ def bench_endpoint(
         worker_id=worker,
         attempt=job.attempt,
         simulated=info.simulated,
-        extra={"endpoint": info.to_json(), "spec_path": str(loaded.path)},
+        extra={
+            "endpoint": info.to_json(),
+            "spec_path": str(loaded.path),
+            "prompt_sized_by": outcome.prompt_sized_by,
+        },
     )
     result = RunResult(
         figures=outcome.figures,

@@ -11,6 +11,11 @@ Goodput (as vLLM's `--goodput`): a request is good when it succeeded and meets e
 E2E, each a per-request threshold in milliseconds); goodput is good requests per second of the measured
 window (the first send to the last finish).
 
+Time from the schedule: a client that falls behind its schedule sends late, and latency timed from the actual
+send hides that wait, which a user arriving on schedule still has. Given each request's scheduled send time,
+TTFT and E2E are also figured from it (`ttft_from_schedule_ms_*`, `e2e_from_schedule_ms_*`), goodput is judged
+on those, and the client's lag (actual minus scheduled send) is figured per round (`send_lag_ms_*`).
+
 The rate sweep: the highest rate whose good fraction is at least `min_good_fraction`, by bisection between a
 rate that passes and one that fails, until hi/lo - 1 <= precision. The answer is the last passing rate `lo`;
 the truth lies in [lo, hi).
@@ -114,13 +119,33 @@ def arrival_offsets_s(
     return offsets
 
 
-def meets_slo(sample: RequestSample, slo: SLO) -> bool:
-    """Whether one request succeeded and met every goal of `slo` (TPOT is judged only with 2 tokens or more)."""
+def ttft_from_schedule_s(sample: RequestSample, scheduled_ns: int) -> float:
+    """First token minus the scheduled send (never less than from the actual send: a send is never early)."""
+    first = sample.first_token_ns if sample.first_token_ns is not None else sample.started_ns
+    return max(first - min(scheduled_ns, sample.started_ns), 0) / metrics.NS_PER_S
+
+
+def e2e_from_schedule_s(sample: RequestSample, scheduled_ns: int) -> float:
+    """Last token minus the scheduled send."""
+    last = sample.last_token_ns if sample.last_token_ns is not None else sample.started_ns
+    return max(last - min(scheduled_ns, sample.started_ns), 0) / metrics.NS_PER_S
+
+
+def send_lag_s(sample: RequestSample, scheduled_ns: int) -> float:
+    """How late the client sent the request: actual send minus scheduled, 0 when on time."""
+    return max(sample.started_ns - scheduled_ns, 0) / metrics.NS_PER_S
+
+
+def meets_slo(sample: RequestSample, slo: SLO, scheduled_ns: int | None = None) -> bool:
+    """Whether one request succeeded and met every goal of `slo` (TPOT is judged only with 2 tokens or more);
+    with `scheduled_ns`, TTFT and E2E are judged from the scheduled send, as a user on schedule waits."""
     if not sample.ok:
         return False
-    if slo.ttft_ms is not None and metrics.ttft_s(sample) * metrics.MS_PER_S > slo.ttft_ms:
+    ttft = metrics.ttft_s(sample) if scheduled_ns is None else ttft_from_schedule_s(sample, scheduled_ns)
+    e2e = metrics.e2e_s(sample) if scheduled_ns is None else e2e_from_schedule_s(sample, scheduled_ns)
+    if slo.ttft_ms is not None and ttft * metrics.MS_PER_S > slo.ttft_ms:
         return False
-    if slo.e2e_ms is not None and metrics.e2e_s(sample) * metrics.MS_PER_S > slo.e2e_ms:
+    if slo.e2e_ms is not None and e2e * metrics.MS_PER_S > slo.e2e_ms:
         return False
     return not (
         slo.tpot_ms is not None
@@ -157,27 +182,47 @@ class LoadFigures:
 LATENCY_PERCENTILES = (50, 90, 99)
 
 
-def load_figures(samples: Sequence[RequestSample], offered_rps: float, slo: SLO) -> LoadFigures:
-    """The figures of one open-loop round; MeasurementError when every request failed."""
+def load_figures(
+    samples: Sequence[RequestSample], offered_rps: float, slo: SLO, scheduled_ns: Sequence[int] | None = None
+) -> LoadFigures:
+    """The figures of one open-loop round; MeasurementError when every request failed.
+
+    `scheduled_ns` (one per sample, the same clock) adds latency from the schedule and the client's send lag,
+    and judges goodput from the schedule (the send-judged goodput stays, as `goodput_from_send_rps`).
+    """
     ok = [sample for sample in samples if sample.ok]
     if not ok:
         errors = sorted({sample.error or "no content" for sample in samples})
         raise MeasurementError(f"every one of the {len(samples)} requests failed ({'; '.join(errors)[:300]})")
+    if scheduled_ns is not None and len(scheduled_ns) != len(samples):
+        raise ValueError(f"{len(scheduled_ns)} scheduled times for {len(samples)} samples")
     start = min(sample.started_ns for sample in samples)
+    if scheduled_ns is not None:
+        start = min(start, *scheduled_ns)
     end = max(sample.last_token_ns or sample.started_ns for sample in ok)
     window_s = max((end - start) / metrics.NS_PER_S, 1e-9)
-    good = sum(1 for sample in samples if meets_slo(sample, slo))
+    schedule = list(scheduled_ns) if scheduled_ns is not None else [None] * len(samples)
+    good = sum(1 for sample, due in zip(samples, schedule, strict=True) if meets_slo(sample, slo, due))
     series = {
         "ttft_ms": [metrics.ttft_s(sample) * metrics.MS_PER_S for sample in ok],
         "tpot_ms": [metrics.tpot_s(sample) * metrics.MS_PER_S for sample in ok if (sample.completion_tokens or 0) >= 2],
         "e2e_ms": [metrics.e2e_s(sample) * metrics.MS_PER_S for sample in ok],
     }
+    extra: dict[str, float] = {}
+    if scheduled_ns is not None:
+        timed = [(sample, due) for sample, due in zip(samples, scheduled_ns, strict=True) if sample.ok]
+        series["ttft_from_schedule_ms"] = [ttft_from_schedule_s(s, due) * metrics.MS_PER_S for s, due in timed]
+        series["e2e_from_schedule_ms"] = [e2e_from_schedule_s(s, due) * metrics.MS_PER_S for s, due in timed]
+        lags = [send_lag_s(s, due) * metrics.MS_PER_S for s, due in zip(samples, scheduled_ns, strict=True)]
+        series["send_lag_ms"] = lags
+        extra["send_lag_ms_max"] = max(lags)
+        extra["goodput_from_send_rps"] = sum(1 for sample in samples if meets_slo(sample, slo)) / window_s
     latency = {
         f"{name}_p{q}": metrics.percentile(values, q)
         for name, values in series.items()
         if values
         for q in LATENCY_PERCENTILES
-    }
+    } | extra
     return LoadFigures(
         offered_rps=offered_rps,
         achieved_rps=len(ok) / window_s,

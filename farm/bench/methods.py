@@ -24,7 +24,18 @@ import openai
 
 from farm.bench import metrics
 from farm.bench.prompts import WORKLOAD_PROMPTS
-from farm.bench.promptsize import FILLERS, SizedPrompt, TokenizeEndpoint, sized_prompt, unique_prefix
+from farm.bench.promptsize import (
+    FILLERS,
+    SIZED_BY_TOKENIZE,
+    SIZED_BY_USAGE,
+    SizedPrompt,
+    TokenCounter,
+    TokenizeEndpoint,
+    UsageCounter,
+    detect_counter,
+    sized_prompt,
+    unique_prefix,
+)
 from farm.bench.records import (
     CONCURRENCY_METRICS,
     KIND_CONCURRENCY,
@@ -70,11 +81,21 @@ class MeasureContext:
         on_step: Callable[[str], None] = lambda message: None,
         counter_names: Mapping[str, str] | None = None,
         counter_families: Mapping[str, Mapping[str, str]] | None = None,
+        on_window_edge: Callable[[], None] = lambda: None,
+        cache_resets: Mapping[str, str | None] | None = None,
     ) -> None:
         """`counter_names` maps the farm's counter names (vLLM's, metrics.TOKEN_COUNTERS) to the engine's; None
-        learns them from the first /metrics page whose names carry a prefix of `counter_families`."""
+        learns them from the first /metrics page whose names carry a prefix of `counter_families`.
+        `on_window_edge` is called just before timed requests go out and just after they end (it must not block:
+        the worker's energy sampler takes a reading then, farm.worker.energy).
+        `cache_resets` maps a metric-name prefix to the path its engine empties its prefix cache at (None: it
+        has none); the engine is known from its /metrics page."""
+        self.on_window_edge = on_window_edge
         self.counter_names = counter_names
         self.counter_families = counter_families or {}
+        self.cache_resets = cache_resets or {}
+        self.engine_family: str | None = None
+        """The metric-name prefix of the engine's /metrics page (e.g. `vllm:`), once one was read."""
         self.base_url = base_url.rstrip("/")
         self.model = model
         self.plan = plan
@@ -84,6 +105,45 @@ class MeasureContext:
         self.on_step = on_step
         self.total_requests = 0
         self.failed_requests = 0
+        self.prompt_sized_by = SIZED_BY_TOKENIZE
+        """How prompts are counted (farm.bench.promptsize): set by `detect_sizing`."""
+        self._usage_counts: dict[tuple[str, str], int] = {}
+        self._usage_sized: dict[tuple[int, str, str, str], SizedPrompt] = {}
+
+    async def detect_sizing(self) -> str:
+        """Count prompts with the engine's /tokenize where it answers, else from usage; returns which."""
+        self.check()
+        has_endpoint = await detect_counter(
+            TokenizeEndpoint(self.control, self.base_url, self.model, timeout_s=self.control_timeout_s())
+        )
+        self.prompt_sized_by = SIZED_BY_TOKENIZE if has_endpoint else SIZED_BY_USAGE
+        return self.prompt_sized_by
+
+    async def unique_sized(
+        self, tokens: int, head: str, filler: str, api: Api = "completions", hint_chars: int | None = None
+    ) -> SizedPrompt:
+        """A prompt of exactly `tokens` tokens: a prefix no request began with, `head`, the filler cut to size.
+
+        Sized by usage, the cut is found once per (length, head, filler, API) under a probe prefix of the same
+        shape (cached), and the prompt sent carries a fresh one: the probes' prompts are in the engine's prefix
+        cache, the sent prompt shares none of their blocks. Its count is then the usage of the measured request.
+        """
+        self.check()
+        if self.prompt_sized_by != SIZED_BY_USAGE:
+            return await sized_prompt(
+                self.counter(api), tokens, head=unique_prefix() + head, filler=filler, hint_chars=hint_chars
+            )
+        key = (tokens, head, filler, api)
+        probe = self._usage_sized.get(key)
+        if probe is None:
+            probe_prefix = unique_prefix()
+            probe = await sized_prompt(
+                self.counter(api), tokens, head=probe_prefix + head, filler=filler, hint_chars=hint_chars
+            )
+            self._usage_sized[key] = probe
+        probe_prefix_length = len(unique_prefix())
+        text = unique_prefix() + probe.text[probe_prefix_length:]
+        return SizedPrompt(text=text, tokens=tokens, round_trips=0, filler_chars=probe.filler_chars)
 
     def check(self) -> None:
         """Raise MeasurementError when the run was asked to stop or its time budget is spent."""
@@ -107,7 +167,18 @@ class MeasureContext:
             self.base_url, self.model, concurrency=concurrency, request_timeout_s=self.plan.request_timeout_s
         )
 
-    def counter(self, api: Api = "completions") -> TokenizeEndpoint:
+    def counter(self, api: Api = "completions") -> TokenCounter:
+        """The server's token counter as `detect_sizing` found it: its /tokenize, or usage of one-token requests."""
+        if self.prompt_sized_by == SIZED_BY_USAGE:
+            return UsageCounter(
+                self.control,
+                self.base_url,
+                self.model,
+                api=api,
+                thinking=self.plan.thinking,
+                timeout_s=self.control_timeout_s(),
+                cache=self._usage_counts,
+            )
         return TokenizeEndpoint(
             self.control,
             self.base_url,
@@ -124,7 +195,9 @@ class MeasureContext:
     async def send(self, client: StreamClient, request: StreamRequest) -> RequestSample:
         """One timed request, checked against the stop flag and the budget first, and counted."""
         self.check()
+        self.on_window_edge()
         sample = await client.stream(request, timeout_s=self.timeout_s())
+        self.on_window_edge()
         self.record([sample])
         return sample
 
@@ -147,9 +220,32 @@ class MeasureContext:
         except (aiohttp.ClientError, TimeoutError):
             return None
         counters = metrics.parse_prometheus_counters(text)
+        if self.engine_family is None:
+            self.engine_family = next(
+                (prefix for prefix in self.counter_families if any(name.startswith(prefix) for name in counters)),
+                None,
+            )
         if self.counter_names is None:
             self.counter_names = metrics.counter_names_for(counters, self.counter_families)
         return metrics.canonical_counters(counters, self.counter_names or {})
+
+    async def reset_prefix_cache(self) -> str:
+        """Empty the engine's prefix cache before a measurement that must start cold, where its engine offers a
+        way (`cache_resets`); returns what was done, for the figures' params (never raises)."""
+        if self.engine_family is None:
+            await self.counters()
+        path = self.cache_resets.get(self.engine_family or "")
+        if path is None:
+            engine = f"the {self.engine_family}* engine" if self.engine_family else "an engine without /metrics"
+            return f"none: {engine} offers no reset the farm knows; cold by unique prefixes"
+        try:
+            async with asyncio.timeout(self.control_timeout_s()):
+                async with self.control.post(self.base_url + path) as response:
+                    if response.status >= 300:
+                        return f"POST {path} answered HTTP {response.status}; cold by unique prefixes"
+        except (aiohttp.ClientError, TimeoutError) as error:
+            return f"POST {path} failed ({type(error).__name__}); cold by unique prefixes"
+        return f"POST {path}"
 
 
 @dataclass(frozen=True)
@@ -233,7 +329,7 @@ def _request_time_s(sample: RequestSample) -> float:
     return metrics.e2e_s(sample)
 
 
-def _common_params(plan: SweepPlan, api: Api) -> dict[str, Any]:
+def common_params(plan: SweepPlan, api: Api) -> dict[str, Any]:
     return {
         "api": api,
         "temperature": plan.temperature,
@@ -322,7 +418,7 @@ async def measure_decode(ctx: MeasureContext, workload: str, decode: DecodePlan)
             return _unmeasured(point, key, repeats, decode_absent, prompt)
         raise _first_failure(point, [sample for pair in repeats for sample in pair])
     params = {
-        **_common_params(plan, plan.api),
+        **common_params(plan, plan.api),
         "workload": workload,
         "short_output_tokens": decode.short_output_tokens,
         "long_output_tokens": decode.long_output_tokens,
@@ -369,36 +465,92 @@ async def measure_decode(ctx: MeasureContext, workload: str, decode: DecodePlan)
     )
 
 
-async def _sized(ctx: MeasureContext, tokens: int, head: str, filler: str, api: Api = "completions") -> SizedPrompt:
-    ctx.check()
-    return await sized_prompt(ctx.counter(api), tokens, head=head, filler=filler)
+@dataclass
+class CacheWatch:
+    """The prefix cache over one measurement: how it was made cold, and the engine's hit rate per repeat."""
+
+    reset: str | None = None
+    """What was done to start cold (ctx.reset_prefix_cache), None for a measurement meant warm."""
+    hit_rates: list[float] = field(default_factory=list)
+    sources: set[str] = field(default_factory=set)
+    """Where the hit rates came from: the engine's /metrics counters, or the cached tokens its answers report."""
+
+    def params(self, *, meant_cold: bool) -> dict[str, Any]:
+        """The params that say the cache state: the reset, the hit rates seen, and a flag when a measurement
+        meant cold was served from the cache."""
+        out: dict[str, Any] = {"prefix_cache_hit_rates": list(self.hit_rates)}
+        if meant_cold:
+            out["cache_reset"] = self.reset
+            warm = any(rate > COLD_HIT_RATE_LIMIT for rate in self.hit_rates)
+            out["cold_but_warm"] = warm
+        return out
+
+    def figure(self, kind: str, point: str | int, params: dict[str, Any], repeats: int) -> Figure | None:
+        """`<kind>/<point>/prefix_cache_hit_rate` from the engine's counters; None where it counts none."""
+        if not self.hit_rates:
+            return None
+        return make_figure(
+            kind,
+            point,
+            "prefix_cache_hit_rate",
+            "fraction",
+            self.hit_rates,
+            params={**params, "source": "; ".join(sorted(self.sources))},
+            repeats=repeats,
+        )
+
+
+HIT_RATE_FROM_COUNTERS = "the engine's prefix-cache counters around each repeat"
+HIT_RATE_FROM_USAGE = "cached tokens the engine's answer reports (usage.prompt_tokens_details, timings.cache_n)"
+
+COLD_HIT_RATE_LIMIT = 0.1
+"""A measurement meant cold whose engine says more of its prompt than this came from the cache is flagged
+(`cold_but_warm`): a unique prefix leaves at most a BOS token or two in common, far below it."""
+
+
+async def watched_send(
+    ctx: MeasureContext, client: StreamClient, request: StreamRequest, watch: CacheWatch
+) -> RequestSample:
+    """One timed request between two readings of the engine's counters (untimed), its hit rate noted."""
+    before = await ctx.counters()
+    sample = await ctx.send(client, request)
+    after = await ctx.counters()
+    rate = metrics.prefix_cache_hit_rate(before, after) if before is not None and after is not None else None
+    if rate is not None:
+        watch.hit_rates.append(rate)
+        watch.sources.add(HIT_RATE_FROM_COUNTERS)
+    elif sample.ok and sample.cached_tokens is not None and sample.prompt_tokens:
+        watch.hit_rates.append(min(sample.cached_tokens / sample.prompt_tokens, 1.0))
+        watch.sources.add(HIT_RATE_FROM_USAGE)
+    return sample
 
 
 async def _unique_prompt_requests(
     ctx: MeasureContext, point: str, prompt_tokens: int, head: str, output_tokens: int, label: str
-) -> tuple[list[list[RequestSample]], dict[str, str], str]:
+) -> tuple[list[list[RequestSample]], dict[str, str], str, CacheWatch]:
     """One request per repeat on a prompt of exactly `prompt_tokens` tokens, each with its own unique prefix
-    (no cache hit). Returns the samples (one list per repeat), the prompts' hashes and the first prompt."""
+    (no cache hit), the engine's prefix cache reset first where it can be. Returns the samples (one list per
+    repeat), the prompts' hashes, the first prompt and what the cache did."""
     plan = ctx.plan
     repeats: list[list[RequestSample]] = []
     prompts: dict[str, str] = {}
     first_prompt = ""
     hint: int | None = None
+    watch = CacheWatch()
     async with ctx.client() as client:
         for repeat in range(plan.repeats):
-            ctx.check()
-            sized = await sized_prompt(
-                ctx.counter(), prompt_tokens, head=unique_prefix() + head, filler=FILLERS["prose"], hint_chars=hint
-            )
+            sized = await ctx.unique_sized(prompt_tokens, head, FILLERS["prose"], hint_chars=hint)
+            if repeat == 0:
+                watch.reset = await ctx.reset_prefix_cache()
             hint = sized.filler_chars
             first_prompt = first_prompt or sized.text
             prompts[f"{point}#{repeat}"] = sized.sha256
             request = StreamRequest(
                 prompt=sized.text, max_tokens=output_tokens, api="completions", temperature=plan.temperature
             )
-            repeats.append([await ctx.send(client, request)])
+            repeats.append([await watched_send(ctx, client, request, watch)])
             ctx.on_step(f"{label}: repeat {repeat + 1} of {plan.repeats}")
-    return repeats, prompts, first_prompt
+    return repeats, prompts, first_prompt, watch
 
 
 async def measure_prefill(ctx: MeasureContext, prompt_tokens: int, output_tokens: int) -> tuple[Measurement, str]:
@@ -408,7 +560,7 @@ async def measure_prefill(ctx: MeasureContext, prompt_tokens: int, output_tokens
     """
     plan = ctx.plan
     point = point_of(KIND_PREFILL, prompt_tokens)
-    repeats, prompts, first_prompt = await _unique_prompt_requests(
+    repeats, prompts, first_prompt, watch = await _unique_prompt_requests(
         ctx, point, prompt_tokens, PREFILL_HEAD, output_tokens, f"prefill {prompt_tokens}"
     )
     rates: list[float] = []
@@ -425,13 +577,17 @@ async def measure_prefill(ctx: MeasureContext, prompt_tokens: int, output_tokens
     if not ttfts_ms:
         raise _first_failure(point, [sample for group in repeats for sample in group])
     params = {
-        **_common_params(plan, "completions"),
+        **common_params(plan, "completions"),
         "prompt_tokens": prompt_tokens,
         "output_tokens": output_tokens,
         "unique_prefix": True,
-        "prompt_sized_by": "/tokenize",
+        "prompt_sized_by": ctx.prompt_sized_by,
+        **watch.params(meant_cold=True),
     }
     figures = [make_figure(KIND_PREFILL, prompt_tokens, "ttft_ms", "ms", ttfts_ms, params=params, repeats=plan.repeats)]
+    hit_rate = watch.figure(KIND_PREFILL, prompt_tokens, params, plan.repeats)
+    if hit_rate is not None:
+        figures.append(hit_rate)
     absent: dict[str, str] = {}
     if rates:
         rate_params = {**params, "absent_in": rate_absent} if rate_absent else params
@@ -451,34 +607,49 @@ async def measure_short_ttft(ctx: MeasureContext, prompt_tokens: int) -> Measure
     """TTFT on a short prompt of exactly `prompt_tokens` tokens, a unique prefix each repeat."""
     plan = ctx.plan
     point = point_of(KIND_SHORT_TTFT, prompt_tokens)
-    repeats, prompts, _ = await _unique_prompt_requests(ctx, point, prompt_tokens, SHORT_TTFT_HEAD, 1, "short TTFT")
+    repeats, prompts, _, watch = await _unique_prompt_requests(
+        ctx, point, prompt_tokens, SHORT_TTFT_HEAD, 1, "short TTFT"
+    )
     values = [metrics.ttft_s(sample) * metrics.MS_PER_S for (sample,) in repeats if sample.ok]
     if not values:
         raise _first_failure(point, [sample for group in repeats for sample in group])
-    params = {**_common_params(plan, "completions"), "prompt_tokens": prompt_tokens, "output_tokens": 1}
+    params = {
+        **common_params(plan, "completions"),
+        "prompt_tokens": prompt_tokens,
+        "output_tokens": 1,
+        "prompt_sized_by": ctx.prompt_sized_by,
+        **watch.params(meant_cold=True),
+    }
     figure = make_figure(KIND_SHORT_TTFT, prompt_tokens, "ttft_ms", "ms", values, params=params, repeats=plan.repeats)
-    return Measurement(figures=(figure,), samples={point: repeats}, prompt_sha256=prompts)
+    hit_rate = watch.figure(KIND_SHORT_TTFT, prompt_tokens, params, plan.repeats)
+    figures = (figure,) if hit_rate is None else (figure, hit_rate)
+    return Measurement(figures=figures, samples={point: repeats}, prompt_sha256=prompts)
 
 
 async def measure_prefix_cache(ctx: MeasureContext, prompt: str | None, prompt_tokens: int | None) -> Measurement:
     """TTFT of a long prompt sent again, served from the prefix cache.
 
-    `prompt` is the first prefill prompt (already sent once). Without one, a prompt of
-    `PREFIX_CACHE_ALONE_TOKENS` is sized and sent once, untimed, to fill the cache.
+    `prompt` is the first prefill prompt, sent once more, untimed, right before the repeats (the prompts measured
+    since may have evicted it). Without one, a prompt of `PREFIX_CACHE_ALONE_TOKENS` is sized and sent once,
+    untimed, to fill the cache. The engine's hit rate over each repeat is its figure `prefix_cache_hit_rate`.
     """
     plan = ctx.plan
     async with ctx.client() as client:
         if prompt is None or prompt_tokens is None:
             prompt_tokens = PREFIX_CACHE_ALONE_TOKENS
-            sized = await _sized(ctx, prompt_tokens, unique_prefix() + PREFILL_HEAD, FILLERS["prose"])
+            sized = await ctx.unique_sized(prompt_tokens, PREFILL_HEAD, FILLERS["prose"])
             prompt = sized.text
+            await ctx.send(client, StreamRequest(prompt=prompt, max_tokens=1, api="completions"))
+        else:
+            # Sent again right before, untimed: what came between (longer prompts) may have evicted it.
             await ctx.send(client, StreamRequest(prompt=prompt, max_tokens=1, api="completions"))
         point = point_of(KIND_PREFIX_CACHE, prompt_tokens)
         values: list[float] = []
         repeats: list[list[RequestSample]] = []
+        watch = CacheWatch()
         for repeat in range(plan.repeats):
             request = StreamRequest(prompt=prompt, max_tokens=1, api="completions", temperature=plan.temperature)
-            sample = await ctx.send(client, request)
+            sample = await watched_send(ctx, client, request, watch)
             repeats.append([sample])
             ctx.on_step(f"prefix cache: repeat {repeat + 1} of {plan.repeats}")
             if sample.ok:
@@ -486,30 +657,29 @@ async def measure_prefix_cache(ctx: MeasureContext, prompt: str | None, prompt_t
     if not values:
         raise _first_failure(point, [sample for group in repeats for sample in group])
     params = {
-        **_common_params(plan, "completions"),
+        **common_params(plan, "completions"),
         "prompt_tokens": prompt_tokens,
         "output_tokens": 1,
         "cache_state": "warm: the same prompt was sent before",
+        **watch.params(meant_cold=False),
     }
     figure = make_figure(KIND_PREFIX_CACHE, prompt_tokens, "ttft_ms", "ms", values, params=params, repeats=plan.repeats)
-    return Measurement(figures=(figure,), samples={point: repeats}, prompt_sha256={point: _sha256(prompt)})
+    hit_rate = watch.figure(KIND_PREFIX_CACHE, prompt_tokens, params, plan.repeats)
+    figures = (figure,) if hit_rate is None else (figure, hit_rate)
+    return Measurement(figures=figures, samples={point: repeats}, prompt_sha256={point: _sha256(prompt)})
 
 
 async def concurrency_prompts(ctx: MeasureContext, level: int, concurrency: ConcurrencyPlan) -> list[SizedPrompt]:
     """`level` prompts of exactly `prompt_tokens` tokens, each with a unique prefix (no shared cache)."""
     head = WORKLOAD_PROMPTS[concurrency.workload] + "\n\nContext:\n"
     filler = FILLERS[concurrency.workload]
-    first = await _sized(ctx, concurrency.prompt_tokens, unique_prefix() + head, filler, ctx.plan.api)
+    first = await ctx.unique_sized(concurrency.prompt_tokens, head, filler, ctx.plan.api)
     gate = asyncio.Semaphore(SIZING_PARALLELISM)
 
     async def one() -> SizedPrompt:
         async with gate:
-            return await sized_prompt(
-                ctx.counter(ctx.plan.api),
-                concurrency.prompt_tokens,
-                head=unique_prefix() + head,
-                filler=filler,
-                hint_chars=first.filler_chars,
+            return await ctx.unique_sized(
+                concurrency.prompt_tokens, head, filler, ctx.plan.api, hint_chars=first.filler_chars
             )
 
     rest = await asyncio.gather(*(one() for _ in range(level - 1)))
@@ -575,15 +745,18 @@ class ConcurrencyRounds:
         )
 
 
-def concurrency_params(plan: SweepPlan, concurrency: ConcurrencyPlan, level: int) -> dict[str, Any]:
+def concurrency_params(
+    plan: SweepPlan, concurrency: ConcurrencyPlan, level: int, *, prompt_sized_by: str = SIZED_BY_TOKENIZE
+) -> dict[str, Any]:
     """Every method parameter of a concurrency level."""
     return {
-        **_common_params(plan, plan.api),
+        **common_params(plan, plan.api),
         "concurrency": level,
         "workload": concurrency.workload,
         "prompt_tokens": concurrency.prompt_tokens,
         "output_tokens": concurrency.output_tokens,
         "unique_prefix": True,
+        "prompt_sized_by": prompt_sized_by,
         "percentiles": "linear interpolation (numpy's default)",
         "itl": "gaps between successive content chunks",
     }
@@ -616,11 +789,15 @@ async def measure_concurrency(ctx: MeasureContext, level: int, concurrency: Conc
             requests = concurrency_requests(plan, concurrency, sized)
             ctx.check()
             timeout = ctx.timeout_s()
+            ctx.on_window_edge()
             samples = list(await asyncio.gather(*(client.stream(request, timeout_s=timeout) for request in requests)))
+            ctx.on_window_edge()
             ctx.record(samples)
             rounds.add(samples)
             ctx.on_step(f"concurrency {level}: repeat {repeat + 1} of {plan.repeats}")
-    return rounds.measurement(plan, concurrency, concurrency_params(plan, concurrency, level))
+    return rounds.measurement(
+        plan, concurrency, concurrency_params(plan, concurrency, level, prompt_sized_by=ctx.prompt_sized_by)
+    )
 
 
 async def engine_version(ctx: MeasureContext) -> str | None:

@@ -29,6 +29,9 @@ SPEC_DECODE_COUNTERS = (SPEC_DRAFTS, SPEC_DRAFT_TOKENS, SPEC_ACCEPTED_TOKENS)
 TOKEN_COUNTERS = ("vllm:prompt_tokens", "vllm:generation_tokens")
 """The engine's own token counts, kept beside each measurement to cross-check the `usage` the client read."""
 
+PREFIX_CACHE_COUNTERS = ("vllm:prefix_cache_hits", "vllm:prefix_cache_queries")
+"""The engine's prefix-cache counters under the farm's names (vLLM's; other engines' mapped to them), in tokens."""
+
 PERCENTILES = (50, 90, 99)
 
 
@@ -309,3 +312,15 @@ def spec_decode_figures(deltas: Mapping[str, float]) -> dict[str, float] | None:
         "acceptance_rate": acceptance_rate(accepted, draft_tokens),
         "mean_acceptance_length": mean_acceptance_length(accepted, drafts),
     }
+
+
+def prefix_cache_hit_rate(before: Mapping[str, float], after: Mapping[str, float]) -> float | None:
+    """Prompt tokens served from the prefix cache over prompt tokens queried between two counter readings
+    (PREFIX_CACHE_COUNTERS); None when the engine does not count them or nothing was queried."""
+    deltas = counter_deltas(before, after, PREFIX_CACHE_COUNTERS)
+    if deltas is None:
+        return None
+    hits, queries = deltas["vllm:prefix_cache_hits"], deltas["vllm:prefix_cache_queries"]
+    if queries <= 0:
+        return None
+    return min(max(hits / queries, 0.0), 1.0)

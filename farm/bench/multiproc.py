@@ -242,6 +242,7 @@ def _sample_from_json(data: dict[str, Any]) -> RequestSample:
         chunk_ns=tuple(data["chunk_ns"]),
         error=data["error"],
         text_sha256=data["text_sha256"],
+        cached_tokens=data.get("cached_tokens"),
     )
 
 

@@ -2,9 +2,11 @@
 
 One round at one rate: the prompts are sized first (untimed, each with a unique prefix, so no prefix-cache
 hit), then each request is sent at its scheduled time (`farm.bench.load.arrival_offsets_s`) from one event
-loop, without waiting for earlier ones. A request's TTFT is timed from when it was really sent, so the client's
-own lateness does not count as server latency; it is measured apart (`send_lag_ms`, actual minus scheduled
-send time) and a round where the client fell behind its schedule is flagged `client_bound`.
+loop, without waiting for earlier ones. A request's TTFT is timed from when it was really sent (the server's
+latency) and from when it was scheduled (what a user arriving on schedule waits: `ttft_from_schedule_ms_*`,
+`e2e_from_schedule_ms_*`), both stored; the client's lateness is measured apart (`send_lag_ms_*`, actual minus
+scheduled send), goodput is judged from the schedule, and a round where the client fell behind its schedule is
+flagged `client_bound`.
 
 `measure_open_loop` measures every rate of an `OpenLoopPlan` (and the rate sweep, when asked) and returns a
 `farm.bench.methods.Measurement` with the figures of kinds `open_loop` and `rate_sweep`.
@@ -49,6 +51,8 @@ class OpenLoopRound:
     rate_rps: float
     samples: list[RequestSample]
     send_lag_ms: list[float]
+    scheduled_ns: list[int]
+    """Each request's scheduled send time (perf_counter_ns, the samples' clock)."""
 
     @property
     def send_lag_ms_p99(self) -> float:
@@ -82,12 +86,14 @@ async def run_round(ctx: MeasureContext, plan: OpenLoopPlan, rate_rps: float, se
     ctx.check()
     timeout = ctx.timeout_s()
     lags: list[float] = []
+    scheduled: list[int] = []
     clock = time.perf_counter_ns
     async with ctx.client(concurrency=plan.max_in_flight) as client:
         tasks: list[asyncio.Task[RequestSample]] = []
         start = clock() + START_LEAD_NS
         for offset, request in zip(offsets, requests, strict=True):
             due = start + round(offset * metrics.NS_PER_S)
+            scheduled.append(due)
             wait = due - clock()
             if wait > 0:
                 await asyncio.sleep(wait / metrics.NS_PER_S)
@@ -95,7 +101,7 @@ async def run_round(ctx: MeasureContext, plan: OpenLoopPlan, rate_rps: float, se
             tasks.append(asyncio.create_task(client.stream(request, timeout_s=timeout)))
         samples = list(await asyncio.gather(*tasks))
     ctx.record(samples)
-    return OpenLoopRound(rate_rps, samples, lags)
+    return OpenLoopRound(rate_rps, samples, lags, scheduled)
 
 
 def _point(rate_rps: float) -> str:
@@ -127,8 +133,7 @@ def _round_figures(
 ) -> list[Figure]:
     per_metric: dict[str, list[float]] = {}
     for one in rounds:
-        values = load_figures(one.samples, rate, plan.slo).as_dict()
-        values["send_lag_ms_p99"] = one.send_lag_ms_p99
+        values = load_figures(one.samples, rate, plan.slo, one.scheduled_ns).as_dict()
         for name, value in values.items():
             per_metric.setdefault(name, []).append(value)
     params = {
@@ -157,7 +162,9 @@ async def measure_open_loop(ctx: MeasureContext, plan: OpenLoopPlan, repeats: in
         "workload": plan.workload,
         "api": ctx.plan.api,
         "slo": plan.slo.model_dump(mode="json"),
-        "goodput": "requests meeting every SLO goal per second of the window (first send to last token)",
+        "goodput": "requests meeting every SLO goal, TTFT and E2E from the scheduled send, per second of the "
+        "window (first scheduled send to last token); goodput_from_send_rps judges them from the actual send",
+        "latency_from": "ttft_ms and e2e_ms from the actual send; *_from_schedule_ms from the scheduled send",
         "unique_prefix": True,
     }
     figures: list[Figure] = []
@@ -199,14 +206,13 @@ async def _search(ctx: MeasureContext, plan: OpenLoopPlan, search: RateSearch) -
     async def measure(rate: float) -> RatePoint:
         one = await run_round(ctx, plan, rate, plan.seed)
         ctx.on_step(f"rate sweep: {rate:.4g} req/s")
-        good = load_figures(one.samples, rate, plan.slo).good_fraction if any(s.ok for s in one.samples) else 0.0
-        if any(s.ok for s in one.samples):
+        answered = any(s.ok for s in one.samples)
+        figured = load_figures(one.samples, rate, plan.slo, one.scheduled_ns) if answered else None
+        good = figured.good_fraction if figured is not None else 0.0
+        if figured is not None:
             figures.extend(
                 _figure(f"{KIND_RATE_SWEEP}", _point(rate), name, [value], {**common, "rate_rps": rate}, 1)
-                for name, value in {
-                    **load_figures(one.samples, rate, plan.slo).as_dict(),
-                    "send_lag_ms_p99": one.send_lag_ms_p99,
-                }.items()
+                for name, value in figured.as_dict().items()
             )
         return RatePoint(rate, good, good >= plan.slo.min_good_fraction)
 

@@ -1,4 +1,10 @@
-"""Prompts of an exact token count, sized through the server's own tokenizer (`POST /tokenize`).
+"""Prompts of an exact token count, sized through the server's own tokenizer.
+
+Two ways to count: the engine's tokenizer endpoint (`POST /tokenize`: vLLM and SGLang answer `count`,
+llama-server `tokens`), or, on a server without one (most OpenAI-compatible servers, Ollama, LM Studio, hosted
+endpoints), `usage.prompt_tokens` of a one-token completion of the prompt (`UsageCounter`). `detect_counter`
+picks the first the server has; what was used is said in each figure's params and the provenance
+(`prompt_sized_by`: SIZED_BY_TOKENIZE or SIZED_BY_USAGE).
 
 A prompt is a head (a unique prefix, so no prefix cache is hit, then the task) followed by a filler cut to
 some number of characters. The token count grows with the cut, so the cut is searched: interpolation on the
@@ -69,6 +75,18 @@ class TokenCounter(Protocol):
     async def count_tokens(self, text: str) -> int: ...
 
 
+SIZED_BY_TOKENIZE = "/tokenize"
+"""`prompt_sized_by` of prompts counted by the engine's tokenizer endpoint."""
+SIZED_BY_USAGE = "usage.prompt_tokens"
+"""`prompt_sized_by` of prompts counted from the usage of one-token completions (no tokenizer endpoint)."""
+NO_TOKENIZE_STATUSES = frozenset({404, 405, 501})
+"""What a server without a tokenizer endpoint answers at /tokenize."""
+
+
+class NoTokenizeEndpoint(MeasurementError):
+    """The server has no /tokenize (it answered 404, 405 or 501): count from usage instead."""
+
+
 class TokenizeEndpoint:
     """vLLM's `POST /tokenize`: a raw prompt for the completions API, or one user message for chat.
 
@@ -106,7 +124,8 @@ class TokenizeEndpoint:
             async with self._session.post(self._url, json=body, timeout=self._timeout) as response:
                 if response.status != 200:
                     detail = (await response.text())[:300]
-                    raise MeasurementError(f"/tokenize answered HTTP {response.status}: {detail}")
+                    kind = NoTokenizeEndpoint if response.status in NO_TOKENIZE_STATUSES else MeasurementError
+                    raise kind(f"/tokenize answered HTTP {response.status}: {detail}")
                 answer = await response.json()
         except (aiohttp.ClientError, TimeoutError) as error:
             raise MeasurementError(f"/tokenize failed: {type(error).__name__}: {error}") from error
@@ -116,6 +135,78 @@ class TokenizeEndpoint:
         if not isinstance(count, int):
             raise MeasurementError(f"/tokenize answered without a count: {str(answer)[:300]}")
         return count
+
+
+class UsageCounter:
+    """Counts a prompt as the server's `usage.prompt_tokens` of a one-token, non-streaming completion of it.
+
+    Every server that speaks the OpenAI API reports usage, so this works where no tokenizer endpoint exists.
+    Each count costs the server a prefill of the prompt (untimed), and the engine then holds that prompt in its
+    prefix cache: a measured prompt must not begin as a counted one did (`farm.bench.methods` sizes with one
+    unique prefix and sends with another). Counts are cached per prompt text in `cache` (shared by the sweep).
+    """
+
+    def __init__(
+        self,
+        session: aiohttp.ClientSession,
+        base_url: str,
+        model: str,
+        *,
+        api: Literal["chat", "completions"] = "completions",
+        thinking: bool = False,
+        timeout_s: float = 60.0,
+        cache: dict[tuple[str, str], int] | None = None,
+    ) -> None:
+        self._session = session
+        self._base = base_url.rstrip("/")
+        self._model = model
+        self._api = api
+        self._thinking = thinking
+        self._timeout = aiohttp.ClientTimeout(total=timeout_s)
+        self._cache = cache if cache is not None else {}
+
+    def body(self, text: str) -> dict[str, Any]:
+        """The one-token request, shaped as the measured requests are (so the count is theirs)."""
+        body: dict[str, Any] = {"model": self._model, "max_tokens": 1, "temperature": 0.0, "stream": False}
+        if self._api == "chat":
+            body["messages"] = [{"role": "user", "content": text}]
+            body["chat_template_kwargs"] = {"enable_thinking": self._thinking}
+        else:
+            body["prompt"] = text
+        return body
+
+    async def count_tokens(self, text: str) -> int:
+        key = (self._api, text)
+        cached = self._cache.get(key)
+        if cached is not None:
+            return cached
+        path = "/v1/chat/completions" if self._api == "chat" else "/v1/completions"
+        try:
+            async with self._session.post(self._base + path, json=self.body(text), timeout=self._timeout) as response:
+                if response.status != 200:
+                    detail = (await response.text())[:300]
+                    raise MeasurementError(f"sizing by usage: {path} answered HTTP {response.status}: {detail}")
+                answer = await response.json(content_type=None)
+        except (aiohttp.ClientError, TimeoutError, ValueError) as error:
+            raise MeasurementError(f"sizing by usage: {path} failed: {type(error).__name__}: {error}") from error
+        usage = answer.get("usage") if isinstance(answer, dict) else None
+        count = usage.get("prompt_tokens") if isinstance(usage, dict) else None
+        if not isinstance(count, int) or isinstance(count, bool):
+            raise MeasurementError(f"sizing by usage: {path} answered without usage.prompt_tokens: {str(answer)[:300]}")
+        self._cache[key] = count
+        return count
+
+
+async def detect_counter(counter: TokenCounter) -> bool:
+    """Whether the server's tokenizer endpoint answers (a short probe through `counter`); False when it has none.
+
+    Any other failure (the server down, a malformed answer) is raised: it is not the absence of an endpoint.
+    """
+    try:
+        await counter.count_tokens("Hello.")
+    except NoTokenizeEndpoint:
+        return False
+    return True
 
 
 @dataclass(frozen=True)

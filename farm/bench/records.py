@@ -12,7 +12,9 @@ from typing import Any
 from farm.domain import (
     CONCURRENCY_METRICS,
     KIND_CONCURRENCY,
+    KIND_DATASET,
     KIND_DECODE,
+    KIND_DEPTH,
     KIND_MEMORY,
     KIND_PREFILL,
     KIND_PREFIX_CACHE,
@@ -26,7 +28,9 @@ from farm.domain import (
 __all__ = [
     "CONCURRENCY_METRICS",
     "KIND_CONCURRENCY",
+    "KIND_DATASET",
     "KIND_DECODE",
+    "KIND_DEPTH",
     "KIND_MEMORY",
     "KIND_PREFILL",
     "KIND_PREFIX_CACHE",
@@ -57,13 +61,17 @@ class RequestSample:
     chunk_ns: tuple[int, ...] = ()
     error: str | None = None
     text_sha256: str | None = None
+    cached_tokens: int | None = None
+    """Prompt tokens the server says it served from its prefix cache (in its answer); None: it did not say."""
 
     @property
     def ok(self) -> bool:
         return self.error is None and self.first_token_ns is not None and bool(self.completion_tokens)
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        """The sample as JSON; `cached_tokens` only where the server said it (the store's packed codec keeps
+        the other fields, and a repeat with this one is kept whole as compressed JSON)."""
+        data: dict[str, Any] = {
             "started_ns": self.started_ns,
             "first_token_ns": self.first_token_ns,
             "last_token_ns": self.last_token_ns,
@@ -73,6 +81,9 @@ class RequestSample:
             "error": self.error,
             "text_sha256": self.text_sha256,
         }
+        if self.cached_tokens is not None:
+            data["cached_tokens"] = self.cached_tokens
+        return data
 
 
 def figure_to_json(figure: Figure) -> dict[str, Any]:

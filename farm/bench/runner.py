@@ -16,12 +16,14 @@ from typing import Any
 import aiohttp
 
 from farm.bench import methods
+from farm.bench.conversations import measure_dataset
+from farm.bench.depth import measure_depth
 from farm.bench.load import OpenLoopPlan
 from farm.bench.methods import MeasureContext, Measurement
 from farm.bench.openloop import measure_open_loop
 from farm.bench.records import Figure
 from farm.bench.sharded import ClientPlan, measure_concurrency_sharded
-from farm.engines.registry import counter_families
+from farm.engines.registry import cache_resets, counter_families
 from farm.errors import MeasurementError
 from farm.recipes.sweep import SweepPlan
 
@@ -30,6 +32,10 @@ ENGINE_COUNTER_NAMES: Mapping[str, Mapping[str, str]] = counter_families()
 mapping): a sweep that is not told its engine's names (an endpoint's) learns which family the server speaks from
 its /metrics page, so the token-count cross-checks hold for llama.cpp and SGLang too. A worker passes its
 adapter's own names instead."""
+
+ENGINE_CACHE_RESETS: Mapping[str, str | None] = cache_resets()
+"""Where each engine (by its metric-name prefix, the table's) empties its prefix cache; None: it has no such
+call (the cold measurements then rely on unique prefixes, and say so)."""
 
 PHASE_WARMING = "warming"
 PHASE_MEASURING = "measuring"
@@ -56,6 +62,8 @@ class SweepOutcome:
     metrics_after: dict[str, float] | None = None
     absent: dict[str, str] = field(default_factory=dict)
     """The key of each figure the sweep could not measure, with the reason (it has no figure)."""
+    prompt_sized_by: str | None = None
+    """How the sized prompts were counted (farm.bench.promptsize: "/tokenize" or "usage.prompt_tokens")."""
 
     def samples_for(self, figure_key: str) -> list[list[dict[str, Any]]]:
         """The raw samples behind one figure."""
@@ -100,6 +108,10 @@ def planned_steps(plan: SweepPlan, open_loop: OpenLoopPlan | None = None) -> int
         points += 1
     if plan.concurrency is not None:
         points += len(plan.concurrency.levels)
+    if plan.context_depth is not None:
+        points += len(plan.context_depth.depths)
+    if plan.dataset is not None:
+        points += 1
     return points * plan.repeats
 
 
@@ -114,6 +126,7 @@ async def run_sweep(
     open_loop: OpenLoopPlan | None = None,
     client: ClientPlan | None = None,
     counter_names: Mapping[str, str] | None = None,
+    on_window_edge: Callable[[], None] | None = None,
 ) -> SweepOutcome:
     """Run every measurement of `plan` against the OpenAI-compatible server at `base_url` serving `model`.
 
@@ -122,7 +135,8 @@ async def run_sweep(
     loop lag and CPU, so a client-bound level is flagged). Both default to the plan's own sections
     (`plan.open_loop`, `plan.client`), so a worker running a job's plan measures them with no more arguments.
     `counter_names` maps the farm's counter names to the engine's (an adapter's `metric_names`); None learns
-    them from the server's /metrics page (ENGINE_COUNTER_NAMES).
+    them from the server's /metrics page (ENGINE_COUNTER_NAMES). `on_window_edge` is called, without blocking,
+    as timed requests start and end (the worker's energy sampler reads the cards then).
     """
     open_loop = open_loop if open_loop is not None else plan.open_loop
     client = client if client is not None else plan.client
@@ -148,6 +162,8 @@ async def run_sweep(
             on_step=on_step,
             counter_names=counter_names,
             counter_families=ENGINE_COUNTER_NAMES,
+            on_window_edge=on_window_edge or (lambda: None),
+            cache_resets=ENGINE_CACHE_RESETS,
         )
         ctx.check()
         served = await methods.served_models(base_url, ctx.control_timeout_s())
@@ -155,6 +171,7 @@ async def run_sweep(
             raise MeasurementError(f"the server does not serve {model!r} (it serves {', '.join(served) or 'none'})")
         version = await methods.engine_version(ctx)
         metrics_before = await ctx.counters()
+        await ctx.detect_sizing()
 
         on_phase(PHASE_WARMING)
         await methods.warm_up(ctx)
@@ -182,6 +199,11 @@ async def run_sweep(
                     results.append(await measure_concurrency_sharded(ctx, level, plan.concurrency, client))
                 else:
                     results.append(await methods.measure_concurrency(ctx, level, plan.concurrency))
+        if plan.context_depth is not None:
+            for depth in plan.context_depth.depths:
+                results.append(await measure_depth(ctx, depth, plan.context_depth))
+        if plan.dataset is not None:
+            results.append(await measure_dataset(ctx, plan.dataset))
         if open_loop is not None:
             results.append(await measure_open_loop(ctx, open_loop, plan.repeats))
         metrics_after = await ctx.counters()
@@ -209,4 +231,5 @@ async def run_sweep(
         metrics_before=metrics_before,
         metrics_after=metrics_after,
         absent=absent,
+        prompt_sized_by=ctx.prompt_sized_by,
     )

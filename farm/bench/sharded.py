@@ -42,6 +42,7 @@ async def measure_concurrency_sharded(
         ).hexdigest()
         requests = concurrency_requests(plan, concurrency, sized)
         ctx.check()
+        ctx.on_window_edge()
         result = await asyncio.to_thread(
             run_sharded,
             ctx.base_url,
@@ -51,13 +52,14 @@ async def measure_concurrency_sharded(
             processes=min(client.processes, level),
             timeout_s=ctx.timeout_s(),
         )
+        ctx.on_window_edge()
         ctx.record(result.samples)
         rounds.add(list(result.samples))
         shards.append([asdict(report) | {"cpu_fraction": report.cpu_fraction} for report in result.shards])
         reasons += [f"repeat {repeat}: {reason}" for reason in result.reasons]
         ctx.on_step(f"concurrency {level} ({client.processes} client processes): repeat {repeat + 1}")
     params = {
-        **concurrency_params(plan, concurrency, level),
+        **concurrency_params(plan, concurrency, level, prompt_sized_by=ctx.prompt_sized_by),
         "client_processes": min(client.processes, level),
         "client_cpus": cpus,
         "client_clock": "CLOCK_MONOTONIC shared by every process",

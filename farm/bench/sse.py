@@ -157,6 +157,7 @@ class StreamAccumulator:
         "_keys",
         "_marker",
         "_pending",
+        "cached_tokens",
         "chunk_ns",
         "completion_tokens",
         "done",
@@ -173,6 +174,9 @@ class StreamAccumulator:
         self.chunk_ns: list[int] = []
         self.prompt_tokens: int | None = None
         self.completion_tokens: int | None = None
+        self.cached_tokens: int | None = None
+        """Prompt tokens the server says it served from its cache (`usage.prompt_tokens_details.cached_tokens`,
+        or llama-server's `timings.cache_n`); None when it does not say."""
         self.error: str | None = None
         self.done = False
 
@@ -212,7 +216,7 @@ class StreamAccumulator:
                 self._hasher.update(text)
             elif payload == DONE:
                 self.done = True
-            elif b'"usage"' in payload or b'"error"' in payload:
+            elif b'"usage"' in payload or b'"error"' in payload or b'"timings"' in payload:
                 self._inspect(payload)
 
     def _inspect(self, payload: bytes) -> None:
@@ -226,6 +230,14 @@ class StreamAccumulator:
         if isinstance(usage, dict):
             self.prompt_tokens = usage.get("prompt_tokens")
             self.completion_tokens = usage.get("completion_tokens")
+            details = usage.get("prompt_tokens_details")
+            cached = details.get("cached_tokens") if isinstance(details, dict) else None
+            if isinstance(cached, int) and not isinstance(cached, bool):
+                self.cached_tokens = cached
+        timings = chunk.get("timings")
+        cache_n = timings.get("cache_n") if isinstance(timings, dict) else None
+        if isinstance(cache_n, int) and not isinstance(cache_n, bool):
+            self.cached_tokens = cache_n
         if chunk.get("object") == "error" or "error" in chunk:
             detail = chunk.get("error", chunk)
             message = detail.get("message") if isinstance(detail, dict) else detail
@@ -247,5 +259,6 @@ class StreamAccumulator:
             completion_tokens=self.completion_tokens,
             chunk_ns=stamps,
             error=error,
+            cached_tokens=self.cached_tokens,
             text_sha256=self._hasher.hexdigest(),
         )

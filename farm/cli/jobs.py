@@ -95,6 +95,7 @@ def results(
         store = open_store(s)
         view = store.get_job(job)
         figures = store.results(job)
+        absent = _absent_figures(store.runs(job))
     if as_json:
         print_json({"job": _job_json(view), "figures": [_figure_json(f) for f in figures]})
         return
@@ -108,6 +109,16 @@ def results(
         sm = f.summary
         table.add_row(f.key, f.unit, str(sm.n), _num(sm.mean), _num(sm.min), _num(sm.max), f"{sm.spread:.1%}")
     get_console().print(table)
+    if any(f.params.get("gpu_only") for f in figures):
+        simulated = any(f.params.get("simulated") for f in figures if f.params.get("gpu_only"))
+        get_console().print(
+            "energy/, power/, cost/: GPU-only (the cards' board power, not the host's); over each repeat's window"
+            + ("; from the simulator's power model" if simulated else ""),
+            markup=False,
+            highlight=False,
+        )
+    for key, reason in absent.items():
+        get_console().print(f"not measured: {key}: {reason}", markup=False, highlight=False)
     if view.failure_message:
         get_console().print(f"failure: {view.failure_class}: {view.failure_message}", markup=False, highlight=False)
 
@@ -136,6 +147,7 @@ def print_leaderboard(rows: list[Any]) -> None:
     """The leaderboard as a table (farm.cli.tables: its rows grow with the store); `--json` has every field."""
     from farm.cli.tables import TextTable
 
+    at_depth = any(r.decode_at_depth_tok_s for r in rows)  # the column only where some run measured depth
     table = TextTable(
         (
             ("model", "left"),
@@ -148,6 +160,10 @@ def print_leaderboard(rows: list[Any]) -> None:
             ("TTFT ms", "right"),
             ("GiB/card", "right"),
             ("accept", "right"),
+            ("J/tok GPU", "right"),
+            ("W GPU", "right"),
+            ("cost/Mtok", "right"),
+            *((("decode @ deepest", "right"),) if at_depth else ()),
         ),
         title="leaderboard (decode: mean of the runs' repeats; spread = (max - min) / mean)",
     )
@@ -167,14 +183,53 @@ def print_leaderboard(rows: list[Any]) -> None:
             _num(r.short_ttft_ms) if r.short_ttft_ms is not None else "",
             _num(r.peak_memory_gib) if r.peak_memory_gib is not None else "",
             f"{r.spec_acceptance_rate:.1%}" if r.spec_acceptance_rate is not None else "",
+            _num(r.j_per_output_token) if r.j_per_output_token is not None else "",
+            _power(r.avg_power_w, r.peak_power_w),
+            _cost(r.cost_per_m_output_tokens, r.cost_unit),
+            *((_deepest(r.decode_at_depth_tok_s),) if at_depth else ()),
         )
     table.print()
+    if any(r.j_per_output_token is not None or r.avg_power_w is not None for r in rows):
+        print(
+            "J/tok GPU, W GPU: the cards' own energy per output token and average power (peak card) at the decode; "
+            "cost/Mtok: per million output tokens at the host's stated prices."
+        )
     if any(r.simulated for r in rows):
         print("(sim): measured on the simulator; never ranked with real hardware.")
     if any(r.origin == "endpoint" for r in rows):
         print("(endpoint): measured on a server the farm did not launch.")
     if any(r.verified for r in rows):
         print("(verified): every run signed by a trusted host key and matching its signature (farm verify).")
+
+
+def _absent_figures(runs: list[Any]) -> dict[str, str]:
+    """The figures the job's succeeded run could not measure, with the reasons (its provenance keeps them)."""
+    for run in reversed(runs):
+        if getattr(run.state, "value", run.state) == "succeeded" and isinstance(run.provenance, dict):
+            absent = run.provenance.get("absent_figures")
+            return {str(k): str(v) for k, v in absent.items()} if isinstance(absent, dict) else {}
+    return {}
+
+
+def _power(average: float | None, peak: float | None) -> str:
+    if average is None:
+        return ""
+    return f"{average:,.0f}" + (f" ({peak:,.0f})" if peak is not None else "")
+
+
+def _cost(value: float | None, unit: str | None) -> str:
+    if value is None:
+        return ""
+    currency = (unit or "").removesuffix("/Mtok")
+    return f"{value:.3g} {currency}".strip()
+
+
+def _deepest(at_depth: tuple[tuple[int, float], ...]) -> str:
+    """Decode at the deepest context measured, with its depth (`121.0 @32768`)."""
+    if not at_depth:
+        return ""
+    depth, rate = at_depth[-1]
+    return f"{_num(rate)} @{depth}"
 
 
 def _num(value: float) -> str:

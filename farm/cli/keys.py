@@ -83,6 +83,7 @@ def list_keys(as_json: bool = typer.Option(False, "--json")) -> None:
 def verify(
     job_ids: list[str] | None = typer.Argument(None, metavar="[JOB ...]", help="only these jobs' runs"),
     as_json: bool = typer.Option(False, "--json", help="every run's verdict as JSON"),
+    workers: int | None = typer.Option(None, "--workers", min=1, help="processes that check (default: one per CPU)"),
 ) -> None:
     """Check every run (or those of the jobs named) against its signature. Exits 1 naming each run whose
     figures, samples or provenance no longer match, or whose key is unknown; runs signed by an untrusted key
@@ -92,7 +93,7 @@ def verify(
     s = settings()
     started = time.monotonic()
     with farm_errors():
-        checks = list(open_store(s).verify(job_ids or None))
+        checks = list(open_store(s).verify(job_ids or None, workers=workers))
     elapsed = time.monotonic() - started
     failed = [c for c in checks if c.verdict.failed]
     if as_json:

@@ -13,12 +13,17 @@ import typer
 
 from farm.cli.common import console, err_console, farm_errors, open_store, print_json, settings
 from farm.cli.filters import filter_options
+from farm.domain import KIND_COST, KIND_ENERGY, KIND_POWER
 from farm.errors import InputError, OutputError
 from farm.filters import ResultFilter
 
 if TYPE_CHECKING:
     from farm.report.compare import Difference
     from farm.store import Store
+
+ENERGY_KINDS = (KIND_ENERGY, KIND_POWER, KIND_COST)
+"""The figure kinds that are GPU-only."""
+GPU_ONLY_NOTE = "energy/, power/, cost/: GPU-only (the cards' board power, not the host's)"
 
 EXPORT_FORMATS = ("registry", "localmaxxing", "csv", "json", "jsonl", "bundle")
 """What `farm export` writes (farm.report.exports.FORMATS; named here so `farm --help` imports no report code)."""
@@ -190,9 +195,11 @@ def aggregate_command(
         title="measurements (pooled over every repeat of every run; spread = (max - min) / mean)",
     )
     incomplete = False
+    energy = False
     with farm_errors():
         for e in service.entries(open_store(s), filters, with_provenance=False):
             incomplete = incomplete or e.incomplete
+            energy = energy or e.kind in ENERGY_KINDS
             table.add_row(
                 e.recipe.recipe_id[:40],
                 e.hardware_class + (" (sim)" if e.simulated else "") + (" (verified)" if e.verified else ""),
@@ -209,6 +216,8 @@ def aggregate_command(
     table.print()
     if incomplete:
         print("!: fewer samples than the sweep asked for (incomplete)")
+    if energy:
+        print(GPU_ONLY_NOTE)
 
 
 def _difference_json(d: Difference) -> dict[str, object]:
@@ -284,6 +293,8 @@ def compare_command(
             "REAL" if d.real else "noise",
         )
     console.print(table)
+    if any(d.key.split("/", 1)[0] in ENERGY_KINDS for d in differences):
+        console.print(GPU_ONLY_NOTE + "; cost at each side's stated prices", markup=False, highlight=False)
     console.print(summary, markup=False, highlight=False)
 
 

@@ -89,6 +89,9 @@ class EngineKind:
     """The prefix of its own /metrics counters (`sglang:`); None: it serves none, or vLLM's own names."""
     metric_names: Mapping[str, str] = field(default_factory=dict)
     """The farm's counter names (vLLM's, farm.bench.metrics.TOKEN_COUNTERS) to its own."""
+    prefix_cache_reset: str | None = None
+    """The path it empties its prefix cache at (`POST`), before a measurement that must start cold; None: it
+    offers none (the farm's cold measurements then rely on unique prefixes, and say so)."""
     artifact: str | None = None
     """The local model file it loads where it takes no repository: "gguf" or "mlx" (None: a repository)."""
     adapter: str | None = None

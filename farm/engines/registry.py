@@ -60,3 +60,9 @@ def counter_families() -> dict[str, Mapping[str, str]]:
     """Each engine's /metrics prefix and its counters under the farm's names (vLLM's own need no mapping): what
     a sweep that was not told its engine's names learns them from (an endpoint's server)."""
     return {kind.metric_prefix: kind.metric_names for kind in ENGINES.values() if kind.metric_prefix}
+
+
+def cache_resets() -> dict[str, str | None]:
+    """Each engine's /metrics prefix and the path it empties its prefix cache at (None: it has none): what a
+    sweep resets before a cold measurement, once it knows the engine from its /metrics page."""
+    return {kind.metric_prefix: kind.prefix_cache_reset for kind in ENGINES.values() if kind.metric_prefix}

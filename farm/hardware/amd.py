@@ -6,18 +6,25 @@ values are byte counts written as strings. Decisions mirror the NVML probe:
 - rocm-smi not installed or failing: ProfileError (the profile asked for the AMD probe).
 - no card: a `cpu` report with the reason in `extra["amd"]`.
 - a card the catalogue does not know, or cards of different kinds: ProfileError naming them.
+
+Power: through the `amdsmi` Python library where it loads (`amdsmi_get_energy_count`: the energy accumulator
+times its resolution in µJ, spelled `energy_accumulator` in ROCm 6.1 and later and `power` before;
+`amdsmi_get_power_info`: `socket_power` from ROCm 7, else `current_socket_power`, else `average_socket_power`,
+in W), else from `rocm-smi --showpower --showenergycounter --json` (`Accumulated Energy (uJ)` and the package
+power in W). rocm-smi takes a good part of a second per call, so its readings come that far apart.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
+from types import ModuleType
 from typing import Any
 
 from farm import hardware
 from farm.errors import ProfileError
 from farm.hardware.commands import CommandRunner, run_tool
-from farm.hardware.probe import GPU, HardwareReport
+from farm.hardware.probe import GPU, HardwareReport, PowerReading, PowerSnapshot
 
 CPU_HARDWARE_ID = "cpu"
 ROCM_SMI_INFO = (
@@ -30,6 +37,13 @@ ROCM_SMI_INFO = (
     "--json",
 )
 ROCM_SMI_MEMORY = ("rocm-smi", "--showmeminfo", "vram", "--json")
+ROCM_SMI_POWER = ("rocm-smi", "--showpower", "--showenergycounter", "--json")
+_ROCM_POWER_KEYS = (
+    "current socket graphics package power (w)",
+    "average graphics package power (w)",
+    "socket graphics package power (w)",
+)
+_AMDSMI_POWER_KEYS = ("socket_power", "current_socket_power", "average_socket_power")
 _NAME_KEYS = ("card series", "marketing name", "card sku", "card model", "product name")
 _MIB = 1024 * 1024
 
@@ -61,10 +75,22 @@ def parse_rocm_smi(text: str) -> list[tuple[int, dict[str, Any]]]:
 class AmdProbe:
     """HardwareProbe over rocm-smi."""
 
-    def __init__(self, run: CommandRunner = run_tool, *, restrict_to: Sequence[int | str] = ()) -> None:
+    def __init__(
+        self,
+        run: CommandRunner = run_tool,
+        *,
+        restrict_to: Sequence[int | str] = (),
+        amdsmi: ModuleType | Any | None = None,
+        use_amdsmi: bool = True,
+    ) -> None:
+        """`amdsmi` is the amdsmi module (tests hand in a fake); None imports it at the first power reading, and
+        `use_amdsmi=False` reads power from rocm-smi only."""
         self._run = run
         self._restrict_to = tuple(int(index) for index in restrict_to if str(index).isdigit())
         self._system_driver: str | None = None
+        self._amdsmi: Any = amdsmi
+        self._use_amdsmi = use_amdsmi
+        self._amdsmi_handles: list[Any] | None = None
 
     def _cards(self, argv: Sequence[str]) -> list[tuple[int, dict[str, Any]]]:
         text = self._run(argv)
@@ -136,9 +162,86 @@ class AmdProbe:
         """rocm-smi's process list is per host, not per card; the AMD probe does not claim to see it."""
         return ()
 
+    def power(self) -> PowerSnapshot:
+        handles = self._amdsmi_cards()
+        if handles is not None:
+            return PowerSnapshot(cards=tuple(self._amdsmi_reading(h) for h in handles), source="amdsmi")
+        try:
+            cards = self._cards(ROCM_SMI_POWER)
+        except ProfileError as exc:
+            return PowerSnapshot(unavailable=f"rocm-smi gave no power reading: {exc}")
+        readings = []
+        for _, fields in cards:
+            lowered = {str(key).lower(): value for key, value in fields.items()}
+            energy_uj = _number(lowered.get("accumulated energy (uj)"))
+            watts = next((w for key in _ROCM_POWER_KEYS if (w := _number(lowered.get(key))) is not None), None)
+            readings.append(
+                PowerReading(
+                    energy_mj=energy_uj / 1000 if energy_uj is not None else None,
+                    power_mw=watts * 1000 if watts is not None else None,
+                )
+            )
+        return PowerSnapshot(cards=tuple(readings), source="rocm-smi")
+
+    def _amdsmi_cards(self) -> list[Any] | None:
+        """The amdsmi handles of the assigned cards; None where amdsmi is not used (not installed, or fails)."""
+        if not self._use_amdsmi:
+            return None
+        if self._amdsmi_handles is not None:
+            return self._amdsmi_handles
+        if self._amdsmi is None:
+            try:
+                import amdsmi  # type: ignore[import-not-found,unused-ignore]  # only on ROCm hosts
+            except Exception:
+                self._use_amdsmi = False
+                return None
+            self._amdsmi = amdsmi
+        try:
+            self._amdsmi.amdsmi_init()
+            handles = list(self._amdsmi.amdsmi_get_processor_handles())
+        except Exception:
+            self._use_amdsmi = False
+            return None
+        if self._restrict_to:
+            handles = [handles[index] for index in self._restrict_to if 0 <= index < len(handles)]
+        self._amdsmi_handles = handles
+        return handles
+
+    def _amdsmi_reading(self, handle: Any) -> PowerReading:
+        energy_mj: float | None = None
+        power_mw: float | None = None
+        try:
+            count = self._amdsmi.amdsmi_get_energy_count(handle)
+            ticks = _number(count.get("energy_accumulator", count.get("power")))
+            resolution_uj = _number(count.get("counter_resolution"))
+            if ticks is not None and resolution_uj is not None:
+                energy_mj = ticks * resolution_uj / 1000
+        except Exception:
+            energy_mj = None
+        try:
+            info = self._amdsmi.amdsmi_get_power_info(handle)
+            watts = next((w for key in _AMDSMI_POWER_KEYS if (w := _number(info.get(key))) is not None), None)
+            power_mw = watts * 1000 if watts is not None else None
+        except Exception:
+            power_mw = None
+        return PowerReading(energy_mj=energy_mj, power_mw=power_mw)
+
 
 def _bytes(value: str | None) -> int | None:
     if value is None:
         return None
     text = value.strip()
     return int(text) if text.isdigit() and len(text) <= 20 else None
+
+
+def _number(value: Any) -> float | None:
+    """A reading as a float: numbers and numeric strings; None for 'N/A', empty or anything else."""
+    if isinstance(value, bool) or value is None:
+        return None
+    if isinstance(value, int | float):
+        return float(value)
+    try:
+        number = float(str(value).strip())
+    except ValueError:
+        return None
+    return number if number == number and abs(number) != float("inf") else None

@@ -4,7 +4,8 @@
 memory in bytes, and `system_profiler SPDisplaysDataType -json` confirms the GPU (its `sppci_model`) and its
 core count. The catalogue id is the chip's family with that memory (`apple-m3-max-64gb`). A chip or memory
 size the catalogue does not list is a ProfileError naming both. The GPU is one device; Metal reports neither
-per-process memory nor compute processes to a command-line tool, so those answers are empty.
+per-process memory nor compute processes to a command-line tool, so those answers are empty; its power is read
+only by `powermetrics`, as root, so energy is absent on Apple silicon with that reason.
 """
 
 from __future__ import annotations
@@ -14,11 +15,15 @@ import json
 from farm import hardware
 from farm.errors import ProfileError
 from farm.hardware.commands import CommandRunner, run_tool
-from farm.hardware.probe import GPU, HardwareReport
+from farm.hardware.probe import GPU, HardwareReport, PowerSnapshot
 
 SYSCTL_CHIP = ("sysctl", "-n", "machdep.cpu.brand_string")
 SYSCTL_MEMORY = ("sysctl", "-n", "hw.memsize")
 SYSTEM_PROFILER = ("system_profiler", "SPDisplaysDataType", "-json")
+APPLE_POWER_BLIND = (
+    "macOS reports GPU power only through powermetrics, which needs root; the worker does not run as root, so "
+    "energy is not measured on Apple silicon"
+)
 
 
 class AppleProbe:
@@ -82,3 +87,6 @@ class AppleProbe:
 
     def compute_processes(self) -> tuple[int, ...]:
         return ()
+
+    def power(self) -> PowerSnapshot:
+        return PowerSnapshot(unavailable=APPLE_POWER_BLIND)

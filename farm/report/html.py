@@ -3,7 +3,8 @@
 No network: the CSS is inline, the charts are inline SVG made in Python (farm.report.charts), there is no
 script. The page holds the leaderboard (real hardware ranked; simulated entries apart, ranked only among
 themselves, and marked), decode tok/s by workload, the Pareto view of throughput per GPU against tok/s per user
-over the concurrency levels, TTFT against prompt length, every measurement, and the provenance of each sweep.
+over the concurrency levels, the energy view of GPU-only joules per output token against tok/s per user over the
+same levels, TTFT against prompt length, every measurement, and the provenance of each sweep.
 Numbers that a test checks carry data attributes (`data-decode-mean`, ...) with their full precision.
 """
 
@@ -19,6 +20,8 @@ import farm
 from farm.domain import (
     KIND_CONCURRENCY,
     KIND_DECODE,
+    KIND_DEPTH,
+    KIND_ENERGY,
     KIND_PREFILL,
     KIND_SHORT_TTFT,
     int_point,
@@ -73,6 +76,22 @@ def pareto_series(entries: Sequence[Entry]) -> list[Series]:
     return out
 
 
+def energy_series(entries: Sequence[Entry]) -> list[Series]:
+    """Per group: (tok/s per user, GPU-only joules per output token) at each concurrency level that measured both."""
+    out = []
+    for members in groups(entries).values():
+        by_key = {e.key: e for e in members}
+        points = []
+        for e in members:
+            if e.kind == KIND_CONCURRENCY and e.metric == "per_stream_tok_s":
+                joules = by_key.get(f"{KIND_ENERGY}/{KIND_CONCURRENCY}.{e.point}/j_per_output_token")
+                if joules is not None:
+                    points.append((e.mean, joules.mean, f"concurrency {e.point}"))
+        if points:
+            out.append(Series(name=group_label(members[0]), points=tuple(points), simulated=members[0].simulated))
+    return out
+
+
 def ttft_series(entries: Sequence[Entry]) -> list[Series]:
     """Per group: (prompt tokens, TTFT ms) of the prefill and short-prompt measurements (cold cache)."""
     out = []
@@ -84,6 +103,22 @@ def ttft_series(entries: Sequence[Entry]) -> list[Series]:
         ]
         if points:
             out.append(Series(name=group_label(members[0]), points=tuple(points), simulated=members[0].simulated))
+    return out
+
+
+def depth_series(entries: Sequence[Entry], metric: str) -> list[Series]:
+    """Per group: (context tokens, `metric`) of its `[plan.context_depth]` figures (decode_tok_s or ttft_ms)."""
+    out = []
+    for members in groups(entries).values():
+        points = [
+            (float(n), e.mean, f"depth {n} tokens")
+            for e in members
+            if e.kind == KIND_DEPTH and e.metric == metric and (n := _int(e.point)) is not None
+        ]
+        if points:
+            out.append(
+                Series(name=group_label(members[0]), points=tuple(sorted(points)), simulated=members[0].simulated)
+            )
     return out
 
 
@@ -112,7 +147,9 @@ def _board_table(rows: Sequence[LeaderboardRow], caption: str, table_id: str) ->
     head = (
         "<tr><th>#</th><th>model</th><th>hardware</th><th>engine</th><th>workload</th><th>decode tok/s</th>"
         "<th>n</th><th>spread</th><th>prefill tok/s</th><th>short TTFT ms</th><th>GiB/card</th><th>accept</th>"
-        "<th>runs</th></tr>"
+        '<th title="GPU-only: the cards\' energy per output token at this decode">J/tok (GPU)</th>'
+        "<th title=\"GPU-only: all cards' average power at this decode (the highest card's peak)\">W (GPU)</th>"
+        "<th>cost / M out</th><th>runs</th></tr>"
     )
     body = []
     for r in rows:
@@ -140,6 +177,9 @@ def _board_table(rows: Sequence[LeaderboardRow], caption: str, table_id: str) ->
             f'data-prefill-prompt-tokens="{_attr(r.prefill_prompt_tokens)}" '
             f'data-short-ttft-ms="{_attr(r.short_ttft_ms)}" data-peak-memory-gib="{_attr(r.peak_memory_gib)}" '
             f'data-spec-acceptance-rate="{_attr(r.spec_acceptance_rate)}" data-runs="{r.runs}" '
+            f'data-j-per-output-token="{_attr(r.j_per_output_token)}" data-avg-power-w="{_attr(r.avg_power_w)}" '
+            f'data-peak-power-w="{_attr(r.peak_power_w)}" '
+            f'data-cost-per-m-output-tokens="{_attr(r.cost_per_m_output_tokens)}" '
             f'data-job-ids="{escape(" ".join(shown_jobs))}">'
             f'<td class="rank">{r.rank or ""}</td>'
             f"<td>{escape(r.model_id)}</td>"
@@ -154,12 +194,22 @@ def _board_table(rows: Sequence[LeaderboardRow], caption: str, table_id: str) ->
             f'<td class="num">{_num(r.short_ttft_ms)}</td>'
             f'<td class="num">{_num(r.peak_memory_gib)}</td>'
             f'<td class="num">{f"{r.spec_acceptance_rate:.1%}" if r.spec_acceptance_rate is not None else "–"}</td>'
+            f'<td class="num">{_num(r.j_per_output_token)}</td>'
+            f'<td class="num">{_num(r.avg_power_w, 0)}'
+            f"{f' ({r.peak_power_w:,.0f})' if r.peak_power_w is not None else ''}</td>"
+            f'<td class="num">{_num(r.cost_per_m_output_tokens)}{_currency(r)}</td>'
             f'<td class="mono">{r.runs}: {escape(" ".join(shown_jobs))}{more}</td></tr>'
         )
     return (
         f'<table class="board" id="{table_id}"><caption>{escape(caption)}</caption><thead>{head}</thead>'
         f"<tbody>{''.join(body)}</tbody></table>"
     )
+
+
+def _currency(row: LeaderboardRow) -> str:
+    if row.cost_per_m_output_tokens is None or not row.cost_unit:
+        return ""
+    return " " + escape(row.cost_unit.removesuffix("/Mtok"))
 
 
 def _endpoint_badge(origin: str) -> str:
@@ -284,6 +334,18 @@ def render_report(data: ReportData, *, now: datetime | None = None, store_label:
             ),
         ),
         (
+            "energy",
+            "GPU-only energy per output token against tok/s per user, one point per concurrency level "
+            "(down and right is better; the cards' board power only, not the host's)",
+            line_chart(
+                "GPU joules per output token vs tok/s per user",
+                energy_series(entries),
+                "tok/s per user (per stream)",
+                "J per output token (GPU-only)",
+                "chart-energy",
+            ),
+        ),
+        (
             "ttft",
             "Time to first token against prompt length (cold cache; log scale)",
             line_chart(
@@ -291,6 +353,31 @@ def render_report(data: ReportData, *, now: datetime | None = None, store_label:
             ),
         ),
     ]
+    if any(e.kind == KIND_DEPTH for e in entries):
+        charts += [
+            (
+                "depth-decode",
+                "Decode tok/s against context depth (two-point decode on a warm prefix of that many tokens)",
+                line_chart(
+                    "Decode tok/s vs context depth",
+                    depth_series(entries, "decode_tok_s"),
+                    "context tokens",
+                    "decode tok/s",
+                    "chart-depth-decode",
+                ),
+            ),
+            (
+                "depth-ttft",
+                "Time to first token against context depth (cold cache)",
+                line_chart(
+                    "TTFT vs context depth",
+                    depth_series(entries, "ttft_ms"),
+                    "context tokens",
+                    "TTFT ms",
+                    "chart-depth-ttft",
+                ),
+            ),
+        ]
     chart_html = "".join(
         f'<figure id="figure-{name}"><figcaption>{escape(caption)}</figcaption>{svg}</figure>'
         for name, caption, svg in charts

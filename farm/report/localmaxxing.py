@@ -13,6 +13,10 @@ shell line), `tensorParallel`, `specAcceptanceRate` and `specMeanAcceptedLength`
 Every field is always present; a value the farm does not know is null (for example `engineCommit` when the
 engine's version carries no `+g<commit>` and the provenance names none — the image digest is then in
 `engineImageDigest`).
+
+The page has no energy fields; the farm's, in the same style, are GPU-only and at the headline workload's decode:
+`gpuJoulesPerOutputToken`, `gpuAvgPowerW` (all cards), `gpuPeakPowerW` (the highest card), and at the host's
+stated prices `costPerMOutputTokens` with `costUnit` (null where not measured or no prices were stated).
 """
 
 from __future__ import annotations
@@ -66,6 +70,11 @@ SUBMISSION_FIELDS = (
     "validated",
     "validatedRules",
     "signature",
+    "gpuJoulesPerOutputToken",
+    "gpuAvgPowerW",
+    "gpuPeakPowerW",
+    "costPerMOutputTokens",
+    "costUnit",
 )
 """Every key of a submission, in order."""
 
@@ -162,6 +171,7 @@ def submission(
         "measuredAt": max(e.measured_at for e in entries).isoformat(),
         "jobIds": sorted({job for e in entries for job in e.job_ids}),
         **_verification(entries, provenance, signed, outcomes),
+        **_energy(entries, workload),
     }
 
 
@@ -175,6 +185,19 @@ def _verification(
         "validated": all(rules.values()),
         "validatedRules": rules,
         "signature": (signed or {}).get("signature"),
+    }
+
+
+def _energy(entries: Sequence[Entry], workload: str | None) -> dict[str, Any]:
+    from farm.report.registry import energy_fields
+
+    fields = energy_fields(entries, {e.key: e for e in entries}, f"{KIND_DECODE}.{workload}") if workload else {}
+    return {
+        "gpuJoulesPerOutputToken": fields.get("gpu_j_per_output_token"),
+        "gpuAvgPowerW": fields.get("gpu_avg_power_w"),
+        "gpuPeakPowerW": fields.get("gpu_peak_power_w"),
+        "costPerMOutputTokens": fields.get("cost_per_m_output_tokens"),
+        "costUnit": fields.get("cost_unit"),
     }
 
 

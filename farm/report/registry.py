@@ -7,7 +7,9 @@ The rows follow the registry's own sweeps (`data/registry/speed-sweep/*.json` in
 - one row per concurrency level: `decode_tok_s` the aggregate rate, `decode_tok_s_per_stream`, `ttft_ms_p50`,
   `context_tokens` the prompt length;
 - one row per prefill prompt length (`prefill_tok_s`, `ttft_ms_p50` the median TTFT), the short-prompt TTFT
-  and the prefix-cache repeat (`cache: "warm"`).
+  and the prefix-cache repeat (`cache: "warm"`);
+- one row per context depth (`[plan.context_depth]`): `context_tokens` the depth, `decode_tok_s` the two-point
+  decode at that depth, `prefill_tok_s` and `ttft_ms_p50` of the cold send (`depth: true`).
 `peak_vram_gb` is the peak per card in GiB (the largest card), as the seed's page ("peakVramGb is PER CARD")
 and the registry's sweeps give it. `samples` is the number of pooled values. A row's `status` is `measured`,
 or `simulated` for results from the simulator; a row with fewer samples than asked also says `incomplete:
@@ -15,6 +17,11 @@ true` with `requested`. The top-level `source` (a free-form object in the schema
 provenance: jobs, workers, hosts, GPUs, farm version and commit, the method.
 
 `metrics.peak_memory_bytes` is the sum over the cards of their peaks, in bytes (the whole deployment).
+
+The schema's `metrics` has no field for energy, power or cost (and admits no others); its rows admit more, so
+the decode and concurrency rows carry the farm's GPU-only figures where the run measured them:
+`gpu_j_per_output_token`, `gpu_j_per_total_token`, `gpu_avg_power_w` (all cards), `gpu_peak_power_w` (the
+highest card) and, where the host stated prices, `cost_per_m_output_tokens` with `cost_unit`.
 """
 
 from __future__ import annotations
@@ -26,12 +33,14 @@ from typing import Any
 from farm.bench.records import (
     KIND_CONCURRENCY,
     KIND_DECODE,
+    KIND_DEPTH,
     KIND_MEMORY,
     KIND_PREFILL,
     KIND_PREFIX_CACHE,
     KIND_SHORT_TTFT,
     KIND_SPEC_DECODE,
 )
+from farm.domain import KIND_COST, KIND_ENERGY, KIND_POWER
 from farm.report.aggregate import Entry, groups
 from farm.report.registry_schema import SCHEMA_VERSION
 
@@ -90,6 +99,30 @@ def _row(entry: Entry, **fields: Any) -> dict[str, Any]:
     return row
 
 
+def energy_fields(entries: Sequence[Entry], by_key: dict[str, Entry], point: str) -> dict[str, Any]:
+    """The GPU-only energy, power and cost of one measurement point (`decode.code`), for a row; {} when unmeasured."""
+    fields: dict[str, Any] = {}
+    for name, key in (
+        ("gpu_j_per_output_token", f"{KIND_ENERGY}/{point}/j_per_output_token"),
+        ("gpu_j_per_total_token", f"{KIND_ENERGY}/{point}/j_per_total_token"),
+        ("gpu_avg_power_w", f"{KIND_ENERGY}/{point}/avg_power_w"),
+    ):
+        if key in by_key:
+            fields[name] = by_key[key].mean
+    peaks = [
+        e.max
+        for e in entries
+        if e.kind == KIND_POWER and e.metric == "peak_power_w" and e.point.startswith(f"{point}.gpu")
+    ]
+    if peaks:
+        fields["gpu_peak_power_w"] = max(peaks)
+    cost = by_key.get(f"{KIND_COST}/{point}/per_m_output_tokens")
+    if cost is not None:
+        fields["cost_per_m_output_tokens"] = cost.mean
+        fields["cost_unit"] = cost.unit
+    return fields
+
+
 def speed_sweep(entries: Sequence[Entry]) -> dict[str, Any]:
     """The speed-sweep document of one group's entries."""
     by_key = {e.key: e for e in entries}
@@ -113,6 +146,7 @@ def speed_sweep(entries: Sequence[Entry]) -> dict[str, Any]:
                 content_class=workload,
                 spec_accept_len=accept_len.mean if accept_len else None,
                 spec_acceptance_rate=accept_rate.mean if accept_rate else None,
+                **energy_fields(entries, by_key, f"{KIND_DECODE}.{workload}"),
             )
         )
     levels = sorted({level for e in entries if e.kind == KIND_CONCURRENCY and (level := _int_point(e)) is not None})
@@ -134,6 +168,7 @@ def speed_sweep(entries: Sequence[Entry]) -> dict[str, Any]:
                 ttft_ms_p50=ttft.mean if ttft else None,
                 peak_vram_gb=peak_vram_gb,
                 content_class=aggregate.workload,
+                **energy_fields(entries, by_key, f"{KIND_CONCURRENCY}.{level}"),
             )
         )
     for e in sorted((e for e in entries if e.kind == KIND_PREFILL and e.metric == "prefill_tok_s"), key=_point):
@@ -161,11 +196,31 @@ def speed_sweep(entries: Sequence[Entry]) -> dict[str, Any]:
                 )
             )
 
+    for e in sorted((e for e in entries if e.kind == KIND_DEPTH and e.metric == "decode_tok_s"), key=_point):
+        prefill = by_key.get(f"{KIND_DEPTH}/{e.point}/prefill_tok_s")
+        ttft = by_key.get(f"{KIND_DEPTH}/{e.point}/ttft_ms")
+        rows.append(
+            _row(
+                e,
+                context_tokens=_int_point(e),
+                output_tokens=_int_param(e, "long_output_tokens"),
+                decode_tok_s=e.mean,
+                decode_tok_s_per_stream=e.mean,
+                prefill_tok_s=prefill.mean if prefill else None,
+                ttft_ms_p50=ttft.median if ttft else None,
+                peak_vram_gb=peak_vram_gb,
+                content_class=e.workload,
+                depth=True,
+            )
+        )
+
     decode_rates = [r["decode_tok_s"] for r in rows if r["decode_tok_s"] is not None]
     prefill_rows = [r for r in rows if r["prefill_tok_s"] is not None]
     peak_generation = max(decode_rates, default=None)
     peak_row = next((r for r in rows if r["decode_tok_s"] == peak_generation), None)
-    ttft32k = by_key.get(f"{KIND_PREFILL}/{TTFT32K_TOKENS}/ttft_ms")
+    ttft32k = by_key.get(f"{KIND_PREFILL}/{TTFT32K_TOKENS}/ttft_ms") or by_key.get(
+        f"{KIND_DEPTH}/{TTFT32K_TOKENS}/ttft_ms"
+    )
     metrics: dict[str, Any] = {
         "inference_engine_version": first.engine_version,
         "concurrency": peak_row["concurrency"] if peak_row else None,

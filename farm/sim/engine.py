@@ -57,6 +57,7 @@ class SimState:
         self.errors = ErrorDraw(faults.error_rate, faults.seed)
         self.rng = random.Random(profile.seed)
         self.request_counter = 0
+        self.cache_resets = 0
         self.running = 0
         self.waiting = 0
         self.queue: deque[Pending] = deque()

@@ -231,6 +231,7 @@ SGLANG_NAMES: dict[str, str] = {
     "vllm:num_requests_waiting": "sglang:num_queue_reqs",
     "vllm:kv_cache_usage_perc": "sglang:token_usage",
     "vllm:prompt_tokens_total": "sglang:prompt_tokens_total",
+    "vllm:prefix_cache_hits_total": "sglang:cached_tokens_total",
     "vllm:generation_tokens_total": "sglang:generation_tokens_total",
     "vllm:time_to_first_token_seconds": "sglang:time_to_first_token_seconds",
     "vllm:inter_token_latency_seconds": "sglang:inter_token_latency_seconds",

@@ -53,6 +53,9 @@ class SimProfile(BaseModel):
     decode_tok_s: dict[str, float] = Field(description="one-stream decode rate per workload")
     default_decode_tok_s: float = Field(gt=0, description="rate for a prompt no marker matches")
     contention: float = Field(0.0, ge=0)
+    decode_s_per_context_token: float = Field(
+        0.0, ge=0, description="k: each output token takes 1/r + k*d seconds with d prompt tokens in context"
+    )
     workload_markers: dict[str, str] = Field(default_factory=lambda: dict(WORKLOAD_MARKERS))
 
     # Chunking: speculative decoding (K drafts, per-token acceptance p) or a fixed number of tokens per chunk.
@@ -76,6 +79,16 @@ class SimProfile(BaseModel):
     gpu_memory_total_mib: int = Field(81920, ge=0)
     gpu_memory_used_mib: int = Field(0, ge=0)
 
+    # Simulated power per card, W (farm.sim.power): no power model when power_idle_w is unset.
+    power_idle_w: float | None = Field(None, ge=0, description="a card with the model loaded and nothing to do")
+    power_prefill_w: float = Field(0.0, ge=0, description="while any prompt is in prefill (compute-bound)")
+    power_decode_w: float = Field(0.0, ge=0, description="one stream decoding")
+    power_per_stream_w: float = Field(0.0, ge=0, description="added by each further stream decoding")
+    power_limit_w: float | None = Field(None, gt=0, description="the card's power limit: no draw above it")
+
+    tokenize_endpoint: bool = Field(
+        True, description="serve /tokenize and /detokenize (false: a plain OpenAI-compatible server without them)"
+    )
     seed: int = Field(0, description="seeds every random draw (spec-decode acceptance, sampled text)")
     dialect: Literal["vllm", "sglang", "ollama", "lmstudio", "tabbyapi", "mlx"] = Field(
         "vllm",
@@ -87,6 +100,8 @@ class SimProfile(BaseModel):
     def _check(self) -> SimProfile:
         if self.gpu_memory_used_mib > self.gpu_memory_total_mib:
             raise ValueError("gpu_memory_used_mib exceeds gpu_memory_total_mib")
+        if self.power_idle_w is not None and self.power_limit_w is not None and self.power_limit_w < self.power_idle_w:
+            raise ValueError("power_limit_w is below power_idle_w")
         if any(rate <= 0 for rate in self.decode_tok_s.values()):
             raise ValueError("every decode_tok_s rate must be positive")
         return self
@@ -94,6 +109,10 @@ class SimProfile(BaseModel):
     @property
     def spec_decoding(self) -> bool:
         return self.num_speculative_tokens > 0
+
+    @property
+    def models_power(self) -> bool:
+        return self.power_idle_w is not None
 
     @property
     def root(self) -> str:

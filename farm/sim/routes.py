@@ -6,11 +6,18 @@
     GET  /sim/stats     schedule lateness (p50/p99 of write time minus due time) and scheduler counters;
          DELETE clears the lateness
     GET  /sim/requests  server-side truth per request (?chunks=1 adds every chunk's time); DELETE clears
-    GET  /sim/gpu       simulated per-card memory, for a worker's simulated GPU probe
+    GET  /sim/gpu       simulated per-card memory, and with a power model each card's energy counter (mJ) and
+                        power (mW), for a worker's simulated GPU probe
+    GET  /sim/energy    the power model's exact energy per card over ?start_ns=&end_ns= (perf_counter_ns, the
+                        clock of /sim/requests): the truth the farm's measured energy is checked against
+    POST /reset_prefix_cache   empties the prefix cache (vLLM's; its counters go on counting)
+
+With `tokenize_endpoint = false` it has no /tokenize and /detokenize, as most OpenAI-compatible servers.
 
 With the profile's `dialect = "sglang"` it answers as SGLang does instead: no /version, but /get_server_info
-(with the version) and /get_model_info, and /metrics under SGLang's `sglang:*` names; Ollama, LM Studio,
-TabbyAPI and MLX likewise (farm.sim.dialects).
+(with the version) and /get_model_info, /flush_cache instead of /reset_prefix_cache, and /metrics under
+SGLang's `sglang:*` names; Ollama, LM Studio, TabbyAPI and MLX likewise (farm.sim.dialects), without vLLM's
+/reset_prefix_cache.
 
 Unknown paths answer 404 and known paths with another method 405, in FastAPI's `{"detail": ...}` shape.
 
@@ -76,14 +83,22 @@ class SimApp:
             "/sim/stats": {"GET": sim_stats, "DELETE": sim_stats_clear},
             "/sim/requests": {"GET": sim_requests, "DELETE": sim_requests_clear},
             "/sim/gpu": {"GET": sim_gpu},
+            "/sim/energy": {"GET": sim_energy},
+            "/reset_prefix_cache": {"POST": reset_prefix_cache},
         }
         # Another server's routes (farm.sim.dialects): SGLang has no /version, its version is in
         # /get_server_info (and its metrics are sglang:*); Ollama's API is under /api; ...
         sglang: dict[str, dict[str, Handler]] = {
             "/get_server_info": {"GET": sglang_server_info},
             "/get_model_info": {"GET": sglang_model_info},
+            "/flush_cache": {"GET": reset_prefix_cache, "POST": reset_prefix_cache},
         }
         apply_dialect(self.routes, state.profile.dialect, sglang)
+        if state.profile.dialect != "vllm":
+            self.routes.pop("/reset_prefix_cache", None)  # vLLM's own call
+        if not state.profile.tokenize_endpoint:
+            self.routes.pop("/tokenize", None)
+            self.routes.pop("/detokenize", None)
 
     def __call__(self, request: Request, conn: Connection) -> Response | None:
         if self.state.hung:
@@ -237,6 +252,14 @@ def tokenize(state: SimState, request: Request, conn: Connection) -> Response:
     )
 
 
+def reset_prefix_cache(state: SimState, request: Request, conn: Connection) -> Response:
+    """vLLM's POST /reset_prefix_cache (SGLang's /flush_cache): every cached block is dropped; the hit and query
+    counters are counters and keep their values."""
+    state.prefix_cache.clear()
+    state.cache_resets += 1
+    return Response(200)
+
+
 def detokenize(state: SimState, request: Request, conn: Connection) -> Response:
     try:
         body: protocol.DetokenizeBody = protocol.parse_body(request.body, protocol.DetokenizeBody)
@@ -279,7 +302,11 @@ def generate(state: SimState, request: Request, conn: Connection, kind: str) -> 
         request_id=protocol.new_request_id(req.kind),
         created=protocol.now_s(),
         workload=workload,
-        one_stream_rate=profile.decode_tok_s.get(workload or "", profile.default_decode_tok_s),
+        one_stream_rate=timing.rate_at_depth(
+            profile.decode_tok_s.get(workload or "", profile.default_decode_tok_s),
+            len(req.prompt_tokens),
+            profile.decode_s_per_context_token,
+        ),
         completion_tokens=completion_tokens,
         finish_reason="length" if completion_tokens == req.max_tokens else "stop",
         # The same draws as timing.plan_steps(rng=Random(seed * 1_000_003 + n)); none without drafts.
@@ -319,6 +346,8 @@ def sim_stats(state: SimState, request: Request, conn: Connection) -> Response:
             "waiting": state.waiting,
             "decoding": state.scheduler.decoding,
             "aborted": state.scheduler.aborted,
+            "prefix_cache_resets": state.cache_resets,
+            "prefix_cache_blocks": len(state.prefix_cache),
             "spin_us": state.scheduler.spin_ns // 1000,
         }
     )
@@ -341,7 +370,9 @@ def sim_requests_clear(state: SimState, request: Request, conn: Connection) -> R
 
 def sim_gpu(state: SimState, request: Request, conn: Connection) -> Response:
     p = state.profile
-    cards = [
+    meter = state.scheduler.power
+    now = perf_counter_ns()
+    cards: list[dict[str, Any]] = [
         {
             "index": i,
             "name": p.gpu_name,
@@ -351,4 +382,31 @@ def sim_gpu(state: SimState, request: Request, conn: Connection) -> Response:
         }
         for i in range(p.gpu_count)
     ]
+    if meter is not None:
+        energy_mj, power_mw = meter.energy_j(now) * 1000, meter.watts * 1000
+        for card in cards:
+            card["energy_mj"] = energy_mj
+            card["power_mw"] = power_mw
     return json_response(cards)
+
+
+def sim_energy(state: SimState, request: Request, conn: Connection) -> Response:
+    meter = state.scheduler.power
+    if meter is None:
+        return json_response({"detail": "this profile models no power"}, 404)
+    query = parse_qs(request.query)
+    try:
+        start_ns, end_ns = int(query["start_ns"][-1]), int(query["end_ns"][-1])
+    except (KeyError, ValueError):
+        return json_response({"detail": "give start_ns and end_ns as integers (perf_counter_ns)"}, 400)
+    per_card = meter.energy_between(start_ns, end_ns)
+    count = state.profile.gpu_count
+    return json_response(
+        {
+            "start_ns": start_ns,
+            "end_ns": end_ns,
+            "cards": count,
+            "energy_j_per_card": per_card,
+            "energy_j": per_card * count if per_card is not None else None,
+        }
+    )

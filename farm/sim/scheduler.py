@@ -32,6 +32,7 @@ from typing import Any
 
 from farm.sim import protocol, timing
 from farm.sim.metrics import EngineMetrics, LatenessRecorder
+from farm.sim.power import EnergyMeter, card_power_w
 from farm.sim.profile import SimProfile
 
 STALL_BYTES = 4 * 1024 * 1024
@@ -189,7 +190,10 @@ class Scheduler:
         self.lateness = lateness
         self.spin_ns = spin_us * 1000
         self.decoding = 0
+        self.prefilling = 0
         self.kv_tokens = 0
+        self.power = EnergyMeter(self._watts(), perf_counter_ns()) if profile.models_power else None
+        """Each card's exact energy under the profile's power model (None without one): farm.sim.power."""
         self.aborted = 0
         self._heap: list[tuple[int, int, Stream]] = []
         self._seq = itertools.count()
@@ -243,6 +247,24 @@ class Scheduler:
                 handle.cancel()
             else:
                 await asyncio.sleep(0)
+
+    def _watts(self) -> float:
+        p = self.profile
+        idle = p.power_idle_w or 0.0
+        return card_power_w(
+            idle_w=idle,
+            prefill_w=p.power_prefill_w,
+            decode_w=p.power_decode_w,
+            per_stream_w=p.power_per_stream_w,
+            limit_w=p.power_limit_w if p.power_limit_w is not None else float("inf"),
+            prefilling=self.prefilling,
+            decoding=self.decoding,
+        )
+
+    def _power_changed(self) -> None:
+        """Prefill or decoding started or ended: the cards' power changes from now on."""
+        if self.power is not None:
+            self.power.set_power(perf_counter_ns(), self._watts())
 
     def _rate_now(self, stream: Stream) -> float:
         return timing.per_stream_rate(stream.one_stream_rate, self.profile.contention, self.decoding)
@@ -383,6 +405,8 @@ class Scheduler:
 
     def _start_decoding(self, stream: Stream) -> None:
         self.decoding += 1
+        self.prefilling -= 1
+        self._power_changed()
         stream.decoding = True
         stream.rate = self._rate_now(stream)
         stream.anchor_ns = stream.due_ns
@@ -396,12 +420,17 @@ class Scheduler:
     def admit(self, stream: Stream) -> None:
         """A stream starts prefill: it holds KV for its prompt from now on."""
         self.kv_tokens += stream.record.prompt_tokens
+        self.prefilling += 1
+        self._power_changed()
 
     def _release(self, stream: Stream) -> None:
         if stream.decoding:
             self.decoding -= 1
             stream.decoding = False
+        elif stream.emitted == 0:
+            self.prefilling -= 1  # ended (aborted) before its first token
         self.kv_tokens -= stream.record.prompt_tokens + stream.emitted
+        self._power_changed()
 
     def _finish(self, stream: Stream, now: int) -> None:
         record = stream.record

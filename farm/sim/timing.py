@@ -3,6 +3,7 @@
     TTFT(n, cached)   = base + prefill(n - cached) + cached * cached_s_per_token
     prefill(n)        = a*n + b*n²                      (b: attention, quadratic in the prompt)
     r(workload, c)    = decode_tok_s[workload] / (1 + contention * (c - 1))   c = streams decoding now
+    r at depth d      = 1 / (1 / r + k * d)              d = prompt tokens in context, k = s per token per token
     token i due at    t_first + i / r                    (token 0 is the first chunk, at arrival + TTFT)
 
 Tokens leave in steps. The first step is token 0 alone (the prefill step yields one token, as in vLLM). With
@@ -80,6 +81,12 @@ def detect_workload(text: str, markers: Mapping[str, str]) -> str | None:
 def per_stream_rate(one_stream_tok_s: float, contention: float, streams: int) -> float:
     """Tokens per second of one stream while `streams` streams decode at once (streams counted from 1)."""
     return one_stream_tok_s / (1.0 + contention * (max(streams, 1) - 1))
+
+
+def rate_at_depth(one_stream_tok_s: float, context_tokens: int, s_per_token_per_context_token: float) -> float:
+    """One stream's decode rate with `context_tokens` already in its context: each output token takes
+    1/r + k * d seconds (attention reads the whole KV cache), so decode slows as the context grows."""
+    return 1.0 / (1.0 / one_stream_tok_s + s_per_token_per_context_token * max(context_tokens, 0))
 
 
 def aggregate_rate(one_stream_tok_s: float, contention: float, streams: int) -> float:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 from collections import defaultdict
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from itertools import chain
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -23,7 +23,7 @@ from sqlalchemy import ColumnElement, Text, and_, bindparam, case, cast, func, l
 
 from farm.domain import Figure, Origin, lower_is_better, split_key, summarize
 from farm.filters import ResultFilter
-from farm.store.leaderboard import LEADERBOARD_KINDS, ORIGIN_ORDER, rows
+from farm.store.leaderboard import LEADERBOARD_KINDS, ORIGIN_ORDER, group_key, rows
 from farm.store.models import GroupFigureStat, MeasurementRow, RecipeRow, Run, RunSummary
 from farm.store.records import (
     Entry,
@@ -146,6 +146,34 @@ def leaderboard(store: Store, filters: ResultFilter) -> list[LeaderboardRow]:
     pool `measurements` over the selected `run_summaries` instead."""
     if not _selects_runs(filters):
         return _leaderboard_from_stats(store, filters)
+    if filters.verified_only and filters.since is None and filters.until is None and not filters.job_ids:
+        return _verified_leaderboard(store, filters)
+    return rows(*_pooled_from_runs(store, filters))
+
+
+def _verified_leaderboard(store: Store, filters: ResultFilter) -> list[LeaderboardRow]:
+    """The leaderboard of verified runs only: a group whose runs are all verified is read from `group_stats` (as
+    every run of it is wanted), a group with none is left out, and only groups with both are pooled from their
+    verified runs. So a farm whose runs are verified reads the leaderboard at the cost of the plain one."""
+    everything = replace(filters, verified_only=False)
+    stats, job_ids, verified = _from_stats(store, everything)
+    whole = {group for group, jobs in job_ids.items() if verified.get(group, 0) >= len(jobs) > 0}
+    mixed = [group for group, jobs in job_ids.items() if 0 < verified.get(group, 0) < len(jobs)]
+    kept = [stat for stat in stats if group_key(stat) in whole]
+    kept_jobs = {group: job_ids[group] for group in whole}
+    kept_verified = {group: verified[group] for group in whole}
+    if mixed:
+        more, more_jobs, more_verified = _pooled_from_runs(store, filters, mixed)
+        kept += more
+        kept_jobs.update(more_jobs)
+        kept_verified.update(more_verified)
+    return rows(kept, kept_jobs, kept_verified)
+
+
+def _pooled_from_runs(
+    store: Store, filters: ResultFilter, groups: Sequence[tuple[str, str, str, str | None, str]] | None = None
+) -> tuple[list[GroupStat], dict[Any, list[str]], dict[Any, int]]:
+    """Leaderboard statistics pooled from the selected runs' measurements (of `groups` alone, when given)."""
     stats_query = _filtered(
         select(
             *_GROUP_COLUMNS,
@@ -158,6 +186,7 @@ def leaderboard(store: Store, filters: ResultFilter) -> list[LeaderboardRow]:
             func.max(MeasurementRow.max),
             func.count(),
             func.sum(func.coalesce(MeasurementRow.requested_repeats, RunSummary.requested_repeats, MeasurementRow.n)),
+            func.max(MeasurementRow.unit),
         )
         .join(MeasurementRow, MeasurementRow.run_id == RunSummary.run_id)
         .where(MeasurementRow.kind.in_(LEADERBOARD_KINDS))
@@ -165,6 +194,9 @@ def leaderboard(store: Store, filters: ResultFilter) -> list[LeaderboardRow]:
         filters,
     )
     jobs_query = _jobs_by_group(store, filters)
+    if groups is not None:
+        stats_query = stats_query.where(_group_where(groups))
+        jobs_query = jobs_query.where(_group_where(groups))
     with store._read("cannot read the leaderboard") as conn:
         stats = [
             GroupStat(
@@ -184,11 +216,12 @@ def leaderboard(store: Store, filters: ResultFilter) -> list[LeaderboardRow]:
                 max=float(r[13]),
                 runs=int(r[14]),
                 requested=int(r[15]) if r[15] is not None else None,
+                unit=str(r[16] or ""),
             )
             for r in conn.execute(stats_query)
         ]
         job_ids, verified = _jobs_and_verified(conn.execute(jobs_query))
-    return rows(stats, job_ids, verified)
+    return stats, job_ids, verified
 
 
 def _jobs_by_group(store: Store, filters: ResultFilter) -> Any:
@@ -220,6 +253,10 @@ def _jobs_and_verified(found: Any) -> tuple[dict[Any, list[str]], dict[Any, int]
 
 
 def _leaderboard_from_stats(store: Store, filters: ResultFilter) -> list[LeaderboardRow]:
+    return rows(*_from_stats(store, filters))
+
+
+def _from_stats(store: Store, filters: ResultFilter) -> tuple[list[GroupStat], dict[Any, list[str]], dict[Any, int]]:
     where = conditions(filters, GroupFigureStat)
     stats_query = select(*(GroupFigureStat.__table__.c[name] for name in GroupStat.__dataclass_fields__)).where(
         GroupFigureStat.kind.in_(LEADERBOARD_KINDS), *where
@@ -228,7 +265,7 @@ def _leaderboard_from_stats(store: Store, filters: ResultFilter) -> list[Leaderb
     with store._read("cannot read the leaderboard") as conn:
         stats = [GroupStat(*row) for row in conn.execute(stats_query)]  # the columns are GroupStat's, in order
         job_ids, verified = _jobs_and_verified(conn.execute(jobs_query))
-    return rows(stats, job_ids, verified)
+    return stats, job_ids, verified
 
 
 def _entry_groups(store: Store, filters: ResultFilter) -> dict[tuple[Any, ...], tuple[str, float]]:

@@ -91,6 +91,16 @@ class LeaderboardRow:
     short_ttft_ms: float | None = None
     peak_memory_gib: float | None = None
     spec_acceptance_rate: float | None = None
+    j_per_output_token: float | None = None
+    """GPU-only energy per output token of the workload's decode measurement (J/tok)."""
+    avg_power_w: float | None = None
+    """GPU-only average power over the decode measurement's windows, all cards together (W)."""
+    peak_power_w: float | None = None
+    """The highest power any one card drew in the decode measurement's windows (W)."""
+    cost_per_m_output_tokens: float | None = None
+    """What a million output tokens of the decode measurement cost at the host's stated prices."""
+    cost_unit: str | None = None
+    """The cost's unit, `<currency>/Mtok`."""
     job_ids: tuple[str, ...] = field(default=())
     origin: str = "launched"
     """launched, endpoint (a server the farm did not launch) or simulated: each is ranked only among its own."""
@@ -102,6 +112,9 @@ class LeaderboardRow:
     """The group's runs signed by a trusted key that matched their signatures at their last check."""
     verified: bool = False
     """Every run of the row is verified (farm.signing): what readers mark, as they mark simulated rows."""
+    decode_at_depth_tok_s: tuple[tuple[int, float], ...] = ()
+    """(context tokens, pooled mean decode tok/s) of the group's `depth/<d>/decode_tok_s`, shallowest first (in
+    JSON a list of [tokens, tok/s] pairs)."""
 
     @property
     def incomplete(self) -> bool:
@@ -114,6 +127,7 @@ class LeaderboardRow:
         stat = self.decode_tok_s
         data["decode_tok_s"] = {"n": stat.n, "mean": stat.mean, "min": stat.min, "max": stat.max, "spread": stat.spread}
         data["job_ids"] = list(self.job_ids)
+        data["decode_at_depth_tok_s"] = [list(pair) for pair in self.decode_at_depth_tok_s]
         return data
 
 
@@ -140,6 +154,7 @@ class GroupStat:
     max: float
     runs: int
     requested: int | None = None
+    unit: str = ""
 
 
 @dataclass(frozen=True)
@@ -259,6 +274,8 @@ class MeasuredRun:
     simulated: bool
     values: dict[str, tuple[float, ...]]
     origin: str = "launched"
+    units: dict[str, str] = field(default_factory=dict)
+    """Each figure key's unit, where the caller has it (a cost's currency comes from it)."""
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,7 @@ Readers never check a signature: they read `run_summaries.verified`, which every
 from __future__ import annotations
 
 import hashlib
+import json
 import math
 from collections import defaultdict
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -20,18 +21,20 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, LargeBinary, bindparam, select, type_coerce, update
+from sqlalchemy import Connection, bindparam, select, update
 
 from farm.domain import RunSignature
 from farm.errors import SigningError
 from farm.signing.keys import PublicKey, is_fingerprint
 from farm.signing.runs import Check, RunContent, Verdict, check
 from farm.store.db import upsert
-from farm.store.models import Host, MeasurementRow, Run, RunSignatureRow, RunSummary, Sample, SigningKey
+from farm.store.models import Host, RunSignatureRow, RunSummary, SigningKey
 from farm.store.sample_codec import encode as encode_samples
 
 VERIFY_BATCH = 250
 """Runs read and checked at a time by `verify`: bounds memory (a run's samples are ~135 KB) at any store size."""
+MAX_VERIFY_WORKERS = 8
+"""At most this many processes check runs at once (each holds one batch)."""
 
 
 @dataclass(frozen=True)
@@ -235,91 +238,86 @@ def record_delivery(
     return result
 
 
+def _driver_rows(conn: Connection, sql: str) -> list[tuple[Any, ...]]:
+    """The rows of a query on the driver's own cursor, in the connection's transaction: plain tuples, no
+    SQLAlchemy row or type processing (a check of 10,000 runs reads a million rows). JSON columns come back as
+    text on SQLite and parsed on PostgreSQL; `_json` takes either."""
+    cursor = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
+    try:
+        cursor.execute(sql)
+        return list(cursor.fetchall())
+    finally:
+        cursor.close()
+
+
+def _json(value: Any) -> Any:
+    return json.loads(value) if isinstance(value, str | bytes) else value
+
+
 def stored_contents(conn: Connection, run_ids: Sequence[int]) -> dict[int, tuple[RunContent, list[str]]]:
     """The signed content of stored runs as the store holds it now (figures, the sha256 of each repeat's sample
-    bytes, provenance), with any stored summary that no longer follows from its figure's values."""
+    bytes and of each figure's params bytes, provenance), with any stored summary (n, mean, min, max) that no
+    longer follows from its figure's values."""
     if not run_ids:
         return {}
-    ids: Any = bindparam("run_ids", expanding=True)
-    runs = conn.execute(
-        select(
-            Run.id, Run.job_id, Run.attempt, Run.worker_id, Run.provenance, Run.failed_requests, Run.total_requests
-        ).where(Run.id.in_(ids)),
-        {"run_ids": list(run_ids)},
-    ).all()
-    m = MeasurementRow
+    listed = ",".join(str(int(run_id)) for run_id in run_ids)  # integers only: nothing to quote
+    where = f"IN ({listed})"
+    run_columns = "id, job_id, attempt, worker_id, provenance, failed_requests, total_requests"
+    runs = _driver_rows(conn, f"SELECT {run_columns} FROM runs WHERE id {where}")  # noqa: S608 - integer ids
     figures: dict[int, list[dict[str, Any]]] = defaultdict(list)
     problems: dict[int, list[str]] = defaultdict(list)
-    params_bytes = type_coerce(m.params, LargeBinary)  # hashed as stored, never decoded
-    for row in conn.execute(
-        select(
-            m.run_id,
-            m.key,
-            m.kind,
-            m.metric,
-            m.unit,
-            m.workload,
-            m.values,
-            params_bytes.label("params"),
-            m.requested_repeats,
-            m.n,
-            m.mean,
-            m.min,
-            m.max,
-        ).where(m.run_id.in_(ids)),
-        {"run_ids": list(run_ids)},
-    ):
-        values = row.values
-        figures[row.run_id].append(
+    sha256 = hashlib.sha256
+    fsum, isclose = math.fsum, math.isclose
+    figure_columns = 'run_id, key, kind, metric, unit, workload, "values", params, requested_repeats, n, mean, min, max'
+    measured = _driver_rows(conn, f"SELECT {figure_columns} FROM measurements WHERE run_id {where}")  # noqa: S608
+    for run_id, key, kind, metric, unit, workload, stored, params, requested, n, mean, low, high in measured:
+        values = _json(stored)
+        figures[run_id].append(
             {
-                "key": row.key,
-                "kind": row.kind,
-                "metric": row.metric,
-                "unit": row.unit,
-                "workload": row.workload,
+                "key": key,
+                "kind": kind,
+                "metric": metric,
+                "unit": unit,
+                "workload": workload,
                 "values": values,
-                "params_sha256": hashlib.sha256(row.params).hexdigest(),
-                "requested_repeats": row.requested_repeats,
+                "params_sha256": sha256(params).hexdigest(),
+                "requested_repeats": requested,
             }
         )
-        if (
-            row.n != len(values)
-            or (values and (row.min != min(values) or row.max != max(values)))
-            or (values and not math.isclose(row.mean, math.fsum(values) / len(values), rel_tol=1e-9))
+        if n != len(values) or (
+            values and (low != min(values) or high != max(values) or not isclose(mean, fsum(values) / n, rel_tol=1e-9))
         ):
-            problems[row.run_id].append(f"figure {row.key}: its stored summary does not follow from its values")
+            problems[run_id].append(f"figure {key}: its stored summary does not follow from its values")
     repeats: dict[int, dict[str, dict[int, str]]] = defaultdict(lambda: defaultdict(dict))
-    for run_id, key, index, data, legacy in conn.execute(
-        select(Sample.run_id, Sample.figure_key, Sample.repeat_index, Sample.data, Sample.samples).where(
-            Sample.run_id.in_(ids)
-        ),
-        {"run_ids": list(run_ids)},
-    ):
-        blob = data if data is not None else encode_samples(legacy or [])
-        repeats[run_id][key][index] = hashlib.sha256(blob).hexdigest()
+    sample_columns = "run_id, figure_key, repeat_index, data, samples"
+    sampled = _driver_rows(conn, f"SELECT {sample_columns} FROM samples WHERE run_id {where}")  # noqa: S608
+    for run_id, key, index, data, legacy in sampled:
+        blob = bytes(data) if data is not None else encode_samples(_json(legacy) or [])
+        repeats[run_id][key][index] = sha256(blob).hexdigest()
     out = {}
-    for run in runs:
-        digests = {key: [by_index[i] for i in sorted(by_index)] for key, by_index in repeats[run.id].items()}
-        out[run.id] = (
+    for run_id, job_id, attempt, worker_id, provenance, failed, total in runs:
+        digests = {key: [by_index[i] for i in sorted(by_index)] for key, by_index in repeats[run_id].items()}
+        out[run_id] = (
             RunContent(
-                job_id=run.job_id,
-                attempt=run.attempt,
-                worker_id=run.worker_id,
-                figures=tuple(figures[run.id]),
+                job_id=job_id,
+                attempt=attempt,
+                worker_id=worker_id,
+                figures=tuple(figures[run_id]),
                 sample_digests=digests,
-                provenance=dict(run.provenance or {}),
-                failed_requests=int(run.failed_requests or 0),
-                total_requests=int(run.total_requests or 0),
+                provenance=dict(_json(provenance) or {}),
+                failed_requests=int(failed or 0),
+                total_requests=int(total or 0),
             ),
-            problems[run.id],
+            problems[run_id],
         )
     return out
 
 
-def check_runs(
-    conn: Connection, run_ids: Sequence[int], keys: Mapping[str, tuple[PublicKey, bool]], now: datetime
-) -> Iterator[RunCheck]:
-    """Check stored runs (a batch) against their signatures; keep each new verdict; yield each run's check."""
+def check_batch(
+    conn: Connection, run_ids: Sequence[int], keys: Mapping[str, tuple[PublicKey, bool]]
+) -> list[tuple[RunCheck, str | None]]:
+    """Check stored runs (a batch) against their signatures, reading only: each run's check and the verdict it
+    had before (None for an unsigned run)."""
     signed = {
         row.run_id: row
         for row in conn.execute(
@@ -328,27 +326,95 @@ def check_runs(
         )
     }
     contents = stored_contents(conn, run_ids)
-    changed: dict[Verdict, list[int]] = defaultdict(list)
+    out: list[tuple[RunCheck, str | None]] = []
     for run_id in run_ids:
         content, problems = contents[run_id]
         row = signed.get(run_id)
         if row is None:
-            yield RunCheck(run_id, content.job_id, content.attempt, content.worker_id, None, Verdict.UNSIGNED)
+            unsigned = RunCheck(run_id, content.job_id, content.attempt, content.worker_id, None, Verdict.UNSIGNED)
+            out.append((unsigned, None))
             continue
         found = keys.get(row.key_id)
         key, trusted = found if found is not None else (None, False)
         result = check(content, signature_of(row), key, trusted=trusted, extra_problems=problems)
-        if result.verdict.value != row.status:
-            changed[result.verdict].append(run_id)
-        yield RunCheck(
+        run_check = RunCheck(
             run_id, content.job_id, content.attempt, content.worker_id, row.key_id, result.verdict, result.reason
         )
-    for verdict, changed_ids in changed.items():
-        ids = list(changed_ids)
+        out.append((run_check, row.status))
+    return out
+
+
+def keep_verdicts(conn: Connection, checked: Sequence[tuple[RunCheck, str | None]], now: datetime) -> None:
+    """Keep the verdicts of checked runs: the new verdict where it changed (and readers' `verified`), the time of
+    the check on every signed run."""
+    changed: dict[Verdict, list[int]] = defaultdict(list)
+    signed = []
+    for run_check, before in checked:
+        if before is None:
+            continue
+        signed.append(run_check.run_id)
+        if run_check.verdict.value != before:
+            changed[run_check.verdict].append(run_check.run_id)
+    for verdict, ids in changed.items():
         conn.execute(update(RunSignatureRow).where(RunSignatureRow.run_id.in_(ids)).values(status=verdict.value))
         conn.execute(update(RunSummary).where(RunSummary.run_id.in_(ids)).values(verified=verdict is Verdict.VERIFIED))
-    if signed:
-        conn.execute(update(RunSignatureRow).where(RunSignatureRow.run_id.in_(list(signed))).values(checked_at=now))
+    for begin in range(0, len(signed), VERIFY_BATCH * 4):
+        chunk = signed[begin : begin + VERIFY_BATCH * 4]
+        conn.execute(update(RunSignatureRow).where(RunSignatureRow.run_id.in_(chunk)).values(checked_at=now))
+
+
+def check_runs(
+    conn: Connection, run_ids: Sequence[int], keys: Mapping[str, tuple[PublicKey, bool]], now: datetime
+) -> list[RunCheck]:
+    """Check stored runs (a batch) against their signatures and keep each new verdict."""
+    checked = check_batch(conn, run_ids, keys)
+    keep_verdicts(conn, checked, now)
+    return [run_check for run_check, _ in checked]
+
+
+_worker_engine: Any = None
+
+
+def _open_worker_engine(url: str) -> None:
+    """A process of the pool: its own engine (a forked engine's connections are the parent's, never used here)."""
+    global _worker_engine  # one engine per pool process, made by the pool's initializer
+    from farm.store.db import create_store_engine
+
+    _worker_engine = create_store_engine(url)
+
+
+def _check_in_worker(
+    run_ids: Sequence[int], keys: Mapping[str, tuple[PublicKey, bool]]
+) -> list[tuple[RunCheck, str | None]]:
+    from farm.store.db import READ_ONLY, translate_errors
+
+    with (
+        translate_errors("cannot verify runs"),
+        _worker_engine.connect().execution_options(**READ_ONLY) as conn,
+        conn.begin(),
+    ):
+        return check_batch(conn, run_ids, keys)
+
+
+def check_in_processes(
+    url: str, batches: Sequence[Sequence[int]], keys: Mapping[str, tuple[PublicKey, bool]], workers: int
+) -> Iterator[list[tuple[RunCheck, str | None]]]:
+    """Check batches of runs in `workers` processes (reading only), in order: a check is CPU-bound (hashing,
+    canonical JSON, Ed25519), so a host's cores share it."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    context = multiprocessing.get_context("fork" if "fork" in multiprocessing.get_all_start_methods() else None)
+    with ProcessPoolExecutor(workers, mp_context=context, initializer=_open_worker_engine, initargs=(url,)) as pool:
+        yield from pool.map(_check_in_worker, batches, [keys] * len(batches))
+
+
+def verify_workers(runs: int) -> int:
+    """How many processes check `runs` runs: one per CPU this process may use, none for a few batches."""
+    import os
+
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return max(1, min(cpus, MAX_VERIFY_WORKERS, runs // (VERIFY_BATCH * 2)))
 
 
 def succeeded_run_ids(conn: Connection, job_ids: Sequence[str] | None) -> list[int]:

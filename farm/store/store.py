@@ -1276,19 +1276,37 @@ class Store:
 
     # --- signatures (farm.store.signatures) -------------------------------------------------------------------
 
-    def verify(self, job_ids: Sequence[str] | None = None, *, now: datetime | None = None) -> Iterator[RunCheck]:
+    def verify(
+        self, job_ids: Sequence[str] | None = None, *, now: datetime | None = None, workers: int | None = None
+    ) -> Iterator[RunCheck]:
         """Check every succeeded run (or those of `job_ids`) against its signature, as stored now; each run's
-        new verdict is kept (readers' `verified`). Runs are read and checked a batch at a time."""
+        new verdict is kept (readers' `verified`). Runs are read and checked a batch at a time, by `workers`
+        processes (by default one per CPU for a large store; 1: here) reading the store, while this one keeps
+        the verdicts."""
         from farm.store import signatures
 
         with self._read("cannot list the runs to verify") as conn:
             run_ids = signatures.succeeded_run_ids(conn, job_ids)
             keys = signatures.known_keys(conn)
-        for start in range(0, len(run_ids), signatures.VERIFY_BATCH):
-            batch = run_ids[start : start + signatures.VERIFY_BATCH]
-            with self._write("cannot verify runs") as conn:
-                checks = list(signatures.check_runs(conn, batch, keys, _clock(conn, now)))
-            yield from checks
+        size = signatures.VERIFY_BATCH
+        batches = [run_ids[start : start + size] for start in range(0, len(run_ids), size)]
+        count = workers if workers is not None else signatures.verify_workers(len(run_ids))
+        if count > 1 and len(batches) > 1:
+            # No pooled connection crosses the fork: a child closing its copy would end the parent's session.
+            self._engine.dispose()
+            checked = signatures.check_in_processes(self.url, batches, keys, count)
+        else:
+            checked = (self._check_batch(batch, keys) for batch in batches)
+        for results in checked:
+            with self._write("cannot keep the verdicts of runs") as conn:
+                signatures.keep_verdicts(conn, results, _clock(conn, now))
+            yield from (run_check for run_check, _ in results)
+
+    def _check_batch(self, batch: Sequence[int], keys: Any) -> list[tuple[RunCheck, str | None]]:
+        from farm.store import signatures
+
+        with self._read("cannot verify runs") as conn:
+            return signatures.check_batch(conn, batch, keys)
 
     def trust_key(self, what: str, *, now: datetime | None = None) -> tuple[str, list[RunCheck]]:
         """Trust a key (its fingerprint, when the farm knows it, or the key itself) and check again the runs it

@@ -18,12 +18,13 @@ import contextlib
 import threading
 import time
 from collections.abc import Callable, Coroutine, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
 import structlog
 
+from farm.bench.energy_figures import energy_figures, workloads_of
 from farm.bench.records import KIND_MEMORY, Figure, figure_key
 from farm.bench.runner import SweepOutcome, run_sweep
 from farm.domain import START_FAILURES, Artifact, ClaimedJob, FailureClass, Phase, RunResult
@@ -41,6 +42,7 @@ from farm.settings import Settings
 from farm.signing.keys import HostKey
 from farm.signing.runs import sign_result
 from farm.store import Store, recipe_sha256
+from farm.worker.energy import ENERGY_SAMPLE_INTERVAL_S, EnergySampler
 from farm.worker.engines import EngineFactory, default_engine_factory, probe_for
 from farm.worker.failures import classify_request_failure
 from farm.worker.memory import PeakMemorySampler
@@ -300,7 +302,8 @@ class Worker:
             return state.lease_lost is not None or not engine.alive()
 
         started = now_utc()
-        with PeakMemorySampler(self.probe.memory_used_mib) as sampler:
+        # Power is sampled from here, once the engine serves: the model load is never in a measurement window.
+        with PeakMemorySampler(self.probe.memory_used_mib) as sampler, EnergySampler(self.probe.power) as power:
             try:
                 outcome = asyncio.run(
                     _cancel_when(
@@ -312,6 +315,7 @@ class Worker:
                             on_progress=on_progress,
                             should_stop=should_stop,
                             counter_names=getattr(engine, "metric_names", None),
+                            on_window_edge=power.edge,
                         ),
                         should_stop,
                     )
@@ -330,8 +334,10 @@ class Worker:
                 raise
         if state.lease_lost:
             raise LeaseLost(state.lease_lost)
+        outcome = self._with_energy(outcome, power, engine.simulated, recipe.hardware_count)
         figures = list(outcome.figures) + _memory_figures(sampler.peaks_mib, plan.repeats)
         provenance = self._provenance(job, recipe, plan, engine, outcome, started)
+        provenance = replace(provenance, extra={**provenance.extra, "energy": self._energy_provenance(power)})
         return RunResult(
             figures=tuple(figures),
             samples=outcome.samples,
@@ -339,6 +345,36 @@ class Worker:
             failed_requests=outcome.failed_requests,
             total_requests=outcome.total_requests,
         )
+
+    def _with_energy(self, outcome: SweepOutcome, power: EnergySampler, simulated: bool, cards: int) -> SweepOutcome:
+        """The sweep's outcome with its energy, power and cost figures (absent ones with their reasons), over the
+        job's own cards: the first `cards` the probe reads, those the engine was given (engines.assigned_gpus), so
+        a one-card job on a two-card host is not charged the idle card."""
+        measured = energy_figures(
+            outcome.samples,
+            power.series[:cards],
+            source=power.source,
+            unavailable=power.unavailable,
+            prices=self.profile.cost.prices(),
+            workloads=workloads_of(outcome.figures),
+            sampled_every_s=ENERGY_SAMPLE_INTERVAL_S,
+            simulated=simulated,
+        )
+        return replace(
+            outcome, figures=(*outcome.figures, *measured.figures), absent={**outcome.absent, **measured.absent}
+        )
+
+    def _energy_provenance(self, power: EnergySampler) -> dict[str, Any]:
+        """How the cards' energy was read, and the prices the cost figures used."""
+        return {
+            "source": power.source or None,
+            "unavailable": power.unavailable if not any(power.series) else None,
+            "sampled_every_s": ENERGY_SAMPLE_INTERVAL_S,
+            "readings": [len(series) for series in power.series],
+            "read_errors": power.errors,
+            "scope": "GPU only",
+            "prices": self.profile.cost.prices().to_json() if self.profile.cost.prices().stated else None,
+        }
 
     def _provenance(
         self,

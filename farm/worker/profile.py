@@ -10,6 +10,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from farm import hardware
+from farm.bench.energy import Prices
 from farm.domain import hardware_class
 from farm.engines.endpoint.adapter import EndpointSection
 from farm.errors import ProfileError
@@ -52,6 +53,21 @@ class HardwareSection(_Section):
         if not hardware.is_known(value):
             raise ValueError(f"unknown hardware id {value!r}; known: {', '.join(sorted(hardware.catalogue()))}")
         return value
+
+
+class CostSection(_Section):
+    """What this host costs, for the cost-per-million-tokens figures (farm.bench.energy.Prices)."""
+
+    per_hour: float | None = Field(
+        None, ge=0, description="the host's cost per hour of use: rental, or the hardware amortised"
+    )
+    electricity_per_kwh: float | None = Field(
+        None, ge=0, description="the electricity price per kWh, charged on the cards' measured energy (GPU-only)"
+    )
+    currency: str = Field("USD", pattern=r"^[A-Z]{3}$", description="ISO 4217 code of both prices")
+
+    def prices(self) -> Prices:
+        return Prices(cost_per_hour=self.per_hour, electricity_per_kwh=self.electricity_per_kwh, currency=self.currency)
 
 
 class SimEngineSection(_Section):
@@ -239,6 +255,7 @@ class WorkerProfile(_Section):
     worker: WorkerSection = WorkerSection()
     hardware: HardwareSection
     engine: EngineSection = EngineSection()
+    cost: CostSection = CostSection()
 
     @model_validator(mode="after")
     def _endpoint_hardware_declared(self) -> WorkerProfile:

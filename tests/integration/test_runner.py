@@ -79,6 +79,10 @@ def expected_keys() -> set[str]:
     keys.add(figure_key("prefill", PREFILL_TOKENS, "ttft_ms"))
     keys.add(figure_key("short_ttft", 32, "ttft_ms"))
     keys.add(figure_key("prefix_cache", PREFILL_TOKENS, "ttft_ms"))
+    # The simulator counts prefix-cache hits, so each prefill-like measurement carries its hit rate.
+    keys.add(figure_key("prefill", PREFILL_TOKENS, "prefix_cache_hit_rate"))
+    keys.add(figure_key("short_ttft", 32, "prefix_cache_hit_rate"))
+    keys.add(figure_key("prefix_cache", PREFILL_TOKENS, "prefix_cache_hit_rate"))
     for level in (1, 4):
         keys.update(figure_key("concurrency", level, metric) for metric in CONCURRENCY_METRICS)
     return keys
@@ -135,8 +139,8 @@ def test_provenance_and_counts(full_run: tuple[SweepOutcome, list[str], list[tup
     outcome, phases, progress = full_run
     assert outcome.engine_version == "0.0.0+sim"
     assert outcome.failed_requests == 0
-    # warm-up 1; decode 3 x (1 + 2 x 2); prefill, short TTFT, prefix cache 2 each; concurrency 2 x (1 + 4)
-    assert outcome.total_requests == 1 + 3 * 5 + 2 + 2 + 2 + 2 * 5
+    # warm-up 1; decode 3 x (1 + 2 x 2); prefill, short TTFT 2 each; prefix cache 1 + 2; concurrency 2 x (1 + 4)
+    assert outcome.total_requests == 1 + 3 * 5 + 2 + 2 + 1 + 2 + 2 * 5
     assert set(outcome.prompt_sha256) >= {"decode/code", f"prefill/{PREFILL_TOKENS}#0", "concurrency/4#1"}
     assert all(len(digest) == 64 for digest in [*outcome.prompt_sha256.values(), *outcome.output_sha256.values()])
     assert (

@@ -16,7 +16,7 @@ from farm.recipes.model import Recipe
 from farm.signing.keys import HostKey
 from farm.signing.runs import Verdict, sign_result
 from farm.store import Store
-from farm.store.models import MeasurementRow, Run, RunSummary, Sample
+from farm.store.models import MeasurementRow, Run, RunSignatureRow, RunSummary, Sample
 
 WORKER = "host-a-w1"
 KEYS = ("decode/code/decode_tok_s", "prefill/8192/prefill_tok_s")
@@ -284,13 +284,22 @@ def test_the_leaderboard_marks_verified_rows_and_can_show_only_them(
     verified_job = deliver(store, make_recipe("recipe-a"), make_result(), trusted)
     store.trust_key(trusted.key_id)
     untrusted_job = deliver(store, make_recipe("recipe-b"), make_result(), other, worker="host-b-w1")
+    fast = make_result({"decode/code/decode_tok_s": (100.0, 110.0)})
+    slow = make_result({"decode/code/decode_tok_s": (10.0, 20.0)})
+    mixed_verified = deliver(store, make_recipe("recipe-c"), fast, trusted)
+    deliver(store, make_recipe("recipe-c"), slow, other, worker="host-b-w1")
     board = {row.recipe_id: row for row in reads.leaderboard(store, ResultFilter())}
     assert board["recipe-a"].verified
     assert board["recipe-a"].to_json()["verified"] is True
     assert not board["recipe-b"].verified
-    only = reads.leaderboard(store, ResultFilter(verified_only=True))
-    assert [(row.recipe_id, row.job_ids) for row in only] == [("recipe-a", (verified_job,))]
-    assert untrusted_job not in {job for row in only for job in row.job_ids}
+    assert (board["recipe-c"].verified, board["recipe-c"].verified_runs, board["recipe-c"].runs) == (False, 1, 2)
+    only = {row.recipe_id: row for row in reads.leaderboard(store, ResultFilter(verified_only=True))}
+    assert sorted(only) == ["recipe-a", "recipe-c"]
+    assert only["recipe-a"].job_ids == (verified_job,)
+    assert only["recipe-c"].job_ids == (mixed_verified,)
+    assert only["recipe-c"].decode_tok_s.mean == 105.0  # the verified run's values alone
+    assert only["recipe-c"].verified
+    assert untrusted_job not in {job for row in only.values() for job in row.job_ids}
 
 
 def test_aggregated_entries_are_marked_verified_and_can_be_only_those(
@@ -339,3 +348,33 @@ def test_the_localmaxxing_export_carries_signature_verified_and_validated(
     }
     assert submission["validated"] is True
     assert submission["promptHashes"] == {}
+
+
+def test_verify_in_several_processes_finds_what_one_finds(
+    store: Store,
+    raw: sa.Engine,
+    monkeypatch: pytest.MonkeyPatch,
+    make_recipe: Callable[..., Recipe],
+    make_result: Callable[..., RunResult],
+) -> None:
+    """Checked by two processes a batch of one run each, the runs get the verdicts one process gives them, kept
+    by the store, which goes on working afterwards (no connection crossed the fork)."""
+    from farm.store import signatures
+
+    monkeypatch.setattr(signatures, "VERIFY_BATCH", 1)
+    key = HostKey.generate()
+    jobs = [deliver(store, make_recipe(), make_result(dict.fromkeys(KEYS, (270.0, 276.0))), key) for _ in range(4)]
+    store.trust_key(key.key_id)
+    with raw.begin() as conn:
+        _change_figure(conn, run_id_of(raw, jobs[2]))
+    one = {c.job_id: (c.verdict, c.reason) for c in store.verify(workers=1)}
+    with raw.begin() as conn:  # the check kept its verdict: put it back to verified to see two processes keep it
+        conn.execute(sa.update(RunSummary).values(verified=True))
+        conn.execute(sa.update(RunSignatureRow).values(status="verified"))
+    two = {c.job_id: (c.verdict, c.reason) for c in store.verify(workers=2)}
+    assert one == two
+    assert one[jobs[2]][0] is Verdict.CHANGED
+    assert [one[job][0] for job in jobs] == [Verdict.VERIFIED, Verdict.VERIFIED, Verdict.CHANGED, Verdict.VERIFIED]
+    assert not verified_flag(raw, jobs[2])
+    assert verified_flag(raw, jobs[0])
+    assert len(store.keys()) == 1

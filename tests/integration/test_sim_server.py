@@ -401,12 +401,14 @@ def test_repeated_prompt_hits_the_prefix_cache(sim: Sim) -> None:
 
 
 def test_sim_profile_and_gpu(sim: Sim) -> None:
-    """/sim/profile carries the profile and its truth; /sim/gpu the simulated cards."""
+    """/sim/profile carries the profile and its truth; /sim/gpu the simulated cards, with the power model's energy
+    counter (mJ, only rising) and power (the test profile's 100 W idle: nothing runs between the tests' requests)."""
     prof = json.loads(get(sim.base + "/sim/profile")[1])
     assert prof["profile"]["served_model_name"] == "sim-test"
     assert prof["truth"]["decode_tok_s"]["code"] == 200.0
     assert prof["truth"]["ttft_s"]["32"] == pytest.approx(0.020 + 32e-6)
     cards = json.loads(get(sim.base + "/sim/gpu")[1])
+    energy_mj = cards[0].pop("energy_mj")
     assert cards == [
         {
             "index": 0,
@@ -414,8 +416,11 @@ def test_sim_profile_and_gpu(sim: Sim) -> None:
             "uuid": "GPU-sim-00000000",
             "memory_used_mib": 8192,
             "memory_total_mib": 16384,
+            "power_mw": 100_000.0,
         }
     ]
+    later = json.loads(get(sim.base + "/sim/gpu")[1])[0]["energy_mj"]
+    assert 0 < energy_mj < later
 
 
 def test_farm_cli_entry_point_serves() -> None:

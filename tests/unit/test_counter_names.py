@@ -79,4 +79,6 @@ def test_the_adapters_expose_the_same_names_the_runner_learns() -> None:
     assert LlamaServerProcess.metric_names == ENGINE_COUNTER_NAMES["llamacpp:"]
     assert SglangServerProcess.metric_names == ENGINE_COUNTER_NAMES["sglang:"]
     for names in (LlamaServerProcess.metric_names, SglangServerProcess.metric_names):
-        assert set(names) == set(metrics.TOKEN_COUNTERS)
+        # Every token counter; and the prefix-cache counters where the engine counts them (SGLang).
+        assert set(metrics.TOKEN_COUNTERS) <= set(names) <= {*metrics.TOKEN_COUNTERS, *metrics.PREFIX_CACHE_COUNTERS}
+    assert set(metrics.PREFIX_CACHE_COUNTERS) <= set(SglangServerProcess.metric_names)

@@ -139,3 +139,37 @@ def test_endpoint_rows_are_apart_from_launched_and_ranked_among_themselves() -> 
     )
     rows = leaderboard_from_runs([endpoint, launched])
     assert [(r.origin, r.job_ids, r.rank) for r in rows] == [("launched", ("j-l",), 1), ("endpoint", ("j-e",), 1)]
+
+
+def test_energy_columns_come_from_the_workloads_decode() -> None:
+    """J per output token and average power are the means at `decode.<workload>` over the runs; the peak is the
+    highest of any card; the cost is the mean at the stated prices, with its unit. A workload without energy
+    figures (math) has none."""
+    rows = leaderboard_from_runs(
+        [
+            _run(
+                "j1",
+                {
+                    "decode/code/decode_tok_s": (276.0,),
+                    "decode/math/decode_tok_s": (285.0,),
+                    "energy/decode.code/j_per_output_token": (2.4, 2.6),
+                    "energy/decode.code/avg_power_w": (680.0, 700.0),
+                    "power/decode.code.gpu0/peak_power_w": (590.0, 600.0),
+                    "power/decode.code.gpu1/peak_power_w": (598.0,),
+                    "power/concurrency.64.gpu0/peak_power_w": (650.0,),
+                    "cost/decode.code/per_m_output_tokens": (2.0, 3.0),
+                },
+                units={"cost/decode.code/per_m_output_tokens": "EUR/Mtok"},
+            ),
+            _run("j2", {"decode/code/decode_tok_s": (275.0,), "energy/decode.code/j_per_output_token": (2.9,)}),
+        ]
+    )
+    code = next(row for row in rows if row.workload == "code")
+    math_row = next(row for row in rows if row.workload == "math")
+    assert code.j_per_output_token == pytest.approx((2.4 + 2.6 + 2.9) / 3)
+    assert code.avg_power_w == pytest.approx(690.0)
+    assert code.peak_power_w == 600.0  # the concurrency point's 650 W is another measurement
+    assert code.cost_per_m_output_tokens == pytest.approx(2.5)
+    assert code.cost_unit == "EUR/Mtok"
+    assert (math_row.j_per_output_token, math_row.avg_power_w, math_row.peak_power_w) == (None, None, None)
+    assert math_row.cost_per_m_output_tokens is None

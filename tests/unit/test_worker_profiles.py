@@ -73,3 +73,23 @@ def test_bad_profiles_name_the_file_and_field(tmp_path: Path, text: str, field: 
     assert "bad.toml" in str(caught.value)
     if field:
         assert caught.value.field == field
+
+
+def test_cost_section_states_the_prices_used_for_cost_per_token(tmp_path: Path) -> None:
+    """`[cost]` gives the hourly cost and the electricity price (the demo states both); none stated, no cost;
+    a currency that is not an ISO code, or a negative price, is refused naming the field."""
+    from farm.bench.energy import Prices
+
+    demo = load_profile(WORKERS / "demo-sim.toml")
+    assert demo.cost.prices() == Prices(cost_per_hour=2.40, electricity_per_kwh=0.30, currency="USD")
+    assert not load_profile(WORKERS / "rtx-pro-6000-x2.toml").cost.prices().stated
+    base = 'name = "x"\n[hardware]\nhardware_id = "cpu"\ncount = 1\n'
+    for section, field in (
+        ('[cost]\ncurrency = "dollars"\n', "cost.currency"),
+        ("[cost]\nper_hour = -1\n", "cost.per_hour"),
+    ):
+        path = tmp_path / "bad.toml"
+        path.write_text(base + section)
+        with pytest.raises(ProfileError) as caught:
+            load_profile(path)
+        assert caught.value.field == field

@@ -8,3 +8,9 @@ METRICS = {
 }
 """The farm's counters (named as vLLM's) and the llama-server `/metrics` counters that count the same thing
 (tools/server/server.cpp, with `--metrics`)."""
+
+# No prefix-cache counters mapped: newer llama-servers count `llamacpp:prompt_tokens_cached_total` with
+# `prompt_tokens_total` excluding those (so queries would be their sum, which a name map cannot say); the farm
+# reads the hit rate from each answer's `timings.cache_n` instead (farm.bench.sse). It has no whole-cache reset
+# either (a slot is erased by `POST /slots/<id>?action=erase`; `cache_prompt: false` skips reuse), so its table
+# line names none.

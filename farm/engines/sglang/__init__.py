@@ -32,5 +32,6 @@ ENGINE = EngineKind(
     context_flags=("--context-length", "--context_length"),
     metric_prefix="sglang:",
     metric_names=METRICS,
+    prefix_cache_reset="/flush_cache",  # refused while requests run
     adapter="farm.engines.sglang.adapter",
 )

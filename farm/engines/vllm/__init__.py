@@ -33,5 +33,7 @@ ENGINE = EngineKind(
     },
     context_flags=("--max-model-len", "--max_model_len"),
     metric_prefix="vllm:",
+    # Served with VLLM_SERVER_DEV_MODE=1; the hit rate is vllm:prefix_cache_hits over vllm:prefix_cache_queries.
+    prefix_cache_reset="/reset_prefix_cache",
     adapter="farm.engines.vllm.adapter",
 )
