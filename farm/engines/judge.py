@@ -42,6 +42,13 @@ Redis (on TORCHINDUCTOR_REDIS_HOST, loopback by default, where the farm's own br
 ADDRESS_DEFAULTS: dict[str, dict[str, str]] = {
     "--kv-events-config": {"endpoint": "tcp://*:5557"},
 }
+LISTENING_CONNECTORS: dict[str, str] = {
+    "MooncakeConnector": "starts a bootstrap server on 0.0.0.0 and a transfer engine on the host's network address",
+    "MooncakeStoreConnector": "runs a transfer engine on the host's network address",
+    "MoRIIOConnector": "binds its transfer engine and handshake sockets on the host's network address",
+}
+"""vLLM KV connectors (`kv_connector`, also nested in a MultiConnector's list) that listen beyond loopback whatever
+the config says (vLLM 0.32.0 distributed/kv_transfer/kv_connector/v1)."""
 """JSON options whose unset keys default to an address beyond loopback: vLLM's KVEventsConfig publishes on
 `tcp://*:5557` (every interface) unless `endpoint` says otherwise. They are judged with these defaults filled in."""
 
@@ -415,6 +422,8 @@ def _judge_json(name: str, value: Any, judgement: Judgement, repositories: list[
             continue
         if WRITE_KEY.search(key) and leaf not in (None, "", False):
             raise refuse(f"{where}={leaf}", WRITES)
+        if key == "kv_connector" and isinstance(leaf, str) and leaf in LISTENING_CONNECTORS:
+            raise refuse(f"{where}={leaf}", f"{LISTENING_CONNECTORS[leaf]}: nothing may listen beyond loopback")
         if REMOTE_CACHE_KEY.search(key) and leaf not in (None, "", False, 0):
             raise refuse(
                 f"{where}={leaf}", "shares compiled code through a remote cache across jobs; no recipe may turn it on"

@@ -44,6 +44,29 @@ def test_ray_backends_are_refused(tmp_path: Path, option: str) -> None:
     assert_refused_everywhere(tmp_path, "vllm", [*VLLM, option, "ray"], "not one of")
 
 
+@pytest.mark.parametrize(
+    "config",
+    [
+        '{"kv_connector":"MooncakeConnector","kv_role":"kv_producer"}',
+        '{"kv_connector":"MoRIIOConnector","kv_role":"kv_both"}',
+        '{"kv_connector":"MultiConnector","kv_role":"kv_both","kv_connector_extra_config":{"connectors":'
+        '[{"kv_connector":"MooncakeStoreConnector","kv_role":"kv_both"}]}}',
+    ],
+)
+def test_kv_connectors_that_listen_on_the_network_are_refused(tmp_path: Path, config: str) -> None:
+    """vLLM's Mooncake connector starts its bootstrap server on a hard-coded 0.0.0.0 (and MoRIIO and the Mooncake
+    store bind the host's network address): no key of the config says so, so the address rules never saw it."""
+    assert_refused_everywhere(tmp_path, "vllm", [*VLLM, "--kv-transfer-config", config], "beyond loopback")
+
+
+@pytest.mark.timeout(60)
+def test_a_local_kv_connector_still_reaches_the_engine(tmp_path: Path) -> None:
+    """The benign control: CPU offloading, which listens nowhere, reaches the fake."""
+    config = '{"kv_connector":"OffloadingConnector","kv_role":"kv_both"}'
+    received = launch(tmp_path, "vllm", [*VLLM, "--kv-transfer-config", config], port=free_port())
+    assert json.loads(received[received.index("--kv-transfer-config") + 1])["kv_connector"] == "OffloadingConnector"
+
+
 # --- torch inductor's config, handed through vLLM's --compilation-config as it is ---
 
 INDUCTOR = [
