@@ -345,6 +345,13 @@ def _check_word(what: str, value: str) -> None:
         raise refuse(what, f"{value!r} is a qualified Python name: the engine would import it as code")
 
 
+def check_model_id(model_id: str, judgement: Judgement) -> None:
+    """A recipe's `model_id` where the command names no model and an adapter hands the engine the model_id instead
+    (vLLM's positional, SGLang's --model-path, MLX's --model): judged like a model on the command, a repository id
+    or a bare name, or a path under the host's roots."""
+    _check_repo_or_path("model_id", model_id, judgement)
+
+
 def is_repository_or_name(value: str) -> bool:
     """A repository id or a bare name, no path (ArgumentPolicyError for a value beginning with '-'): what a recipe's
     `model_id` may be where an engine is handed it without a command's judged model."""

@@ -10,8 +10,19 @@ import sys
 from pathlib import Path
 
 import pytest
-from test_recipe_safety import RECORDER, VLLM, assert_refused_everywhere, launch, probe
+from test_recipe_safety import (
+    RECORDER,
+    VLLM,
+    assert_refused_everywhere,
+    launch,
+    make_recipe,
+    probe,
+    recording_profile,
+    runner,
+    write_recipe,
+)
 
+from farm.cli.app import app
 from farm.errors import ArgumentPolicyError
 from farm.net import free_port
 from farm.recipes.model import Engine, Recipe, RecipeProvenance
@@ -138,12 +149,37 @@ def _mlx_recipe(model_id: str, argv: list[str]) -> Recipe:
 def test_mlx_model_id_outside_the_roots_is_refused(tmp_path: Path) -> None:
     """An MLX recipe whose command names no `--model` is served the recipe's `model_id`, which no judge saw: it
     reached mlx_lm.server as `--model /etc/ssl` (a path outside every root, where `--model /etc/ssl` on the command
-    is refused). The adapter now takes a model_id only as a repository id or a bare name."""
+    is refused). model_id is now judged like a model on the command."""
     profile = load_profile(_mlx_profile(tmp_path))
     recipe = _mlx_recipe("/etc/ssl", ["mlx_lm.server"])
-    with pytest.raises(ArgumentPolicyError, match="no repository id"):
+    with pytest.raises(ArgumentPolicyError, match="model_id /etc/ssl': outside"):
         default_engine_factory(recipe, profile, free_port(), tmp_path / "engine.log", probe())
     assert not (tmp_path / "argv.json").exists()
+
+
+@pytest.mark.parametrize(
+    ("kind", "argv"), [("vllm", ["vllm", "serve"]), ("sglang", ["python3", "-m", "sglang.launch_server"])]
+)
+@pytest.mark.parametrize(("model_id", "why"), [("/etc/ssl", "outside"), ("--trust-remote-code", "never begins")])
+def test_a_model_id_the_worker_loads_is_judged(
+    tmp_path: Path, kind: str, argv: list[str], model_id: str, why: str
+) -> None:
+    """vLLM's and SGLang's adapters load the recipe's model_id when the command names none. It was never judged:
+    `model_id: /etc/ssl` reached the recording fake as vLLM's positional and as SGLang's `--model-path` (and SGLang's
+    `farm recipe check` passed it). Both are now refused at the worker (and at submit for SGLang; vLLM's submit
+    already refuses a command without a model)."""
+    profile_path = recording_profile(tmp_path, kind)
+    # no host mapping: the model is the recipe's own
+    profile_path.write_text(profile_path.read_text().split(f"[engine.{kind}.model_paths]")[0])
+    recipe = make_recipe(kind, argv).model_copy(update={"model_id": model_id})
+    with pytest.raises(ArgumentPolicyError, match=why):
+        default_engine_factory(recipe, load_profile(profile_path), free_port(), tmp_path / "engine.log", probe())
+    assert not (tmp_path / "argv.json").exists()
+    if kind == "sglang":
+        path = write_recipe(tmp_path, kind, argv, model_id=model_id)
+        result = runner.invoke(app, ["recipe", "check", str(path)])
+        assert result.exit_code == 2, result.stdout
+        assert why in " ".join(result.stderr.split())
 
 
 def test_mlx_model_option_outside_the_roots_is_refused(tmp_path: Path) -> None:
