@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 from farm.domain import FailureClass
 from farm.errors import EngineError
 from farm.logs import get_logger
+from farm.private_files import open_private
 
 if TYPE_CHECKING:
     from farm.hardware.probe import HardwareProbe
@@ -123,8 +124,7 @@ class EngineProcess:
         return self._proc.pid if self._proc else None
 
     def start(self) -> None:
-        self._log_path.parent.mkdir(parents=True, exist_ok=True)
-        with self._log_path.open("ab") as log_file:
+        with open_private(self._log_path) as log_file:
             try:
                 self._proc = subprocess.Popen(
                     self._argv,
