@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 
 from farm.engines.argspec import ArgSpec, CanonicalCommand, parse_command
 from farm.engines.environment import check_recipe_environment, recipe_environment
-from farm.engines.judge import DEFAULT_PATH_ROOTS, Judgement, judge
+from farm.engines.judge import DEFAULT_PATH_ROOTS, Judgement, check_model_id, judge
 from farm.engines.registry import engine_kind
 from farm.engines.reparse import check_round_trip
 from farm.engines.trust import ANY_COMMIT
@@ -135,6 +135,12 @@ def check_argv(argv: Sequence[str], policy: EnginePolicy = DEFAULT_POLICY, *, en
     canonical_command(argv, engine, policy)
 
 
+MODEL_ID_LOADED = frozenset({"vllm", "sglang", "mlx"})
+"""Engines whose adapters load the recipe's `model_id` when the command names no model (vLLM's positional,
+SGLang's --model-path, MLX's --model); elsewhere the model is the host's file and model_id only its served name
+(Ollama's `hf.co/org/repo:QUANT`)."""
+
+
 def recipe_command(
     recipe: Recipe, policy: EnginePolicy, *, resolve_links: bool = False, check_devices: bool = True
 ) -> CanonicalCommand:
@@ -143,13 +149,17 @@ def recipe_command(
     recipe_environment(recipe, engine.name)
     if recipe.container is not None:
         check_recipe_environment(dict(recipe.container.environment), engine.name)
-    return canonical_command(
+    command = canonical_command(
         recipe.argv,
         engine.name,
         policy,
         device_count=recipe.hardware_count if check_devices else None,
         resolve_links=resolve_links,
     )
+    if command.model is None and command.spec.engine in MODEL_ID_LOADED:
+        # these adapters hand the engine the recipe's model_id to load when the command names no model
+        check_model_id(recipe.model_id, policy.judgement(resolve_links=resolve_links))
+    return command
 
 
 def submit_policy(recipe: Recipe) -> EnginePolicy:

@@ -99,16 +99,20 @@ KINDS: Mapping[str, ValueKind] = {
     "--data-parallel-rpc-port": ValueKind.PORT,
     "--master-port": ValueKind.PORT,
     "--distributed-executor-backend": ValueKind.CHOICE,
+    "--data-parallel-backend": ValueKind.CHOICE,
     **{name: ValueKind.REFUSED for name in REFUSED},
     **{name: ValueKind.CODE for name in CODE_LOADING},
 }
 """The farm's kind for options whose parser type (mostly `str`) does not say what the value means."""
 
 CHOICES: Mapping[str, tuple[str, ...]] = {
-    "--distributed-executor-backend": ("external_launcher", "mp", "ray", "uni"),
+    "--distributed-executor-backend": ("external_launcher", "mp", "uni"),
+    "--data-parallel-backend": ("mp",),
     "--generation-config": ("auto", "vllm"),
 }
-"""Closed lists for options whose parser also takes a class name or a path: only the named values pass."""
+"""Closed lists for options whose parser also takes a class name or a path: only the named values pass. `ray` is
+left out of both backends: Ray starts its own services (GCS, raylet, object manager), which listen beyond the
+worker's loopback port (SGLang's `--use-ray` is refused for the same reason)."""
 
 REVISIONS: Mapping[str, tuple[str, ...]] = {
     "model": ("--revision", "--code-revision"),
