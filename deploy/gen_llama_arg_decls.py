@@ -9,7 +9,7 @@ llama-server has the server's and the common ones, less its `.set_excludes`. Run
 (the llama-cpp-python sdist vendors it):
 
     python3 deploy/gen_llama_arg_decls.py vendor/llama.cpp/common/arg.cpp \
-        farm/engines/llamacpp/llama_server_decls.json VERSION
+        farm/engines/llamacpp/llama_server_decls_<release>.json VERSION
 
 It imports only the standard library.
 """

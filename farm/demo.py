@@ -25,7 +25,7 @@ LLAMACPP_DEMO_SPEC = CHECKOUT / "jobs" / "smollm2-llamacpp-cpu.toml"
 LLAMACPP_DEMO_PROFILE = CHECKOUT / "workers" / "llamacpp-cpu.toml"
 STAND_IN_DEMOS = {
     name: (CHECKOUT / "jobs" / f"demo-{name}.toml", CHECKOUT / "workers" / f"demo-{name}.toml")
-    for name in ("ollama", "tabbyapi", "mlx")
+    for name in ("ollama", "lmstudio", "tabbyapi", "mlx")
 }
 """`farm demo --engine E` for the engines no machine here runs: a registry recipe of E through E's adapter, with
 the simulator standing in for E (farm.sim.standin); each engine's (sweep spec, worker profile)."""

@@ -56,7 +56,7 @@ def _apply() -> None:
 
 def _scrub_secrets(_logger: Any, _method: str, event_dict: MutableMapping[str, Any]) -> dict[str, Any]:
     """Every string of a log line (messages, errors, tracebacks) through the farm's one secret scrubber."""
-    from farm.provenance import scrub_text
+    from farm.scrubber import scrub_text
 
     return {key: scrub_text(value) if isinstance(value, str) else value for key, value in event_dict.items()}
 

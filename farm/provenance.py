@@ -1,17 +1,5 @@
-"""Provenance: the value object attached to every result, what the worker can read of its own host, how a
-run's provenance is captured, and the one scrubber that keeps secrets out of everything stored or printed.
-
-The scrubber (`scrub_text`) knows these shapes, and every path that persists or prints engine output, failure
-messages, artifacts, environments or provenance goes through it:
-
-- tokens by their shape: `hf_...`, `sk-...` (OpenAI, Anthropic), `ghp_`/`gho_`/`ghs_`/`github_pat_...`,
-  `glpat-...`, `xox?-...` (Slack), `AKIA...` (AWS access key ids);
-- credentials in URLs: `scheme://user:password@host` keeps the user and loses the password;
-- `Authorization: Bearer ...` / `Basic ...` values;
-- assignments of secret-named variables: `*_KEY`, `*_TOKEN`, `*PASSWORD`, `*PASSWD`, `*SECRET`, `*_APIKEY`
-  (`NAME=value`, `NAME: value`, `"NAME": "value"`), and flags such as `--hf-token VALUE` or `--api-key=VALUE`.
-
-`mask_url` prints a connection URL with its password hidden.
+"""Provenance: the value object attached to every result, what the worker can read of its own host, and how a
+run's provenance is captured (its argv and environment through the one secret scrubber, farm.scrubber).
 """
 
 from __future__ import annotations
@@ -19,17 +7,15 @@ from __future__ import annotations
 import hashlib
 import os
 import platform
-import re
 import socket
 import subprocess
-from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import farm
-from farm.domain import Artifact
+from farm.scrubber import scrub_argv, scrub_environment, scrub_json
 
 if TYPE_CHECKING:
     from farm.bench.runner import SweepOutcome
@@ -37,97 +23,6 @@ if TYPE_CHECKING:
     from farm.hardware.probe import HardwareReport
     from farm.recipes.model import Recipe
     from farm.recipes.sweep import SweepPlan
-
-REDACTED = "<redacted>"
-"""What a secret is replaced with."""
-
-SECRET_NAME = re.compile(r"(TOKEN|SECRET|PASSWORD|PASSWD|API_KEY|APIKEY|CREDENTIAL|PRIVATE)", re.IGNORECASE)
-"""An environment variable whose name says it holds a secret (used on environments, name by name)."""
-
-SECRET_VALUE = re.compile(
-    r"^(hf_[A-Za-z0-9]{8,}|sk-[A-Za-z0-9_-]{8,}|gh[pousr]_[A-Za-z0-9]{8,}|github_pat_[A-Za-z0-9_]{8,}"
-    r"|glpat-[A-Za-z0-9_-]{8,}|xox[abposr]-[A-Za-z0-9-]{8,}|AKIA[0-9A-Z]{16})$"
-)
-"""A value that is a token by its shape, whatever its name."""
-
-_TOKEN = re.compile(
-    r"\b(?:hf_[A-Za-z0-9]{8,}|sk-[A-Za-z0-9_-]{8,}|gh[pousr]_[A-Za-z0-9]{8,}|github_pat_[A-Za-z0-9_]{8,}"
-    r"|glpat-[A-Za-z0-9_-]{8,}|xox[abposr]-[A-Za-z0-9-]{8,}|AKIA[0-9A-Z]{16})\b"
-)
-_URL_CREDENTIALS = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)(?P<user>[^/\s:@]*):(?P<password>[^@\s/]+)@")
-_AUTH_HEADER = re.compile(r"\b(?P<kind>Bearer|Basic|Token)(?P<gap>\s+)(?P<value>[A-Za-z0-9._~+/=-]{4,})", re.IGNORECASE)
-_SECRET_ASSIGNMENT = re.compile(
-    r"(?P<name>\b(?:[A-Za-z0-9]+_)*(?:[A-Za-z0-9]*(?:PASSWORD|PASSWD|SECRET|APIKEY)|KEY|TOKEN|API_KEY)\b)"
-    r"(?P<sep>[\"']?\s*[=:]\s*)(?P<value>\"[^\"]*\"|'[^']*'|[^\s,;&\"'}\]]+)",
-    re.IGNORECASE,
-)
-_SECRET_FLAG = re.compile(
-    r"(?P<name>--(?:[a-z0-9]+-)*(?:token|key|api-key|password|secret))(?P<sep>=|\s+)(?P<value>[^\s-][^\s]*)",
-    re.IGNORECASE,
-)
-
-
-def scrub_text(text: str) -> str:
-    """The text with every secret of the shapes in the module docstring replaced by `<redacted>`."""
-    if not text:
-        return text
-    text = _URL_CREDENTIALS.sub(lambda m: f"{m['scheme']}{m['user']}:{REDACTED}@", text)
-    text = _AUTH_HEADER.sub(lambda m: f"{m['kind']}{m['gap']}{REDACTED}", text)
-    text = _SECRET_ASSIGNMENT.sub(_redact_value, text)
-    text = _SECRET_FLAG.sub(_redact_value, text)
-    return _TOKEN.sub(REDACTED, text)
-
-
-def _redact_value(match: re.Match[str]) -> str:
-    value = match["value"]
-    if value == REDACTED or value.strip("\"'") == REDACTED:
-        return match[0]
-    quote = value[0] if value[:1] in ("'", '"') else ""
-    return f"{match['name']}{match['sep']}{quote}{REDACTED}{quote}"
-
-
-_SECRET_FLAG_NAME = re.compile(r"^--(?:[a-z0-9]+-)*(?:token|key|api-key|password|secret)$", re.IGNORECASE)
-
-
-def scrub_argv(argv: Sequence[str]) -> list[str]:
-    """An argument list with secrets removed: each argument scrubbed, and the value after a secret-named flag
-    (`--hf-token VALUE`) redacted."""
-    out: list[str] = []
-    for index, arg in enumerate(argv):
-        after_secret_flag = index > 0 and _SECRET_FLAG_NAME.match(argv[index - 1]) is not None
-        out.append(REDACTED if after_secret_flag and not arg.startswith("--") else scrub_text(arg))
-    return out
-
-
-def scrub_json(value: Any) -> Any:
-    """A JSON-like value with every string scrubbed, and the value of every secret-named key redacted."""
-    if isinstance(value, str):
-        return scrub_text(value)
-    if isinstance(value, Mapping):
-        return {
-            key: (REDACTED if isinstance(key, str) and SECRET_NAME.search(key) and item else scrub_json(item))
-            for key, item in value.items()
-        }
-    if isinstance(value, list | tuple):
-        if all(isinstance(item, str) for item in value):
-            return scrub_argv(value)
-        return [scrub_json(item) for item in value]
-    return value
-
-
-def scrub_artifact(artifact: Artifact) -> Artifact:
-    """An artifact (an engine log) with its secrets removed."""
-    return Artifact(name=artifact.name, content=scrub_text(artifact.content), media_type=artifact.media_type)
-
-
-def mask_url(url: str) -> str:
-    """A connection URL fit to print: its password (if any) replaced, e.g. for FARM_DATABASE_URL."""
-    return _URL_CREDENTIALS.sub(lambda m: f"{m['scheme']}{m['user']}:***@", url)
-
-
-def scrub_environment(env: Mapping[str, str]) -> dict[str, str]:
-    """The environment with every secret's value replaced, by name or by the shape of the value."""
-    return {k: (REDACTED if SECRET_NAME.search(k) or SECRET_VALUE.match(v) else scrub_text(v)) for k, v in env.items()}
 
 
 def sha256_text(text: str) -> str:
@@ -254,6 +149,8 @@ def _engine_provenance(engine: Engine, recipe: Recipe, outcome: SweepOutcome) ->
         "version": outcome.engine_version or engine.version(),
         "image_digest": recipe.container.digest if recipe.container else None,
     }
+    if judged_by := getattr(engine, "argument_spec", None):
+        launched["argument_spec"] = judged_by  # an EngineProcess's: which spec version judged its command
     describe = getattr(engine, "provenance", None)
     if not callable(describe):
         return launched
@@ -294,7 +191,7 @@ def capture_provenance(
             "interconnect": report.interconnect,
             "power_limit_w": [g.power_limit_w for g in report.gpus],
         },
-        engine=_engine_provenance(engine, recipe, outcome),
+        engine=scrub_json(_engine_provenance(engine, recipe, outcome)),  # a server's own version text too
         argv=tuple(scrub_argv(engine.argv)),
         recipe_argv=tuple(scrub_argv(recipe.argv)),
         command_source=recipe.provenance.command_source,

@@ -8,6 +8,7 @@ declares a default for them.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -71,6 +72,20 @@ def _setting(
 
 def _optional_text(raw: str) -> str | None:
     return raw or None
+
+
+_LABEL = r"[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?"
+_HOST_NAME = re.compile(rf"^(\[[0-9a-f:.]+\]|{_LABEL}(\.{_LABEL})*)$")
+
+
+def _host_names(raw: str) -> tuple[str, ...]:
+    """Comma-separated host names (or IP addresses), lower case, without a trailing dot or a port."""
+    return tuple(name.strip().lower().rstrip(".") for name in raw.split(",") if name.strip())
+
+
+def _valid_host_names(names: tuple[str, ...]) -> str | None:
+    bad = [name for name in names if not _HOST_NAME.match(name) or len(name) > 253]
+    return None if not bad else "host names or IP addresses, comma-separated, without ports (not " + repr(bad[0]) + ")"
 
 
 def _whole(raw: str) -> int:
@@ -165,11 +180,42 @@ class Settings:
     announce_stale_s: float = _setting(
         120.0, _number, "an announcement this old whose queue is empty is taken as lost", check=_positive
     )
+    broker_timeout_s: float = _setting(
+        3.0,
+        _number,
+        "connect and socket timeout of every broker call (Celery's and the announcer's): a broker that accepts "
+        "and never answers costs this long per call, not forever (3 s: Redis answers in a millisecond)",
+        check=_positive,
+    )
+    visibility_timeout_s: float = _setting(
+        3600.0,
+        _number,
+        "a message taken by a worker and not acknowledged (the worker died) goes back to its queue after this "
+        "long (an hour: above most sweeps; a redelivery of a running job's message is a harmless duplicate)",
+        check=_positive,
+    )
+    reap_grace_s: float = _setting(
+        30.0,
+        _number,
+        "after the database answers a sweeper again (or the sweeper starts), it reaps nothing for this long: "
+        "owners whose leases ran out during the outage deliver their spooled results first",
+        check=_not_negative,
+    )
     on_sigterm: Literal["finish", "release"] | None = _setting(
         None,
         cast(Callable[[str], Literal["finish", "release"] | None], _optional_text),
         "on SIGTERM, finish the job in hand or hand it back; unset: the profile's [worker] on_sigterm, else finish",
         check=_one_of("finish", "release"),
+    )
+
+    # --- the HTTP API (farm serve) ---
+    api_allowed_hosts: tuple[str, ...] = _setting(
+        (),
+        _host_names,
+        "Host header names the API answers besides loopback's (localhost, 127.0.0.1, ::1) and the address it listens "
+        "on: comma-separated. Any other Host is refused, so a web page that rebinds its own name to this machine "
+        "(DNS rebinding) cannot read the API from a browser",
+        check=_valid_host_names,
     )
 
     def __init__(self, **given: Any) -> None:

@@ -1,11 +1,15 @@
 """Submitting jobs and waking workers.
 
 Embedded mode (no broker): workers poll the jobs table, so storing is announcing. Farm mode (FARM_BROKER_URL
-set): the jobs are stored in one transaction first, then each is announced on its hardware class's queue
-(farm.queue.announce); a job whose announcement fails stays stored and a worker's sweeper announces it.
+set): the jobs are stored in one transaction first, then announced on their hardware class's queue
+(farm.queue.announce) until the broker fails once: one bounded attempt per submit (FARM_BROKER_TIMEOUT_S), not
+one per job. Jobs left unannounced stay stored; the workers' sweepers announce them (after
+FARM_ANNOUNCE_GRACE_S), and the submission says so.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 from farm.engines.admission import check_recipe_for_submit, check_runnable
 from farm.errors import BrokerError
@@ -21,6 +25,16 @@ FROM_SETTINGS = "from-settings"
 """`broker_url` default of submit_sweep: the broker of the process settings (FARM_BROKER_URL), if any."""
 
 
+@dataclass(frozen=True)
+class Submission:
+    """What a submit stored, and what it left to the sweepers to announce."""
+
+    job_ids: list[str]
+    unannounced: list[str]
+    """Stored but not announced (the broker failed): a worker's sweeper announces them."""
+    broker_error: str | None = None
+
+
 def submit_sweep(
     store: Store,
     sweep: LoadedSweep,
@@ -29,7 +43,19 @@ def submit_sweep(
     count: int = 1,
     broker_url: str | None = FROM_SETTINGS,
 ) -> list[str]:
-    """Store `count` jobs for a loaded sweep in one transaction, announce them in farm mode, return their ids.
+    """`submit`, returning the ids of the jobs stored."""
+    return submit(store, sweep, simulate=simulate, count=count, broker_url=broker_url).job_ids
+
+
+def submit(
+    store: Store,
+    sweep: LoadedSweep,
+    *,
+    simulate: bool = False,
+    count: int = 1,
+    broker_url: str | None = FROM_SETTINGS,
+) -> Submission:
+    """Store `count` jobs for a loaded sweep in one transaction and announce them in farm mode.
 
     `simulate` asks for the recipe's hardware played by the simulator: such a job is claimed only by a
     simulator worker, and its results are marked simulated. `broker_url` None means embedded mode (nothing to
@@ -49,20 +75,24 @@ def submit_sweep(
         count=count,
         hardware_class=klass,
     )
-    url = Settings().broker_url if broker_url == FROM_SETTINGS else broker_url
-    if url:
-        from farm.queue.announce import Announcer, announce_jobs
+    settings = Settings()
+    url = settings.broker_url if broker_url == FROM_SETTINGS else broker_url
+    if not url:
+        return Submission(job_ids, [])
+    from farm.queue.announce import Announcer, announce_jobs
 
+    error: str | None
+    try:
+        announcer = Announcer.from_url(url, settings)
+    except BrokerError as exc:
+        missed, error = job_ids, str(exc)
+    else:
         try:
-            announcer = Announcer.from_url(url)
-        except BrokerError as exc:
-            log.warning("submit.announce_failed", error=str(exc))
-            missed = job_ids
-        else:
-            try:
-                missed = announce_jobs(announcer, [(job_id, klass) for job_id in job_ids])
-            finally:
-                announcer.close()
-        if missed:
-            log.warning("submit.not_announced", jobs=missed, note="stored; a worker's sweeper will announce them")
-    return job_ids
+            missed, error = announce_jobs(announcer, [(job_id, klass) for job_id in job_ids])
+        finally:
+            announcer.close()
+    if missed:
+        log.warning(
+            "submit.not_announced", jobs=missed, error=error, note="stored; the workers' sweepers announce them"
+        )
+    return Submission(job_ids, missed, error)

@@ -1,8 +1,10 @@
 """The read-only HTTP API (`farm serve`): leaderboard, jobs, results and exports, on aiohttp.
 
 Every path answers GET (HEAD too); any other method is 405 with an `Allow` header. Errors are JSON
-(farm.api.schemas.Error): 400 for a bad or unknown query parameter (named; out-of-range dates too), 401 without
-the bearer token when one is set, 404 for an unknown job or export format, 503 when the store cannot be read.
+(farm.api.schemas.Error): 400 for a bad or unknown query parameter (named; out-of-range dates, cursors this API
+did not give out, NUL characters and bytes that are not UTF-8 too), 401 without the bearer token when one is set,
+404 for an unknown job or export format, 421 for a `Host` that is not this API's (farm.api.auth), 503 when the
+store cannot be read. Malformed input never gets a 5xx (tests/integration/test_api_inputs.py fuzzes it).
 Error bodies carry the farm's own message, never a driver's text or the request's headers. Lists are paged
 (`limit`, `cursor`); exports stream. The store is synchronous, so each read runs in a thread.
 """
@@ -20,7 +22,7 @@ from typing import Any
 from aiohttp import web
 from aiohttp.typedefs import Middleware
 
-from farm.api.auth import bearer_middleware
+from farm.api.auth import allowed_host_names, bearer_middleware, checked_token, host_middleware
 from farm.api.openapi import DEFAULT_PAGE, EXPORT_FORMATS, MAX_PAGE, ROUTES, openapi_document
 from farm.api.schemas import (
     ApiModel,
@@ -71,10 +73,26 @@ def _error(
     return _send(Error(error=message, status=status, parameter=parameter), status, headers)
 
 
+def _unreadable(text: str) -> bool:
+    """Text no store can hold or compare: a NUL (PostgreSQL refuses it) or a lone surrogate (undecodable bytes)."""
+    return "\x00" in text or any("\ud800" <= ch <= "\udfff" for ch in text)
+
+
+def _check_plain(request: web.Request) -> None:
+    """400 for a path or a query parameter holding what no stored value can (before any handler reads it)."""
+    if _unreadable(request.path):
+        raise ApiError(400, "the path holds a NUL character or bytes that are not UTF-8")
+    for name, value in request.query.items():
+        if _unreadable(name) or _unreadable(value):
+            shown = name[:64] if not _unreadable(name) else None
+            raise ApiError(400, "a query parameter holds a NUL character or bytes that are not UTF-8", shown)
+
+
 @web.middleware
 async def json_errors(request: web.Request, handler: Handler) -> web.StreamResponse:
     """Every failure as a JSON error with the right status."""
     try:
+        _check_plain(request)
         return await handler(request)
     except ApiError as exc:
         return _error(exc.status, str(exc), exc.parameter)
@@ -114,7 +132,7 @@ def filters_from_query(request: web.Request, allowed: tuple[str, ...]) -> Result
 
 def _limit(request: web.Request) -> int:
     text = request.query.get("limit", str(DEFAULT_PAGE))
-    if not text.isdigit() or not 1 <= int(text) <= MAX_PAGE:
+    if not (text.isascii() and text.isdigit() and len(text) <= 6) or not 1 <= int(text) <= MAX_PAGE:
         raise ApiError(400, f"limit must be an integer from 1 to {MAX_PAGE}", "limit")
     return int(text)
 
@@ -267,9 +285,17 @@ async def export(request: web.Request) -> web.StreamResponse:
     return response
 
 
-def build_app(store: Store, *, token: str | None = None) -> web.Application:
-    """The application over an open store (the caller closes the store); `token` makes every request need it."""
-    middlewares: list[Middleware] = [json_errors]
+def build_app(
+    store: Store,
+    *,
+    token: str | None = None,
+    allowed_hosts: frozenset[str] | None = None,
+) -> web.Application:
+    """The application over an open store (the caller closes the store); `token` makes every request need it, and
+    only requests naming one of `allowed_hosts` (default: loopback's names) are answered. An empty or padded token
+    is an InputError."""
+    token = checked_token(token)
+    middlewares: list[Middleware] = [json_errors, host_middleware(allowed_hosts or allowed_host_names(None))]
     if token is not None:
         middlewares.append(bearer_middleware(token))
     app = web.Application(middlewares=middlewares)
@@ -296,14 +322,14 @@ def serve(
     port: int,
     *,
     token: str | None = None,
+    allowed_hosts: tuple[str, ...] = (),
     on_ready: Callable[[str], None] | None = None,
 ) -> None:
-    """Serve until interrupted (SIGINT or SIGTERM)."""
+    """Serve until interrupted (SIGINT or SIGTERM); requests must name loopback, `host` or one of `allowed_hosts`."""
 
     def announce(_message: str) -> None:
         if on_ready:
             on_ready(f"http://{host}:{port}")
 
-    web.run_app(
-        build_app(store, token=token), host=host, port=port, print=announce, access_log=None, handle_signals=True
-    )
+    app = build_app(store, token=token, allowed_hosts=allowed_host_names(host, allowed_hosts))
+    web.run_app(app, host=host, port=port, print=announce, access_log=None, handle_signals=True)

@@ -53,10 +53,13 @@ def settings() -> Settings:
     return s
 
 
-def open_store(s: Settings) -> Store:
-    """The store the settings name; the embedded default is created and migrated on first use."""
+def open_store(s: Settings, *, pool_size: int | None = None) -> Store:
+    """The store the settings name; the embedded default is created and migrated on first use. `pool_size`:
+    PostgreSQL connections held at most (unset: farm.store.db.POOL_SIZE)."""
     embedded = s.database_url is None
-    return Store.open(s.resolved_database_url, auto_upgrade=embedded)
+    if pool_size is None:
+        return Store.open(s.resolved_database_url, auto_upgrade=embedded)
+    return Store.open(s.resolved_database_url, auto_upgrade=embedded, pool_size=pool_size)
 
 
 def print_json(data: Any) -> None:

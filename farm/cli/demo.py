@@ -24,15 +24,16 @@ from farm.demo import (
 from farm.domain import JobState, JobView
 from farm.engines.vllm.cpu import ensure_tiny_model
 from farm.logs import configure
-from farm.provenance import mask_url
+from farm.private_files import open_private
+from farm.scrubber import mask_url
 
 
 def demo(
     engine: str = typer.Option(
         "sim",
         help="sim: the seed's host on the simulator; vllm: a tiny model on vLLM for the CPU (installed first); "
-        "llama.cpp: SmolLM2-135M on llama-server (built first); ollama, tabbyapi, mlx: a registry recipe through "
-        "that engine's adapter, the simulator standing in for the engine",
+        "llama.cpp: SmolLM2-135M on llama-server (built first); ollama, lmstudio, tabbyapi, mlx: a registry recipe "
+        "through that engine's adapter, the simulator standing in for the engine",
     ),
     spec: Path | None = typer.Option(None, help="the sweep to run (default: the engine's demo sweep)"),
     profile: Path | None = typer.Option(None, help="the worker profile to run it with (default: the engine's)"),
@@ -59,9 +60,8 @@ def demo(
             ensure_tiny_model()
     s = settings()
     log_path = s.data_dir / "logs" / "demo-worker.log"
-    log_path.parent.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
-    with farm_errors(), log_path.open("a", encoding="utf-8") as log_file:
+    with farm_errors(), open_private(log_path, "a", encoding="utf-8") as log_file:
         configure("json", s.log_level, file=log_file)
         store = open_store(s)
         console.print(f"store: {mask_url(s.resolved_database_url)}", markup=False, highlight=False)

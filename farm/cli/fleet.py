@@ -24,8 +24,9 @@ def workers(
         None, "--release", metavar="HOST", help="return a quarantined worker (its id or its host name) to rotation"
     ),
 ) -> None:
-    """Workers seen (id, host, hardware classes, last heartbeat, state and quarantine reason, current job and
-    phase) and unserved queues; `--release HOST` returns a quarantined host to rotation."""
+    """Workers seen (id, host, hardware classes, last heartbeat, state (live, broker-down, silent, quarantined)
+    and its reason, current job and phase, results held in memory) and unserved queues; `--release HOST`
+    returns a quarantined host to rotation."""
     s = settings()
     with farm_errors():
         store = open_store(s)
@@ -42,7 +43,7 @@ def workers(
     from rich.table import Table
 
     table = Table(title="workers")
-    for column in ("worker", "host", "hardware classes", "heartbeat", "state", "job", "phase", "reason"):
+    for column in ("worker", "host", "hardware classes", "heartbeat", "state", "job", "phase", "reason", "held"):
         table.add_column(column)
     for line in lines:
         table.add_row(
@@ -53,7 +54,8 @@ def workers(
             line.state,
             line.current_job or "",
             line.phase or "",
-            line.quarantine_reason or "",
+            line.quarantine_reason or ("its broker does not answer: it receives no jobs" if not line.receives else ""),
+            str(line.spool_held) if line.spool_held else "",
         )
     get_console().print(table)
     print_class_lines(classes)
@@ -67,7 +69,7 @@ def read_overview(store: Store, silent_after_s: float = SILENT_AFTER_S) -> tuple
 
 def overview_json(lines: list[WorkerLine], classes: list[ClassLine]) -> dict[str, Any]:
     return {
-        "workers": [asdict(line) | {"state": line.state} for line in lines],
+        "workers": [asdict(line) | {"state": line.state, "receives": line.receives} for line in lines],
         "queues": [asdict(c) | {"unserved": c.unserved} for c in classes],
     }
 

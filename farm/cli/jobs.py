@@ -22,19 +22,39 @@ def submit(
     """Validate a sweep spec and its recipe, queue the jobs, print their ids. Bad input queues nothing."""
     from farm.engines.admission import check_recipe_for_submit, check_runnable
     from farm.recipes.spec import load_sweep
-    from farm.submit import submit_sweep
+    from farm.submit import submit as submit_jobs
 
     s = settings()
     with farm_errors():
         sweep = load_sweep(spec, recipe_override=recipe)
         # Judged before the store or the broker is touched (submit_sweep judges again, for its other callers).
-        check_recipe_for_submit(sweep.recipe)
+        judged = check_recipe_for_submit(sweep.recipe).spec
         check_runnable(sweep.recipe)
         store = open_store(s)
-        job_ids = submit_sweep(store, sweep, simulate=simulate, count=count)
+        submission = submit_jobs(store, sweep, simulate=simulate, count=count)
+    job_ids = submission.job_ids
+    # The version the farm's workers run unless their profile says otherwise; each worker judges again with its own.
+    judged_against = f"{judged.engine} {judged.version}"
+    if submission.unannounced:
+        # On stderr, so that stdout stays the list of ids (or the JSON) whatever the broker did.
+        typer.echo(
+            f"note: {len(submission.unannounced)} of {len(job_ids)} job(s) stored but not announced (the broker: "
+            f"{submission.broker_error}); the workers' sweepers announce them within FARM_ANNOUNCE_GRACE_S "
+            f"({s.announce_grace_s:g} s) of a sweep",
+            err=True,
+        )
     if as_json:
-        print_json({"jobs": job_ids, "recipe": sweep.recipe.id, "sweep": sweep.spec.name})
+        print_json(
+            {
+                "jobs": job_ids,
+                "recipe": sweep.recipe.id,
+                "sweep": sweep.spec.name,
+                "unannounced": submission.unannounced,
+                "judged_against": judged_against,
+            }
+        )
         return
+    get_console("err_console").print(f"judged against {judged_against}", markup=False, highlight=False)
     for job_id in job_ids:
         get_console().print(job_id, markup=False, highlight=False)
 

@@ -312,18 +312,18 @@ def serve_command(
     import os
 
     from farm.api import serve
-    from farm.api.auth import is_loopback
+    from farm.api.auth import checked_token, is_loopback
 
     s = settings()
-    token = os.environ.get("FARM_API_TOKEN") or None
     with farm_errors():
+        token = checked_token(os.environ.get("FARM_API_TOKEN"))
         if not is_loopback(host) and token is None and not insecure:
             raise InputError(
                 f"{host} is not a loopback address: set FARM_API_TOKEN (clients then send it as a bearer token) "
                 "or pass --insecure to serve host names, argv and failure messages to anyone who can reach it",
                 field="--host",
             )
-        store = open_store(s)
+        store = open_store(s, pool_size=8)  # reads run in asyncio's default threads: 6 on 2 cores, more elsewhere
     if not is_loopback(host) and token is None:
         err_console.print(
             f"warning: serving {host} without a token (--insecure): anyone who can reach it reads every result",
@@ -336,6 +336,7 @@ def serve_command(
             host,
             port,
             token=token,
+            allowed_hosts=s.api_allowed_hosts,
             on_ready=lambda url: err_console.print(f"serving {url} (read-only)", markup=False),
         )
     finally:

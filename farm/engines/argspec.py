@@ -88,6 +88,9 @@ class OptionSpec:
     """JSON-valued and reachable by `--opt.key value` (vLLM)."""
     reason: str = ""
     """Why a REFUSED or CODE option is refused."""
+    negations: tuple[str, ...] = ()
+    """For a BOOL: the spellings that turn it off when they are not `--no-NAME` (vLLM 0.33's `--disable-x` for
+    `--enable-x`); the first is how it renders off. Empty: `--no-NAME`."""
 
     @property
     def takes_value(self) -> bool:
@@ -134,6 +137,9 @@ class ArgSpec:
     switch_values: Mapping[str, bool | None] = field(default_factory=dict)
     """Values a newer engine takes after an option this version reads as a bare switch (llama.cpp's `-fa on`):
     True sets the switch, False leaves it off, None leaves the engine's default (the option is dropped)."""
+    current_spellings: Callable[[Sequence[str]], list[str]] | None = field(default=None, compare=False)
+    """Rewrites a command written for an older version into this version's spellings before it is parsed
+    (llama.cpp: a bare `--flash-attn` is `--flash-attn on`, `--no-mmap` is `--load-mode none`); None: none."""
 
     def __post_init__(self) -> None:
         index: dict[str, OptionSpec] = {}
@@ -225,7 +231,8 @@ def render_option(option: ParsedOption, *, inline: bool = True) -> list[str]:
     if spec.kind == ValueKind.FLAG:
         return [spec.name] if option.enabled else []
     if spec.kind == ValueKind.BOOL:
-        return [spec.name if option.enabled else "--no-" + spec.name.removeprefix("--")]
+        off = spec.negations[0] if spec.negations else "--no-" + spec.name.removeprefix("--")
+        return [spec.name if option.enabled else off]
     if option.json_value is not None:
         return [spec.name, json.dumps(option.json_value, separators=(",", ":"), ensure_ascii=False)]
     if spec.repeatable:
@@ -323,6 +330,8 @@ def parse_command(
     for token in argv:
         value_check(token)
     args = strip_prefix(argv, spec)
+    if spec.current_spellings is not None:
+        args = tuple(spec.current_spellings(args))
     extras = {_normalise(e, spec): OptionSpec(name=_normalise(e, spec)) for e in extra_options}
     positional: str | None = None
     parsed: dict[str, ParsedOption] = {}
@@ -362,8 +371,7 @@ def parse_command(
         enabled = not (
             option is not None
             and option.kind == ValueKind.BOOL
-            and name.startswith("--no-")
-            and not option.name.startswith("--no-")
+            and ((name.startswith("--no-") and not option.name.startswith("--no-")) or name in option.negations)
         )
         if option is None and name.startswith("--no-"):
             negated = spec.lookup("--" + name.removeprefix("--no-"))
@@ -544,6 +552,7 @@ def spec_from_argparse_dump(
             choices = tuple(str(c) for c in raw["choices"]) if raw.get("choices") else None
             action = str(raw.get("action") or "")
             kind = kinds.get(name) or _kind_of(raw.get("type"), choices, action, bool(raw.get("json")), raw["nargs"])
+            negations = negations_of(strings) if action == "EnableDisableAction" else ()
             options.append(
                 OptionSpec(
                     name=name,
@@ -554,6 +563,7 @@ def spec_from_argparse_dump(
                     repeatable=action == "_AppendAction",
                     dotted=bool(raw.get("json")),
                     reason=reasons.get(name, ""),
+                    negations=negations if kind == ValueKind.BOOL else (),
                 )
             )
         return ArgSpec(
@@ -567,8 +577,24 @@ def spec_from_argparse_dump(
         raise ArgumentPolicyError(f"not an argument list: {exc!r}", source=source) from exc
 
 
+def negations_of(strings: Sequence[str]) -> tuple[str, ...]:
+    """The off spellings of a vLLM EnableDisableAction (`--enable-x` / `--disable-x`, else `--no-x`), in order."""
+
+    def negates(spelling: str, positive: str) -> bool:
+        stem = positive.removeprefix("--")
+        inverse = {"enable-": "disable-", "disable-": "enable-"}
+        swapped = next((inverse[p] + stem.removeprefix(p) for p in inverse if stem.startswith(p)), None)
+        return spelling in (f"--no-{stem}", f"--{swapped}" if swapped else "")
+
+    positives = [strings[0]]
+    for spelling in strings[1:]:
+        if not any(negates(spelling, p) for p in positives):
+            positives.append(spelling)
+    return tuple(s for s in strings if s not in positives)
+
+
 def _kind_of(type_name: Any, choices: tuple[str, ...] | None, action: str, json_valued: bool, nargs: Any) -> ValueKind:
-    if action == "BooleanOptionalAction":
+    if action in ("BooleanOptionalAction", "EnableDisableAction"):
         return ValueKind.BOOL
     if action in ("_StoreTrueAction", "_StoreFalseAction", "_HelpAction", "_StoreConstAction") or nargs == 0:
         return ValueKind.FLAG

@@ -3,6 +3,7 @@ about each engine (`EngineKind`, one line of the table in farm.engines.registry)
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -98,11 +99,52 @@ class EngineKind:
     """The module of its worker adapter (its `launch` builds the Engine; farm.worker.engines imports it when a
     worker runs the engine, so the table imports no adapter and, through them, no judge); None: no worker
     launches it, and its recipes are refused at submit."""
+    spec_versions: Mapping[str, Callable[[], ArgSpec]] = field(default_factory=dict)
+    """Its shipped specs by engine version (release numbers, oldest first); `spec` is the newest, the version
+    the farm's workers run unless their profile says otherwise (`default_version`). Empty: `spec` alone."""
+    default_version: str | None = None
+    """The version `spec` is of (what submit judges against), where the engine ships specs per version; None
+    with `spec_versions`: `spec` is newer than every release among them (a main branch's)."""
+    read_version: Callable[[tuple[str, ...]], str | None] | None = None
+    """Asks the host's executable which of `spec_versions` it is (llama-server --version); None: the profile
+    says (`version`), or the default stands."""
+
+    def spec_at(self, version: str | None) -> tuple[ArgSpec, str]:
+        """The spec a worker running `version` judges with, and a line saying which, for provenance: that
+        version's own spec, else the nearest older one shipped, else the oldest (older than all), else (no
+        version, or one without a number) the default."""
+        if version is None or not self.spec_versions:
+            spec = self.spec()
+            runs = "" if version is None else f" (no spec per version; runs {version})"
+            return spec, f"{self.name} {spec.version}{runs}"
+        if version in self.spec_versions:
+            spec = self.spec_versions[version]()
+            return spec, f"{self.name} {spec.version}"
+        wanted = version_key(version)
+        if self.default_version is None and wanted and all(version_key(v) < wanted for v in self.spec_versions):
+            spec = self.spec()  # the default is newer than every release shipped (SGLang's main branch)
+            return spec, f"{self.name} {spec.version}, newer than every release spec shipped, for {version}"
+        older = [v for v in self.spec_versions if wanted and version_key(v) <= wanted]
+        if older:
+            chosen = max(older, key=version_key)
+            spec = self.spec_versions[chosen]()
+            return spec, f"{self.name} {spec.version}, the nearest older spec shipped for {version}"
+        if wanted:
+            spec = self.spec_versions[min(self.spec_versions, key=version_key)]()
+            return spec, f"{self.name} {spec.version}, the oldest spec shipped; none for {version} or older"
+        spec = self.spec()
+        return spec, f"{self.name} {spec.version}: {version!r} names no release"
 
     @property
     def launchable(self) -> bool:
         """Whether a worker adapter launches it (process or container)."""
         return self.adapter is not None
+
+
+def version_key(version: str) -> tuple[int, ...]:
+    """A release number's order (`0.3.36` after `0.3.16`, `v0.5.2rc1` as 0.5.2); () where it has no number."""
+    head = re.match(r"v?(\d+(?:\.\d+)*)", version.strip())
+    return tuple(int(part) for part in head.group(1).split(".")) if head else ()
 
 
 @dataclass(frozen=True)

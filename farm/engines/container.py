@@ -31,6 +31,7 @@ from farm.engines.vllm.process import VllmEngineProcess
 from farm.errors import ArgumentPolicyError
 from farm.hardware.probe import HardwareProbe
 from farm.logs import get_logger
+from farm.private_files import open_private
 from farm.recipes.model import ENGINE_LAUNCHERS, ContainerLaunch
 
 log = get_logger(__name__)
@@ -432,9 +433,8 @@ class ContainerEngine(VllmEngineProcess):
         """Run one docker command, appending its output to the engine log; its failure is logged, not raised
         (a container that is already gone is the usual case)."""
         argv = (self._docker, *args)
-        self.log_path.parent.mkdir(parents=True, exist_ok=True)
         try:
-            with self.log_path.open("ab") as log_file:
+            with open_private(self.log_path) as log_file:
                 done = subprocess.run(
                     argv,
                     env=self.environment,

@@ -28,18 +28,37 @@ DEFAULT_PATH_ROOTS = ("~/.cache/huggingface", "~/.cache/bench-farm", "/models")
 LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1", "[::1]"})
 
 CODE_KEY = re.compile(
-    r"(?:^|_)(?:cls|class|module|module_path|plugin|factory|inductor_passes|callable|import)$|^\(\)$|^auto_map$",
+    r"(?:^|[_.])(?:cls|class|module|module_path|plugin|factory|inductor_passes|callable|import|cxx|library_path)$"
+    r"|^\(\)$|^auto_map$",
     re.I,
 )
-"""JSON keys that name code to import or call (`auto_map` points transformers at another repository's code)."""
+"""JSON keys that name code to import or call (`auto_map` points transformers at another repository's code), or
+to run or link: torch inductor's `cpp.cxx` and `cuda.cuda_cxx` name the compiler executable it runs, and
+`aot_inductor.aoti_shim_library_path` a shared library it loads (vLLM's `compilation_config.inductor_compile_config`
+hands its keys to inductor as they are)."""
+REMOTE_CACHE_KEY = re.compile(r"remote_cache$", re.I)
+"""Inductor's remote caches (`fx_graph_remote_cache`, `autotune_remote_cache`): compiled code shared through a
+Redis (on TORCHINDUCTOR_REDIS_HOST, loopback by default, where the farm's own broker may listen) across jobs."""
+ADDRESS_DEFAULTS: dict[str, dict[str, str]] = {
+    "--kv-events-config": {"endpoint": "tcp://*:5557"},
+}
+LISTENING_CONNECTORS: dict[str, str] = {
+    "MooncakeConnector": "starts a bootstrap server on 0.0.0.0 and a transfer engine on the host's network address",
+    "MooncakeStoreConnector": "runs a transfer engine on the host's network address",
+    "MoRIIOConnector": "binds its transfer engine and handshake sockets on the host's network address",
+}
+"""vLLM KV connectors (`kv_connector`, also nested in a MultiConnector's list) that listen beyond loopback whatever
+the config says (vLLM 0.32.0 distributed/kv_transfer/kv_connector/v1)."""
+"""JSON options whose unset keys default to an address beyond loopback: vLLM's KVEventsConfig publishes on
+`tcp://*:5557` (every interface) unless `endpoint` says otherwise. They are judged with these defaults filled in."""
 
 WRITE_KEY = re.compile(
-    r"(?:^|_)(?:dump|save|output|export|profiler|profile|trace|traces|log|logs|crash|storage|offload)_?"
+    r"(?:^|_)(?:dump|save|output|export|profiler|profile|trace|traces|log|logs|crash|storage|offload|debug)_?"
     r"(?:path|dir|directory|file|filename|folder|root)$|^(?:cache_dir|local_cache_dir|output|save_to)$",
     re.I,
 )
 """JSON keys naming where the engine writes (vLLM's `compilation_config.debug_dump_path` and `cache_dir`,
-`profiler_config.torch_profiler_dir`): refused, like the options that write."""
+`profiler_config.torch_profiler_dir`, inductor's `trace.debug_dir`): refused, like the options that write."""
 WRITES = (
     "writes a file or directory: an engine writes nowhere the worker does not place it, and a write under the "
     "host's roots could replace a model (the worker keeps the engine's log itself)"
@@ -138,7 +157,10 @@ def _judge_option(option: ParsedOption, judgement: Judgement, repositories: list
     if spec.name == "--trust-remote-code":
         return option.enabled
     if option.json_value is not None:
-        return _judge_json(spec.name, option.json_value, judgement, repositories)
+        value = option.json_value
+        if spec.name in ADDRESS_DEFAULTS and isinstance(value, dict):
+            value = {**ADDRESS_DEFAULTS[spec.name], **value}
+        return _judge_json(spec.name, value, judgement, repositories)
     values = option.values
     if kind == ValueKind.PATH and isinstance(spec.nargs, int) and spec.nargs > 1:
         for extra in values[1:]:
@@ -323,6 +345,19 @@ def _check_word(what: str, value: str) -> None:
         raise refuse(what, f"{value!r} is a qualified Python name: the engine would import it as code")
 
 
+def check_model_id(model_id: str, judgement: Judgement) -> None:
+    """A recipe's `model_id` where the command names no model and an adapter hands the engine the model_id instead
+    (vLLM's positional, SGLang's --model-path, MLX's --model): judged like a model on the command, a repository id
+    or a bare name, or a path under the host's roots."""
+    _check_repo_or_path("model_id", model_id, judgement)
+
+
+def is_repository_or_name(value: str) -> bool:
+    """A repository id or a bare name, no path (ArgumentPolicyError for a value beginning with '-'): what a recipe's
+    `model_id` may be where an engine is handed it without a command's judged model."""
+    return _repo_or_name(value)
+
+
 def _repo_or_name(value: str) -> bool:
     """A repository id (`org/name`), or a bare name (an Ollama tag, a repository without an owner, a file name the
     host maps): no path at all."""
@@ -394,6 +429,12 @@ def _judge_json(name: str, value: Any, judgement: Judgement, repositories: list[
             continue
         if WRITE_KEY.search(key) and leaf not in (None, "", False):
             raise refuse(f"{where}={leaf}", WRITES)
+        if key == "kv_connector" and isinstance(leaf, str) and leaf in LISTENING_CONNECTORS:
+            raise refuse(f"{where}={leaf}", f"{LISTENING_CONNECTORS[leaf]}: nothing may listen beyond loopback")
+        if REMOTE_CACHE_KEY.search(key) and leaf not in (None, "", False, 0):
+            raise refuse(
+                f"{where}={leaf}", "shares compiled code through a remote cache across jobs; no recipe may turn it on"
+            )
         if not isinstance(leaf, str):
             continue
         if trust.REVISION_KEY.search(key):

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 
 from farm.engines.argspec import ArgSpec, CanonicalCommand, parse_command
 from farm.engines.environment import check_recipe_environment, recipe_environment
-from farm.engines.judge import DEFAULT_PATH_ROOTS, Judgement, judge
+from farm.engines.judge import DEFAULT_PATH_ROOTS, Judgement, check_model_id, judge
 from farm.engines.registry import engine_kind
 from farm.engines.reparse import check_round_trip
 from farm.engines.trust import ANY_COMMIT
@@ -75,6 +75,8 @@ class EnginePolicy:
     """vLLM's spec on this host; None: the shipped one."""
     specs: Mapping[str, ArgSpec] = field(default_factory=dict, compare=False)
     """Other engines' specs on this host (by canonical engine name); missing: the shipped ones."""
+    spec_notes: Mapping[str, str] = field(default_factory=dict, compare=False)
+    """Which spec judges each engine on this host, and why that one (the worker's provenance says it)."""
 
     def spec_for(self, engine: str) -> ArgSpec:
         if engine == "vllm" and self.serve_args is not None:
@@ -133,6 +135,12 @@ def check_argv(argv: Sequence[str], policy: EnginePolicy = DEFAULT_POLICY, *, en
     canonical_command(argv, engine, policy)
 
 
+MODEL_ID_LOADED = frozenset({"vllm", "sglang", "mlx"})
+"""Engines whose adapters load the recipe's `model_id` when the command names no model (vLLM's positional,
+SGLang's --model-path, MLX's --model); elsewhere the model is the host's file and model_id only its served name
+(Ollama's `hf.co/org/repo:QUANT`)."""
+
+
 def recipe_command(
     recipe: Recipe, policy: EnginePolicy, *, resolve_links: bool = False, check_devices: bool = True
 ) -> CanonicalCommand:
@@ -141,13 +149,17 @@ def recipe_command(
     recipe_environment(recipe, engine.name)
     if recipe.container is not None:
         check_recipe_environment(dict(recipe.container.environment), engine.name)
-    return canonical_command(
+    command = canonical_command(
         recipe.argv,
         engine.name,
         policy,
         device_count=recipe.hardware_count if check_devices else None,
         resolve_links=resolve_links,
     )
+    if command.model is None and command.spec.engine in MODEL_ID_LOADED:
+        # these adapters hand the engine the recipe's model_id to load when the command names no model
+        check_model_id(recipe.model_id, policy.judgement(resolve_links=resolve_links))
+    return command
 
 
 def submit_policy(recipe: Recipe) -> EnginePolicy:

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 from farm.domain import FailureClass
 from farm.errors import EngineError
 from farm.logs import get_logger
+from farm.private_files import open_private
 
 if TYPE_CHECKING:
     from farm.hardware.probe import HardwareProbe
@@ -63,6 +64,9 @@ class EngineProcess:
     metric_names: Mapping[str, str] | None = None
     """The farm's counters (named as vLLM's) to this engine's /metrics names, handed to the sweep; None: the
     sweep learns them from the server's /metrics page (the simulator, which speaks any dialect)."""
+
+    argument_spec: str | None = None
+    """Which spec judged its command, and why that one (set by the worker; its provenance says it)."""
 
     def __init__(
         self,
@@ -123,8 +127,7 @@ class EngineProcess:
         return self._proc.pid if self._proc else None
 
     def start(self) -> None:
-        self._log_path.parent.mkdir(parents=True, exist_ok=True)
-        with self._log_path.open("ab") as log_file:
+        with open_private(self._log_path) as log_file:
             try:
                 self._proc = subprocess.Popen(
                     self._argv,

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import Any, Protocol
 
-from farm.engines.argspec import ArgSpec, CanonicalCommand, OptionSpec, ParsedOption, ValueKind
+from farm.engines.argspec import ArgSpec, CanonicalCommand, OptionSpec, ParsedOption, ValueKind, negations_of
 from farm.errors import ArgumentPolicyError
 
 
@@ -294,6 +294,12 @@ def _argparse_declarations(data: Mapping[str, Any]) -> list[Declaration]:
             negatives = tuple(s for s in strings if s.startswith("--no-"))
             strings = tuple(s for s in strings if s not in negatives)
             nargs = 0
+        elif action == "EnableDisableAction":  # vLLM 0.33: `--enable-x` / `--disable-x` (`--no-enable-x` hidden)
+            negatives = negations_of(strings)
+            hidden = tuple(f"--no-{s.removeprefix('--')}" for s in strings if s not in negatives)
+            strings = tuple(s for s in strings if s not in negatives)
+            negatives = (*negatives, *hidden)
+            nargs = 0
         elif action in ("_StoreTrueAction", "_StoreFalseAction", "_StoreConstAction", "_CountAction", "_HelpAction"):
             nargs = 0
         dest = str(raw.get("dest") or strings[0].lstrip("-").replace("-", "_"))
@@ -309,7 +315,9 @@ def spec_declarations(spec: ArgSpec, *, skip: Iterable[str] = ()) -> list[Declar
     for option in spec.options:
         if option.name in skipped or any(a in skipped for a in option.aliases):
             continue
-        negatives = ("--no-" + option.name.removeprefix("--"),) if option.kind == ValueKind.BOOL else ()
+        negatives = (
+            (option.negations or ("--no-" + option.name.removeprefix("--"),)) if option.kind == ValueKind.BOOL else ()
+        )
         nargs: str | int | None = 0 if not option.takes_value else option.nargs
         dest = option.name.lstrip("-").replace("-", "_")
         out.append(Declaration((option.name, *option.aliases), dest, nargs, negatives))
@@ -373,7 +381,9 @@ def vllm_parser(spec: ArgSpec) -> ArgparseParser:
 
 
 def _vllm_parser(spec: ArgSpec) -> ArgparseParser:
-    if spec.source != "vllm_serve_args.json":
+    from farm.engines.vllm.spec import SERVE_ARGS_FILE, SERVE_ARGS_FILES
+
+    if spec.source not in SERVE_ARGS_FILES.values():
         # A host's own list (profile serve_args_file), dumped from its vLLM's parser: its declarations are that
         # vLLM's, nargs and switches included.
         return ArgparseParser(
@@ -383,12 +393,13 @@ def _vllm_parser(spec: ArgSpec) -> ArgparseParser:
             rewrite=vllm_rewrite,
             config_option="--config",
         )
-    data = _load("farm.engines.vllm", "vllm_serve_args.json")
+    name = SERVE_ARGS_FILES.get(spec.version, SERVE_ARGS_FILE)  # the release's own parser
+    data = _load("farm.engines.vllm", name)
     real = _argparse_declarations(data)
     known = {s for d in real for s in (*d.strings, *d.negatives)}
     return ArgparseParser(
         [*real, *spec_declarations(spec, skip=known)],
-        source=f"vllm_serve_args.json (vLLM {data['vllm_version']}'s parser)",
+        source=f"{name} (vLLM {data['vllm_version']}'s parser)",
         positional="model_tag",
         rewrite=vllm_rewrite,
         config_option="--config",
@@ -418,7 +429,9 @@ def _sglang_parser(spec: ArgSpec) -> ArgparseParser:
     )
 
 
-LLAMA_DECLS_FILE = "llama_server_decls.json"
+LLAMA_DECLS_FILES = {"0.3.16": "llama_server_decls_0.3.16.json", "0.3.36": "llama_server_decls_0.3.36.json"}
+"""common/arg.cpp's declarations of the llama.cpp each llama-cpp-python release vendors (the spec's release)."""
+LLAMA_DECLS_FILE = LLAMA_DECLS_FILES["0.3.36"]
 
 
 def llama_server_parser(spec: ArgSpec) -> LlamaServerParser:
@@ -430,11 +443,14 @@ def llama_server_parser(spec: ArgSpec) -> LlamaServerParser:
 
 
 def _llama_server_parser(spec: ArgSpec) -> LlamaServerParser:
-    if not spec.source.startswith("llama_server_args.json"):
+    # The shipped lists are llama_server_args_<release>.json (farm.engines.llamacpp.adapter.SPEC_FILES, not
+    # imported: the adapter imports this module).
+    if not spec.source.startswith(tuple(f"llama_server_args_{release}.json" for release in LLAMA_DECLS_FILES)):
         # A host's own list (profile llamacpp_args_file), from its llama-server's --help: how many values each
-        # option takes is that build's (a newer build's `-fa` takes on/off/auto, the shipped one's is a switch).
+        # option takes is that build's (a newer build's `-fa` takes on/off/auto, the shipped 0.3.16's is a switch).
         return LlamaServerParser(spec_declarations(spec), source=f"{spec.source} (this host's llama-server)")
-    data = _load("farm.engines.llamacpp", LLAMA_DECLS_FILE)
+    name = LLAMA_DECLS_FILES.get(spec.version.split(" ")[0], LLAMA_DECLS_FILE)  # the release's arg.cpp
+    data = _load("farm.engines.llamacpp", name)
     real = [
         Declaration(
             strings=tuple(raw["spellings"]),
@@ -446,7 +462,7 @@ def _llama_server_parser(spec: ArgSpec) -> LlamaServerParser:
     ]
     known = {s for d in real for s in (*d.strings, *d.negatives)}
     older = spec_declarations(spec, skip=known)
-    return LlamaServerParser([*real, *older], source=f"{LLAMA_DECLS_FILE} ({data['version']} common/arg.cpp)")
+    return LlamaServerParser([*real, *older], source=f"{name} ({data['version']} common/arg.cpp)")
 
 
 @dataclass(frozen=True)

@@ -128,7 +128,7 @@ def id_for_label(label: str) -> str | None:
     best: tuple[int, str] | None = None
     for kind in catalogue().values():
         for known in kind.labels:
-            if known.lower() == wanted or known.lower() in wanted:
+            if known.lower() == wanted or _names_card(wanted, known.lower()):
                 score = len(known)
                 if best is None or score > best[0]:
                     best = (score, kind.id)
@@ -151,7 +151,7 @@ def id_for_device_name(name: str, *, vendor: str, memory_gib: float | None = Non
         if kind.vendor != vendor and not (vendor == "nvidia" and kind.nvml_names):
             continue
         for known in names:
-            if known and known.lower() in wanted:
+            if known and _names_card(wanted, known.lower()):
                 matches.append((len(known), kind))
     if not matches:
         return None
@@ -165,6 +165,20 @@ def id_for_device_name(name: str, *, vendor: str, memory_gib: float | None = Non
     if len(candidates) == 1 or memory_gib is None:
         return candidates[0].id if len(candidates) == 1 else _closest(candidates, None)
     return _closest(candidates, memory_gib)
+
+
+_VARIANT_WORDS = frozenset({"ti", "super", "d", "xt", "xtx", "gre", "laptop"})
+"""Words that, following a card's name, make another card: an "RTX 4070 Ti" is not an "RTX 4070"."""
+
+
+def _names_card(reported: str, known: str) -> bool:
+    """Whether the reported device name (lower case) names the catalogue's card `known` (lower case): the name is
+    found whole (at word boundaries), and the word after it, if any, is not a variant (Ti, SUPER, D, XT, ...)."""
+    for found in re.finditer(r"(?<![a-z0-9])" + re.escape(known) + r"(?![a-z0-9])", reported):
+        following = reported[found.end() :].split()
+        if not following or following[0].strip("-_,()") not in _VARIANT_WORDS:
+            return True
+    return False
 
 
 def _closest(candidates: list[HardwareKind], memory_gib: float | None) -> str | None:

@@ -32,11 +32,14 @@ from collections.abc import Sequence
 
 import redis
 from celery import Celery
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 
 from farm.domain import JobView
 from farm.errors import BrokerError
 from farm.logs import get_logger
 from farm.queue.celery_app import RUN_JOB_TASK, create_app, queue_name
+from farm.settings import Settings
 
 log = get_logger(__name__)
 
@@ -45,9 +48,6 @@ ANNOUNCED_KEY_PREFIX = "farm:announced:"
 
 ANNOUNCED_KEY_TTL_S = 7 * 24 * 3600
 """Keys of finished jobs are garbage after this long; a job still queued then is announced once more (harmless)."""
-
-REDIS_SOCKET_TIMEOUT_S = 10.0
-"""The announcer's Redis calls give up after this long, so a dead broker never hangs a submit or a sweep."""
 
 _ANNOUNCE_IF_DUE = """
 local current = redis.call('GET', KEYS[1])
@@ -80,15 +80,30 @@ class Announcer:
         self._script = client.register_script(_ANNOUNCE_IF_DUE)
 
     @classmethod
-    def from_url(cls, broker_url: str) -> Announcer:
-        """An announcer on the broker (a Redis URL) with farm mode's Celery settings."""
+    def from_url(cls, broker_url: str, settings: Settings | None = None) -> Announcer:
+        """An announcer on the broker (a Redis URL) with farm mode's Celery settings; every call it makes gives
+        up after FARM_BROKER_TIMEOUT_S (a dead or silent broker never hangs a submit or a sweep)."""
+        settings = settings or Settings()
+        timeout = settings.broker_timeout_s
         try:
             client = redis.Redis.from_url(
-                broker_url, socket_timeout=REDIS_SOCKET_TIMEOUT_S, socket_connect_timeout=REDIS_SOCKET_TIMEOUT_S
+                broker_url,
+                socket_timeout=timeout,
+                socket_connect_timeout=timeout,
+                socket_keepalive=True,
+                retry=Retry(NoBackoff(), 0),  # redis-py retries 3 times by default: four timeouts per call
             )
         except ValueError as exc:
             raise BrokerError(f"FARM_BROKER_URL is not a Redis URL: {exc}") from exc
-        return cls(create_app(broker_url), client)
+        return cls(create_app(broker_url, settings), client)
+
+    def ping(self) -> str | None:
+        """Whether the broker answers: None when it does, else why not (one call, bounded by the timeout)."""
+        try:
+            self.redis.ping()
+        except redis.RedisError as exc:
+            return f"{type(exc).__name__}: {exc}"
+        return None
 
     def close(self) -> None:
         self.redis.close()
@@ -151,7 +166,8 @@ class Announcer:
         if not due:
             return False
         try:
-            self.app.send_task(RUN_JOB_TASK, args=[job_id], queue=queue)
+            # One attempt, bounded by the transport's timeouts: a retry belongs to the next sweep, not to a wait here.
+            self.app.send_task(RUN_JOB_TASK, args=[job_id], queue=queue, retry=False)
         except Exception as exc:
             # kombu raises its own and the transport's errors here; whatever it was, the message is not sent.
             self.forget(job_id)
@@ -169,13 +185,14 @@ def _lua_number(value: float) -> str:
     return repr(value)
 
 
-def announce_jobs(announcer: Announcer, jobs: Sequence[tuple[str, str]]) -> list[str]:
-    """Announce new jobs (id, hardware class); returns the ids that could not be announced (a sweeper will)."""
-    missed = []
-    for job_id, hardware_class in jobs:
+def announce_jobs(announcer: Announcer, jobs: Sequence[tuple[str, str]]) -> tuple[list[str], str | None]:
+    """Announce new jobs (id, hardware class) until the broker fails once: (the ids not announced, the broker's
+    error or None). The first failure ends it, so a dead or silent broker costs one timeout per call of this,
+    not one per job; the jobs left over are stored, and the workers' sweepers announce them."""
+    for index, (job_id, hardware_class) in enumerate(jobs):
         try:
             announcer.announce(job_id, hardware_class, attempt=0)
         except BrokerError as exc:
             log.warning("job.announce_failed", job=job_id, error=str(exc))
-            missed.append(job_id)
-    return missed
+            return [job for job, _ in jobs[index:]], str(exc)
+    return [], None

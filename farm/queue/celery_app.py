@@ -8,10 +8,16 @@ whose message may arrive twice:
 - `task_acks_late` with a prefetch of one and one job at a time: a message is acknowledged after its job, so
   a worker that dies mid-job leaves the message in Redis' unacked set instead of losing it; and a busy worker
   holds no second message that an idle one could have taken.
-- The visibility timeout is above the longest job (VISIBILITY_TIMEOUT_S), on the producer and the worker
-  alike (kombu reads it on each client): below it Redis hands a running job's message to another worker
-  (FACTS: a long task was started three times). A redelivery is harmless anyway: the claim of a job that is
+- The visibility timeout is FARM_VISIBILITY_TIMEOUT_S, on the producer and the worker alike (kombu reads it on
+  each client), and every worker checks for messages past it every RESTORE_CHECKS_PER_TIMEOUT-th of it (at most
+  every 10 s), so the message a dead worker held goes back to its queue within the timeout and a few seconds,
+  not kombu's default of ten checks later. A running job longer than the timeout has its message handed to
+  another worker too (FACTS: a long task was started three times): harmless here, the claim of a job that is
   already running or finished returns nothing, and the task logs "duplicate" and returns.
+- Every broker call is bounded by FARM_BROKER_TIMEOUT_S (connect and socket timeouts, and a health check of
+  the consumer's connection), so a broker that accepts connections and never answers costs a timeout and a
+  reconnect, never a hang; publishing is one attempt (`send_task(retry=False)` in farm.queue.announce): the
+  sweepers announce again what a failed send left out.
 - `worker_cancel_long_running_tasks_on_connection_loss` is False, on purpose: the job's lease lives in the
   database, not in the broker, so a lost Redis connection takes nothing from the running job. Cancelling it
   would throw away up to hours of measurement for a wake-up channel hiccup; the message that Redis restores
@@ -34,13 +40,6 @@ from farm.settings import Settings
 
 RUN_JOB_TASK = "farm.run_job"
 """The one task of farm mode: `farm.run_job(job_id)`."""
-
-VISIBILITY_TIMEOUT_S = 24 * 3600
-"""Redis gives an unacknowledged message to another worker after this long. Above the longest job a farm runs
-(a 20-minute model load plus a sweep whose default time budget is one hour), so a running job's message is not
-redelivered while it runs; a redelivery past it is still harmless (the claim refuses it). It also bounds how
-long the message of a worker killed mid-job stays parked: the reaper and the sweeper (farm.queue.announce)
-bring that job back long before."""
 
 BROKER_CONNECTION_MAX_RETRIES = None
 """Retry the broker forever: a worker in the middle of a job must not exit because Redis is away for a while."""
@@ -70,11 +69,40 @@ FarmModeSettings = Settings
 with every other default; this name stays for existing imports."""
 
 
-def celery_config(broker_url: str) -> dict[str, Any]:
-    """The Celery settings of farm mode (the module docstring says why each one)."""
+RESTORE_CHECKS_PER_TIMEOUT = 4
+"""How many times per visibility timeout each worker looks for messages that have passed it (at most every
+MAX_RESTORE_INTERVAL_S): one ZRANGE on Redis per worker each time."""
+
+MAX_RESTORE_INTERVAL_S = 10.0
+
+HEALTH_CHECK_INTERVAL_S = 10
+"""kombu pings a connection idle this long before using it, and drops a BRPOP whose reply is this long overdue
+(a half-open connection: the broker went silent without closing it), instead of its default 25 s."""
+
+
+def transport_options(settings: Settings) -> dict[str, Any]:
+    """kombu's Redis transport options of farm mode (the module docstring says why)."""
+    timeout = settings.broker_timeout_s
+    visibility = settings.visibility_timeout_s
+    return {
+        "visibility_timeout": visibility,
+        "unacked_restore_interval": max(1.0, min(MAX_RESTORE_INTERVAL_S, visibility / RESTORE_CHECKS_PER_TIMEOUT)),
+        "unacked_restore_throttle": 1,
+        "socket_timeout": timeout,
+        "socket_connect_timeout": timeout,
+        "socket_keepalive": True,
+        "health_check_interval": HEALTH_CHECK_INTERVAL_S,
+    }
+
+
+def celery_config(broker_url: str, settings: Settings | None = None) -> dict[str, Any]:
+    """The Celery settings of farm mode (the module docstring says why each one); `settings` default to the
+    process's (FARM_*)."""
+    settings = settings or Settings()
     return {
         "broker_url": broker_url,
-        "broker_transport_options": {"visibility_timeout": VISIBILITY_TIMEOUT_S},
+        "broker_transport_options": transport_options(settings),
+        "broker_connection_timeout": settings.broker_timeout_s,
         "broker_connection_retry_on_startup": True,
         "broker_connection_max_retries": BROKER_CONNECTION_MAX_RETRIES,
         "task_serializer": "json",
@@ -101,8 +129,8 @@ def celery_config(broker_url: str) -> dict[str, Any]:
     }
 
 
-def create_app(broker_url: str) -> Celery:
+def create_app(broker_url: str, settings: Settings | None = None) -> Celery:
     """A Celery app for farm mode on `broker_url` (producers and workers use the same one)."""
     app = Celery("farm", set_as_current=False)
-    app.conf.update(celery_config(broker_url))
+    app.conf.update(celery_config(broker_url, settings))
     return app

@@ -30,12 +30,25 @@ class WorkerLine:
     phase: str | None
     quarantine_reason: str | None = None
     """Why the host stopped claiming (its engine keeps failing to start); None while it is in rotation."""
+    broker_ok: bool | None = None
+    """Whether its broker answered its last check (None: embedded mode, no broker)."""
+    spool_held: int = 0
+    """Results it holds in memory because its spool's disk refused them."""
+
+    @property
+    def receives(self) -> bool:
+        """Live, and its broker answers: it can receive a job's message (embedded workers poll, so they do)."""
+        return self.live and self.broker_ok is not False
 
     @property
     def state(self) -> str:
+        """quarantined, silent (no heartbeat within the limit), broker-down (alive but receiving no messages),
+        or live."""
         if self.quarantine_reason is not None:
             return "quarantined"
-        return "live" if self.live else "silent"
+        if not self.live:
+            return "silent"
+        return "live" if self.receives else "broker-down"
 
 
 @dataclass(frozen=True)
@@ -66,6 +79,8 @@ def worker_lines(
             current_job=w.current_job_id,
             phase=w.phase,
             quarantine_reason=w.quarantine_reason if w.quarantined_at is not None else None,
+            broker_ok=w.broker_ok,
+            spool_held=w.spool_held,
         )
         for w in workers
     ]
@@ -73,13 +88,16 @@ def worker_lines(
 
 
 def class_lines(queue_depth: Mapping[str, int], workers: Sequence[WorkerLine]) -> list[ClassLine]:
-    """The queue depth of every class with queued jobs, and the live workers that take them."""
+    """The queue depth of every class with queued jobs, and the live workers that take them (a worker whose broker
+    does not answer takes nothing)."""
     return [
         ClassLine(
             hardware_class=klass,
             queued=count,
             live_workers=tuple(
-                w.worker_id for w in workers if w.live and w.quarantine_reason is None and klass in w.hardware_classes
+                w.worker_id
+                for w in workers
+                if w.receives and w.quarantine_reason is None and klass in w.hardware_classes
             ),
         )
         for klass, count in sorted(queue_depth.items())

@@ -163,6 +163,9 @@ def parse_registry(text: str, source: str, *, content_sha256: str | None = None)
         if draft_note:
             notes_on_command.append(draft_note)
 
+    if argv_field == _SYNTHESIZED or (argv_field == "draft_launch.arguments" and draft_launch.get("synthesized")):
+        argv, prose_notes = _held_to_prose(engine.name, argv, data, source, argv_field)
+        notes_on_command.extend(prose_notes)
     _refuse_gguf_repository(engine.name, argv, source, argv_field)
     model_id = data.get("model_id")
     model_source = "model_id"
@@ -770,6 +773,128 @@ def _bare_gguf_repository(command: Command, instance_id: object) -> Command:
         model_source="model_instance_id",
         notes=(*command.notes, note),
     )
+
+
+_KV_TYPE = r"(f32|f16|fp16|bf16|q8_0|q4_0|q4_1|q5_0|q5_1|iq4_nl|fp8(?:_e4m3|_e5m2)?)"
+_KV_STATED = (
+    # "q4_0/q4_1 KV", "q8_0 K/V cache", "f16 KV cache"
+    re.compile(rf"(?<![\w/]){_KV_TYPE}(?:\s*/\s*{_KV_TYPE})?\s+(?:KV|K/V)\b", re.IGNORECASE),
+    # "KV q8_0", "kv cache: q8_0/q4_0", "KV cache type q4_0"
+    re.compile(rf"\b(?:KV|K/V)(?:[ -]cache)?(?:[ -]type)?\s*[:=]?\s*{_KV_TYPE}(?:\s*/\s*{_KV_TYPE})?(?![\w])", re.I),
+    # "-ctk q4_0 -ctv q4_1" in prose
+    re.compile(rf"(?:-ctk|--cache-type-k)[ =]{_KV_TYPE}(?:\s+(?:-ctv|--cache-type-v)[ =]{_KV_TYPE})?", re.I),
+)
+_NOT_A_SIZE = r"(?!\d|\.\d|\s*(?:t/s|tok/s|tokens?/s|ms\b|s\b|%|x\b))"
+"""A number followed by a rate or a time (`8K ctx = 1383 t/s`) is a measurement, not a context size."""
+_CONTEXT_STATED = (
+    # "c=131072", "ctx=4096", "served ctx=4096", "context: 32768" (never "prompt/context=16384", a prompt size)
+    re.compile(
+        r"(?<![\w/-])(?:c|ctx|ctx-size|ctx_size|n_ctx|context(?:[ -](?:size|length))?)\s*[=:]\s*(\d{3,7})\b"
+        + _NOT_A_SIZE,
+        re.IGNORECASE,
+    ),
+    # "131072 context", "full 262144 context"
+    re.compile(r"(?<![\w.,])(\d{3,7})(?:-token)?\s+context\b", re.IGNORECASE),
+)
+_CONTEXT_STATED_K = re.compile(r"(?<![\w.,])(\d{1,4})\s?K(?:-token)?\s+(?:ctx|context)\b", re.IGNORECASE)
+"""`8K ctx`, `256K context`: N x 1024 tokens."""
+_CONTEXT_OPTIONS = {"llama.cpp": "--ctx-size", "vllm": "--max-model-len", "sglang": "--context-length"}
+_CONTEXT_SPELLINGS = {
+    "llama.cpp": ("-c", "--ctx-size"),
+    "vllm": ("--max-model-len",),
+    "sglang": ("--context-length",),
+}
+
+
+def _prose(data: Mapping[str, Any]) -> str:
+    parts = (data.get("notes"), dig(data, f"{_REGISTRY_LM}.notes"))
+    return " | ".join(part for part in parts if isinstance(part, str))
+
+
+def _stated_kv(text: str) -> tuple[str, str] | bool | None:
+    """The KV cache types (K, V) the recipe's prose states: None when it states none, False when it states more
+    than one reading."""
+    found: set[tuple[str, str]] = set()
+    for pattern in _KV_STATED:
+        for k, v in pattern.findall(text):
+            k = "f16" if k.lower() == "fp16" else k.lower()
+            v = ("f16" if v.lower() == "fp16" else v.lower()) if v else k
+            found.add((k, v))
+    if not found:
+        return None
+    return found.pop() if len(found) == 1 else False
+
+
+def _stated_context(text: str) -> int | bool | None:
+    found = {int(value) for pattern in _CONTEXT_STATED for value in pattern.findall(text)}
+    found |= {int(value) * 1024 for value in _CONTEXT_STATED_K.findall(text)}
+    if not found:
+        return None
+    return found.pop() if len(found) == 1 else False
+
+
+def _held_to_prose(
+    engine: str, argv: list[str], data: Mapping[str, Any], source: str, field_name: str
+) -> tuple[list[str], list[str]]:
+    """A command the farm or the registry generated (no recording), held to the context size and KV cache types
+    the recipe's notes state in prose (`c=131072, kv q8_0`, `q4_0/q4_1 KV`): what the notes state is what ran, so it
+    is carried into the command (llama.cpp's --ctx-size, --cache-type-k/-v; vLLM's and SGLang's context length and
+    an fp8 --kv-cache-dtype), each named in a note. Where the engine has no option for it, the notes state two
+    readings, or a vLLM/SGLang recipe states a llama.cpp cache type, the generated command would launch another
+    option set than the one that ran: refused."""
+    text = _prose(data)
+    if not text:
+        return argv, []
+    notes: list[str] = []
+    where = "the recipe's notes" if isinstance(data.get("notes"), str) else f"{_REGISTRY_LM}.notes"
+    kv = _stated_kv(text)
+    context = _stated_context(text)
+    for what, stated in (("KV cache types", kv), ("context sizes", context)):
+        if stated is False:
+            raise RecipeError(
+                f"{where} state more than one of {what}, and the command was generated, not recorded: which ran "
+                "cannot be told",
+                source=source,
+                field=field_name,
+            )
+    if isinstance(kv, tuple):
+        k, v = kv
+        if engine == "llama.cpp":
+            for spellings, name, value in (
+                (("-ctk", "--cache-type-k"), "--cache-type-k", k),
+                (("-ctv", "--cache-type-v"), "--cache-type-v", v),
+            ):
+                argv, was = _set_option(argv, spellings, name, value)
+                if was != value:
+                    what = "added" if was is None else f"replaces {was!r}"
+                    notes.append(
+                        f"{where} state a {value} KV cache, which the generated command lacks: {name} {value} {what}"
+                    )
+        elif engine in ("vllm", "sglang") and k == v and k.startswith("fp8"):
+            argv, was = _set_option(argv, ("--kv-cache-dtype",), "--kv-cache-dtype", k)
+            if was != k:
+                notes.append(f"{where} state an {k} KV cache, which the generated command lacks: --kv-cache-dtype {k}")
+        elif not (engine in ("vllm", "sglang") and k == v and k in ("f16", "bf16")):
+            raise RecipeError(
+                f"{where} state a {k}/{v} KV cache, which a {engine} command the farm generates cannot carry: the "
+                "command would launch another cache type than the one that ran",
+                source=source,
+                field=field_name,
+            )
+    if isinstance(context, int) and not isinstance(context, bool):
+        option = _CONTEXT_OPTIONS.get(engine)
+        if option is None:
+            raise RecipeError(
+                f"{where} state a context of {context} tokens, which a {engine} command the farm generates cannot "
+                "carry: the command would launch another context than the one that ran",
+                source=source,
+                field=field_name,
+            )
+        argv, was = _set_option(argv, _CONTEXT_SPELLINGS[engine], option, str(context))
+        if was != str(context):
+            what = "added" if was is None else f"replaces the generated {was!r}"
+            notes.append(f"{where} state a context of {context} tokens: {option} {context} {what}")
+    return argv, notes
 
 
 _MTP_TOKENS = re.compile(r"\bMTP(?:\s*[=:]?\s*|\s+k\s*=\s*)(\d{1,2})\b", re.IGNORECASE)

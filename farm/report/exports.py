@@ -7,7 +7,8 @@ entry by entry; `jsonl` is one entry per line. A registry export is checked agai
 (farm.report.registry_schema) document by document, recipe group by recipe group.
 
 CSV cells that a spreadsheet would run as a formula (starting with `=`, `+`, `-`, `@`, a tab or a carriage
-return) are written with a leading `'`, as OWASP advises against CSV injection; numbers are written as numbers.
+return) are written with a leading `'`, as OWASP advises against CSV injection; numbers are written as numbers,
+bare, and every text cell quoted, so one holding `;` or `,` stays one cell whichever separator a spreadsheet takes.
 """
 
 from __future__ import annotations
@@ -161,8 +162,10 @@ def stream_csv(entries: Iterable[Entry]) -> Iterator[str]:
     """One line per entry, written as it comes; provenance summarised as hosts, GPUs and farm commits (once for
     the entries that pool the same runs, as a group's entries mostly do)."""
     out = io.StringIO()
-    writer = csv.writer(out, lineterminator="\n")
-    writer.writerow(CSV_COLUMNS)
+    # Every text cell quoted, numbers bare: a cell holding `;` (the separator a spreadsheet in many locales
+    # assumes) or `,` stays one cell whichever separator the reader takes.
+    csv.writer(out, lineterminator="\n").writerow(CSV_COLUMNS)  # plain names, as readers match them
+    writer = csv.writer(out, lineterminator="\n", quoting=csv.QUOTE_NONNUMERIC)
     runs: tuple[object, ...] | None = None
     cells = ("", "", "")
     for entry in entries:

@@ -9,11 +9,19 @@ and any file it was handed, so a test can check that the engine receives exactly
     ollama serve                      listens on OLLAMA_HOST
     ollama create NAME -f Modelfile   POSTs /api/create to OLLAMA_HOST (the model served as NAME)
     mlx_lm.server --model M ... --host H --port P
+    lms server start --port P --bind H    starts the simulator detached (as LM Studio's daemon serves), then exits
+    lms load MODEL ... --identifier ID    POSTs /sim/lms/load (the model served as ID)
+    lms unload --all, lms server stop     the latter stops the detached simulator
+    lms version                           prints the stand-in's version
+
+`lms` keeps where its server listens in `.lms-standin.json` in its working directory (the run's own directory,
+where the worker runs every `lms` command), as LM Studio's daemon remembers its server.
     python main.py --config FILE      TabbyAPI: listens on the config's network.host/port, serves model.model_name
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
@@ -76,7 +84,61 @@ def _tabbyapi(args: list[str]) -> None:
     _become_sim("tabbyapi", str(model["model_name"]), str(network["host"]), str(network["port"]))
 
 
-STAND_INS = {"ollama": _ollama, "mlx": _mlx, "tabbyapi": _tabbyapi}
+LMS_STATE = ".lms-standin.json"
+LMS_READY_TIMEOUT_S = 20.0
+
+
+def _lms_post(path: str, body: dict[str, object]) -> None:
+    state = json.loads(Path(LMS_STATE).read_text(encoding="utf-8"))
+    request = urllib.request.Request(
+        f"http://{state['host']}:{state['port']}{path}",
+        data=json.dumps(body).encode(),
+        method="POST",
+        headers={"Content-Type": "application/json"},
+    )
+    with urllib.request.urlopen(request, timeout=10) as resp:  # noqa: S310 - the stand-in's loopback server
+        print(resp.read().decode())
+
+
+def _lmstudio(args: list[str]) -> None:
+    import signal
+    import subprocess
+    import time
+
+    _record(["lms", *args], {})
+    if args[:2] == ["server", "start"]:
+        host, port = _option(args, "--bind"), _option(args, "--port")
+        argv = [sys.executable, "-m", "farm", "sim", "serve", "--profile", "test", "--dialect", "lmstudio"]
+        argv += ["--model", "(none loaded yet)", "--host", host, "--port", port]
+        server = subprocess.Popen(argv, stdin=subprocess.DEVNULL, start_new_session=True)
+        Path(LMS_STATE).write_text(json.dumps({"host": host, "port": port, "pid": server.pid}), encoding="utf-8")
+        deadline = time.monotonic() + LMS_READY_TIMEOUT_S
+        while time.monotonic() < deadline:
+            try:
+                with urllib.request.urlopen(f"http://{host}:{port}/v1/models", timeout=1):
+                    print(f"Success! Server is now running on port {port}")
+                    return
+            except OSError:
+                time.sleep(0.1)
+        raise SystemExit(f"standin: the server did not answer on port {port}")
+    if args[:1] == ["load"] and len(args) >= 2:
+        _lms_post("/sim/lms/load", {"model": args[1], "identifier": _option(args, "--identifier")})
+        return
+    if args[:2] == ["unload", "--all"]:
+        return
+    if args[:2] == ["server", "stop"]:
+        state = json.loads(Path(LMS_STATE).read_text(encoding="utf-8"))
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(int(state["pid"]), signal.SIGTERM)
+        print("Stopped the server")
+        return
+    if args[:1] == ["version"]:
+        print("lms - LM Studio CLI - 0.3.0-standin")
+        return
+    raise SystemExit(f"standin: lms {' '.join(args)} is not something the worker runs")
+
+
+STAND_INS = {"ollama": _ollama, "lmstudio": _lmstudio, "mlx": _mlx, "tabbyapi": _tabbyapi}
 """The engines the simulator stands in for, by the table's name."""
 
 

@@ -90,13 +90,43 @@ default of 4 MB it spills to disk (when a whole export was pooled that way, 5.6 
 at 10,000 runs). A session takes it only when a query needs it."""
 
 
-def create_store_engine(url: str) -> Engine:
-    """An engine for the farm's store, configured for claims as described in the module docstring."""
+POOL_SIZE = 2
+"""PostgreSQL connections a farm process holds at most (no overflow): a worker's job thread (or Celery's task
+thread) and its sweeper each have one, and the heartbeat waits a few milliseconds for one. So a fleet of N
+workers holds at most 2 N connections; PostgreSQL's default max_connections of 100 takes about 45 workers beside
+the readers, and a larger fleet goes through a pooler (PgBouncer in transaction mode; docs/farm-mode.md)."""
+
+POOL_TIMEOUT_S = 30.0
+"""How long a thread waits for one of the pool's connections before its call fails as a StoreError."""
+
+CONNECT_TIMEOUT_S = 10
+"""A new PostgreSQL connection gives up after this long (libpq's connect_timeout): a partition that drops
+packets costs this, not the kernel's two minutes of SYN retries."""
+
+TCP_KEEPALIVE = {"keepalives": 1, "keepalives_idle": 10, "keepalives_interval": 5, "keepalives_count": 3}
+"""TCP keepalives on every PostgreSQL connection: a connection whose peer vanished without closing it (a
+partition, a host that lost power) fails within about 25 s instead of waiting on a reply forever."""
+
+
+def create_store_engine(url: str, *, pool_size: int = POOL_SIZE) -> Engine:
+    """An engine for the farm's store, configured for claims as described in the module docstring; on
+    PostgreSQL at most `pool_size` connections (POOL_SIZE says why 2), each with bounded waits."""
     parsed = normalise_url(url)
     if parsed.get_backend_name() == "sqlite":
         return _sqlite_engine(parsed)
     try:
-        engine = create_engine(parsed, pool_pre_ping=True, json_serializer=json_text)
+        engine = create_engine(
+            parsed,
+            pool_pre_ping=True,
+            pool_size=pool_size,
+            max_overflow=0,
+            pool_timeout=POOL_TIMEOUT_S,
+            json_serializer=json_text,
+            # No server-side prepared statements (psycopg prepares a query run 5 times on a connection): behind
+            # PgBouncer in transaction mode a statement prepared on one server connection is unknown on the next
+            # (docs/farm-mode.md). The farm runs each query rarely on a connection, so nothing is lost.
+            connect_args={"connect_timeout": CONNECT_TIMEOUT_S, "prepare_threshold": None, **TCP_KEEPALIVE},
+        )
     except (exc.SQLAlchemyError, ImportError) as error:
         raise StoreError(f"cannot create an engine for {parsed.render_as_string(hide_password=True)}") from error
 

@@ -182,6 +182,10 @@ class Host(Base):
     """The fingerprint of the host's Ed25519 key (farm.signing.keys), registered at the worker's start."""
     public_key: Col[str | None] = Column(String(64))
     """The host's public key, base64 of its 32 raw bytes (never the private key, which stays on the host)."""
+    broker_ok: Col[bool | None] = Column(Boolean)
+    """The worker's last check of its broker (None: embedded mode); False: it cannot receive messages."""
+    spool_held: Col[int] = Column(Integer, server_default="0", nullable=False)
+    """Results held in the worker's memory because its spool's disk refused them."""
 
 
 class RecipeRow(Base):

@@ -55,6 +55,10 @@ class WorkerView:
     """Failed engine starts in a row."""
     quarantined_at: datetime | None = None
     quarantine_reason: str | None = None
+    broker_ok: bool | None = None
+    """Whether the worker's broker answered its last check (None: embedded mode, no broker)."""
+    spool_held: int = 0
+    """Results the worker holds in memory because its spool's disk refused them."""
 
 
 @dataclass(frozen=True)

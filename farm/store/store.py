@@ -10,25 +10,27 @@ The lease protocol, in one place:
   owner, a lease expiry and `attempt + 1`, and inserts the run row for (job, attempt). The attempt number
   only ever grows: it is the fencing token.
 - Host-aware retries: a claim skips a job its host already failed while another live, unquarantined host of
-  the class that has not failed it exists; when none does, the host may take it again after the job's back-off
-  (`retry_after`). A quarantined host claims nothing (`quarantine`, `release_host`): `fail` quarantines a host
-  after K failed engine starts in a row (START_FAILURES) that are the host's, not the recipe's (a start that
-  failed the same way in another run of the job, or of its recipe on another host, follows the recipe; a recipe
-  counts once), and such
-  an attempt is not charged to the job when it is the job's first failed start or when it quarantined the host
-  (it is counted with the releases).
+  the class whose broker answers (it can receive the job's message) and that has not failed it exists; when
+  none does, the host may take it again after the job's back-off (`retry_after`). A quarantined host claims
+  nothing (`quarantine`, `release_host`): `fail` quarantines a host after K failed engine starts in a row
+  (START_FAILURES) that are the host's, not the recipe's (a start that failed the same way in another run of
+  the job, or of its recipe on another host, follows the recipe; a recipe counts once), and such an attempt is
+  not charged to the job when it is the job's first failed start or when it quarantined the host (it is counted
+  with the releases).
 - Fenced by attempt, not by clock: `heartbeat`, `fail` and `release` are accepted from the owner of the current
   attempt while the job runs, even after its lease expired, until a reaper takes the job back. `complete`
   accepts the results of the current attempt whenever they arrive (spooled through a database outage) as long as
   no later attempt exists and the job was not cancelled, even after the reaper took it back.
 - `reap` requeues running jobs whose lease expired (one conditional UPDATE, so any number of reapers can
-  run at once) while attempts remain, and fails them with `host_lost` once the budget is spent.
+  run at once) while attempts remain, and fails them with `host_lost` once the budget is spent. Its callers
+  hold it back after a database outage (farm.worker.outage): a lease that ran out while nobody could reach the
+  database is reaped only once its owner had a grace to deliver the results it spooled.
 - `release` (a graceful worker shutdown) hands the job back without spending its budget: the attempt
   number still grows (it is the fencing token) but the release is counted and not charged against
   `max_attempts`.
 - `cancel` ends a queued or running job at once; the owner of a running one gets LeaseLost on its next
   heartbeat and its results are refused.
-- Failure messages and artifacts are scrubbed of secrets (farm.provenance.scrub_text) before they are stored.
+- Failure messages and artifacts are scrubbed of secrets (farm.scrubber.scrub_text) before they are stored.
 
 Every write is one transaction; every SQLAlchemy or driver error comes out as farm.errors.StoreError. The
 lease operations (heartbeat, complete, fail, release) raise LeaseLost for a job that does not exist too, so
@@ -46,7 +48,7 @@ from datetime import UTC, datetime, timedelta
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import ColumnElement, Connection, Row, and_, case, func, insert, or_, select, update
+from sqlalchemy import ColumnElement, Connection, Row, and_, case, func, insert, or_, select, true, update
 
 import farm
 from farm.domain import (
@@ -63,10 +65,18 @@ from farm.domain import (
     split_key,
 )
 from farm.errors import InvalidTransition, JobNotFound, LeaseLost, StoreError
-from farm.provenance import scrub_artifact, scrub_text
+from farm.scrubber import scrub_artifact, scrub_text
 from farm.settings import LIVE_WITHIN_S
 from farm.store import migrate, queries
-from farm.store.db import READ_ONLY, create_store_engine, is_sqlite, normalise_url, translate_errors, upsert
+from farm.store.db import (
+    POOL_SIZE,
+    READ_ONLY,
+    create_store_engine,
+    is_sqlite,
+    normalise_url,
+    translate_errors,
+    upsert,
+)
 from farm.store.models import (
     ArtifactRow,
     GroupFigureStat,
@@ -149,6 +159,19 @@ def _failed_by(worker_id: str) -> ColumnElement[bool]:
     )
 
 
+def _failed_by_all(worker_ids: Sequence[str]) -> ColumnElement[bool]:
+    """The job (correlated) has a failed attempt on every one of these hosts: one subquery whatever their number
+    (one EXISTS per host made every claim of a 100-host fleet plan 99 subqueries)."""
+    if not worker_ids:
+        return true()
+    failed_hosts = (
+        select(func.count(func.distinct(Run.worker_id)))
+        .where(Run.job_id == Job.id, Run.state == RunState.FAILED.value, Run.worker_id.in_(list(worker_ids)))
+        .scalar_subquery()
+    )
+    return failed_hosts == len(worker_ids)
+
+
 def _current_attempt_of(job_id: str, attempt: int, worker_id: str) -> ColumnElement[bool]:
     """`attempt` is the job's newest attempt, it is `worker_id`'s, and nothing ended the job since but a reaper
     (which leaves the job queued, or failed with host_lost): results of it are still welcome."""
@@ -182,16 +205,18 @@ def _owned_by(job_id: str, attempt: int, worker_id: str) -> ColumnElement[bool]:
 class Store:
     """The farm's database. `Store(url)` opens it unchecked; `Store.open` also checks the schema revision."""
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, *, pool_size: int = POOL_SIZE) -> None:
         self.url = url
         parsed = normalise_url(url)
         self.url_for_display = parsed.render_as_string(hide_password=True)
         """The URL with any password hidden, for messages and logs."""
         self.is_sqlite = is_sqlite(parsed)
-        self._engine = create_store_engine(url)
+        self._engine = create_store_engine(url, pool_size=pool_size)
 
     @classmethod
-    def open(cls, url: str, *, auto_upgrade: bool | None = None, check_schema: bool = True) -> Store:
+    def open(
+        cls, url: str, *, auto_upgrade: bool | None = None, check_schema: bool = True, pool_size: int = POOL_SIZE
+    ) -> Store:
         """A store whose schema is at this farm's head revision.
 
         A database behind it is upgraded when `auto_upgrade` is true, and refused with a StoreError that
@@ -404,22 +429,26 @@ class Store:
         """The jobs `worker_id` may claim now (the rule in `claim`), per class; None when the host is quarantined.
         The hosts are read here in one query, once per claim (a farm has a few dozen)."""
         rows = conn.execute(
-            select(Host.worker_id, Host.hardware_classes, Host.quarantined_at, Host.last_heartbeat)
+            select(Host.worker_id, Host.hardware_classes, Host.quarantined_at, Host.last_heartbeat, Host.broker_ok)
         ).all()
         if any(row.worker_id == worker_id and row.quarantined_at is not None for row in rows):
             return None
         live_since = now - timedelta(seconds=live_within_s)
+        # A host whose broker does not answer cannot receive the job's message: it is no host to wait for.
         hosts = [
             row
             for row in rows
-            if row.worker_id != worker_id and row.quarantined_at is None and row.last_heartbeat > live_since
+            if row.worker_id != worker_id
+            and row.quarantined_at is None
+            and row.last_heartbeat > live_since
+            and row.broker_ok is not False
         ]
         backed_off = or_(Job.retry_after.is_(None), Job.retry_after <= now)
         per_class = []
         for klass in classes:
             others = [host.worker_id for host in hosts if klass in (host.hardware_classes or ())]
             # Every other live host of the class failed it too: nobody better to take it, so it may come back here.
-            nobody_else = and_(*(_failed_by(other) for other in others), backed_off)
+            nobody_else = and_(_failed_by_all(others), backed_off)
             per_class.append(and_(Job.hardware_class == klass, or_(~_failed_by(worker_id), nobody_else)))
         return or_(*per_class)
 
@@ -1031,6 +1060,11 @@ class Store:
             self._finish_run(conn, job_id, attempt, RunState.RELEASED, when, message=scrub_text(reason))
         return JobState.QUEUED
 
+    def ping(self) -> None:
+        """One round trip to the database; StoreError when it does not answer."""
+        with self._read("cannot reach the database") as conn:
+            conn.execute(select(1))
+
     def reap(self, *, now: datetime | None = None) -> list[str]:
         """Take back every running job whose lease expired (database time); returns their ids.
 
@@ -1133,14 +1167,23 @@ class Store:
         job_id: str | None = None,
         phase: str | None = None,
         *,
+        broker_ok: bool | None = None,
+        spool_held: int = 0,
         now: datetime | None = None,
     ) -> None:
-        """Say a worker is alive (database time) and what it is doing. StoreError when it never registered."""
+        """Say a worker is alive (database time), what it is doing, whether its broker answers (None: no broker)
+        and how many results its spool holds in memory. StoreError when it never registered."""
         with self._write(f"cannot record the heartbeat of worker {worker_id!r}") as conn:
             updated = conn.execute(
                 update(Host)
                 .where(Host.worker_id == worker_id)
-                .values(last_heartbeat=_clock(conn, now), current_job_id=job_id, phase=phase)
+                .values(
+                    last_heartbeat=_clock(conn, now),
+                    current_job_id=job_id,
+                    phase=phase,
+                    broker_ok=broker_ok,
+                    spool_held=spool_held,
+                )
             )
             if updated.rowcount != 1:
                 raise StoreError(f"worker {worker_id!r} is not registered")
@@ -1200,6 +1243,8 @@ class Store:
                 start_failures=row.start_failures,
                 quarantined_at=row.quarantined_at,
                 quarantine_reason=row.quarantine_reason,
+                broker_ok=row.broker_ok,
+                spool_held=row.spool_held,
             )
             for row in rows
         ]

@@ -31,7 +31,7 @@ from farm.worker.daemon import Worker
 
 log = get_logger(__name__)
 
-Outcome = Literal["ran", "duplicate", "skipped", "store_unavailable", "spooled"]
+Outcome = Literal["ran", "duplicate", "skipped", "store_unavailable", "spooled", "error"]
 OnSigterm = Literal["finish", "release"]
 
 SKIP_PAUSE_S = 1.0
@@ -67,7 +67,31 @@ class FarmRuntime:
         return self.current is not None
 
     def handle(self, job_id: str) -> Outcome:
-        """Claim the job and run it; the body of `farm.run_job`."""
+        """Claim the job and run it; the body of `farm.run_job`.
+
+        A message consumed without a claim must not leave the job's announcement standing (the job would wait
+        FARM_ANNOUNCE_STALE_S for a sweeper to take the announcement as lost): every way out before the claim
+        resolves forgets it, so the next sweep announces the job again, an unexpected error included."""
+        try:
+            job = self._claim(job_id)
+        except Exception:
+            log.exception("task.failed_before_claim", job=job_id)
+            self.announcer.forget(job_id)
+            return "error"
+        if isinstance(job, str):
+            return job
+        with self._lock:
+            self.current = job
+        try:
+            self.worker.run_job(job)
+        finally:
+            with self._lock:
+                self.current = None
+        self.announce_if_requeued(job.id)
+        return "ran"
+
+    def _claim(self, job_id: str) -> ClaimedJob | Outcome:
+        """The claimed job, or the outcome of a message that claimed nothing."""
         worker = self.worker
         if job_id in worker.deliver_spooled():
             # This worker's results for the job wait in its spool (the store did not take them yet): a claim would
@@ -95,15 +119,7 @@ class FarmRuntime:
                 return "skipped"
             log.info("task.duplicate", job=job_id)
             return "duplicate"
-        with self._lock:
-            self.current = job
-        try:
-            worker.run_job(job)
-        finally:
-            with self._lock:
-                self.current = None
-        self.announce_if_requeued(job.id)
-        return "ran"
+        return job
 
     def left_to_another(self, job_id: str) -> bool:
         """A claim that found the job still queued left it to another host: send its message back, after a
@@ -113,8 +129,11 @@ class FarmRuntime:
                 return False
             view = self.worker.store.get_job(job_id)
         except StoreError as exc:
+            # Nobody knows whether the job is queued: the message is spent, so its announcement goes, and the
+            # next sweep that reaches the store announces the job again if it is.
             log.warning("task.skip_check_failed", job=job_id, error=str(exc))
-            return False
+            self.announcer.forget(job_id)
+            return True
         log.info("task.left_to_another_host", job=job_id)
         time.sleep(SKIP_PAUSE_S)
         self.announcer.forget(job_id)
@@ -169,7 +188,7 @@ class FarmRuntime:
     def idle_heartbeat(self) -> None:
         """Say the worker is alive while it has no job (a busy one is reported by the job's heartbeat)."""
         if not self.busy:
-            self.worker.store.worker_heartbeat(self.worker.worker_id, job_id=None, phase=None)
+            self.worker.report_alive()
 
 
 _runtime: FarmRuntime | None = None

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import threading
 import time
 from collections.abc import Callable, Coroutine, Sequence
@@ -34,10 +35,11 @@ from farm.errors import EngineError, FarmError, LeaseLost, MeasurementError, Sto
 from farm.hardware.probe import HardwareProbe, SimulatedProbe
 from farm.logs import get_logger
 from farm.net import free_port
-from farm.provenance import HostInfo, Provenance, capture_provenance, now_utc, scrub_artifact, scrub_text
+from farm.provenance import HostInfo, Provenance, capture_provenance, now_utc
 from farm.recipes.model import Engine as RecipeEngine
 from farm.recipes.model import Recipe, RecipeProvenance
 from farm.recipes.sweep import SweepPlan
+from farm.scrubber import scrub_artifact, scrub_text
 from farm.settings import Settings
 from farm.signing.keys import HostKey
 from farm.signing.runs import sign_result
@@ -46,6 +48,7 @@ from farm.worker.energy import ENERGY_SAMPLE_INTERVAL_S, EnergySampler
 from farm.worker.engines import EngineFactory, default_engine_factory, probe_for
 from farm.worker.failures import classify_request_failure
 from farm.worker.memory import PeakMemorySampler
+from farm.worker.outage import StoreWatch
 from farm.worker.profile import WorkerProfile
 from farm.worker.spool import Spool
 
@@ -89,6 +92,8 @@ class Worker:
         self.hardware_classes = profile.hardware_classes()
         self.lease_s = profile.worker.lease_s or self.settings.lease_s
         self.poll_interval_s = profile.worker.poll_interval_s or self.settings.poll_interval_s
+        self.broker_ok: bool | None = None
+        """Farm mode: whether the broker answered the sweeper's last check; None in embedded mode."""
         self._shutdown = threading.Event()
         self._spool_lock = threading.Lock()
         """One delivery of the spool at a time: farm mode delivers from the sweeper and from a task's thread."""
@@ -97,6 +102,13 @@ class Worker:
         """This host's signing key (farm.signing.keys: made at the first start, 0600 in the data directory)."""
         self._last_recipe: Recipe | None = None
         self._next_self_check = 0.0
+
+    @functools.cached_property
+    def store_watch(self) -> StoreWatch:
+        """What this worker saw of the database: a reap waits after an outage (farm.worker.outage), and from its
+        first use (the worker's start). Not on SQLite: a file on this host has no outage that another host's owner
+        could be caught in."""
+        return StoreWatch(0.0 if self.store.is_sqlite else self.settings.reap_grace_s)
 
     # --- the loop ---
 
@@ -128,12 +140,17 @@ class Worker:
         while not self._shutdown.is_set():
             waiting = self.deliver_spooled()  # before the reap: results of an attempt nobody else took are still taken
             try:
-                self.store.reap()
+                if self.store_watch.may_reap():
+                    self.store.reap()
+                else:
+                    self.store.ping()
+                self.store_watch.answered()
                 if waiting:  # the store answers again: deliver before any claim could start a later attempt
                     waiting = self.deliver_spooled()
                 self.check_quarantine()
                 job = None if waiting else self._claim(only_jobs)
             except StoreError as exc:
+                self.store_watch.failed()
                 log.warning("worker.store_unavailable", error=str(exc))
                 job = None
             if job is None:
@@ -201,7 +218,24 @@ class Worker:
 
     def _idle_heartbeat(self) -> None:
         with contextlib.suppress(StoreError):  # an unreachable store is noticed and logged by the claim
-            self.store.worker_heartbeat(self.worker_id, job_id=None, phase=None)
+            self.report_alive()
+
+    def report_alive(self, job_id: str | None = None, phase: str | None = None) -> None:
+        """The worker's heartbeat: alive, its job and phase, whether its broker answers, and how many results its
+        spool holds in memory (the disk refused them). StoreError when the store does not answer."""
+        self.store.worker_heartbeat(
+            self.worker_id, job_id=job_id, phase=phase, broker_ok=self.broker_ok, spool_held=self.spool.held
+        )
+
+    def broker_answered(self, error: str | None) -> None:
+        """The sweeper's check of the broker: None when it answered, else why not. A change is logged."""
+        ok = error is None
+        if ok != self.broker_ok:
+            if ok:
+                log.info("worker.broker_answers")
+            else:
+                log.error("worker.broker_unreachable", error=error, note="this worker receives no messages")
+        self.broker_ok = ok
 
     def deliver_spooled(self) -> frozenset[str]:
         """Deliver the results spooled through a store outage; the ids of the jobs whose results still wait (the
@@ -215,7 +249,9 @@ class Worker:
         for index, item in enumerate(pending):
             try:
                 self.store.complete(item.job_id, item.attempt, item.worker_id, item.result)
+                self.store_watch.answered()
             except LeaseLost as exc:
+                self.store_watch.answered()
                 log.warning("spool.refused", job=item.job_id, attempt=item.attempt, reason=str(exc))
             except StoreRefused as exc:
                 # The store answered and refused the content: it would refuse it at every pass, and a worker that
@@ -226,6 +262,7 @@ class Worker:
                 self._fail_attempt(item.job_id, item.attempt, _refused_message(exc, self.worker_id, kept))
                 continue
             except StoreError as exc:
+                self.store_watch.failed()
                 waiting = frozenset(kept.job_id for kept in pending[index:])  # kept for the next pass
                 log.warning("spool.waiting", jobs=sorted(waiting), error=(str(exc).splitlines() or [""])[0][:200])
                 return waiting
@@ -419,8 +456,12 @@ class Worker:
             self._fail_attempt(job.id, job.attempt, _refused_message(exc, self.worker_id, kept))
             return
         except StoreError as exc:
+            self.store_watch.failed()
             path = self.spool.put(job.id, job.attempt, self.worker_id, result)
-            log.warning("job.results_spooled", path=str(path), error=str(exc))
+            if path is None:  # the disk refused them too: held in memory (logged by the spool), delivered later
+                log.warning("job.results_spooled", in_memory=True, error=str(exc))
+            else:
+                log.warning("job.results_spooled", path=str(path), error=str(exc))
             return
         log.info("job.succeeded", figures=len(result.figures))
 
@@ -481,12 +522,14 @@ class Worker:
         while not state.stop.wait(interval):
             try:
                 self.store.heartbeat(job.id, job.attempt, self.worker_id, state.phase, state.progress, self.lease_s)
-                self.store.worker_heartbeat(self.worker_id, job_id=job.id, phase=state.phase)
+                self.report_alive(job_id=job.id, phase=state.phase)
+                self.store_watch.answered()
             except LeaseLost as exc:
                 state.lease_lost = str(exc)
                 log.warning("job.lease_lost", reason=str(exc))
                 return
             except StoreError as exc:
+                self.store_watch.failed()
                 log.warning("heartbeat.store_unavailable", error=str(exc))
 
 
@@ -570,6 +613,7 @@ def _with_log(result: RunResult, engine: Engine) -> RunResult:
     )
 
 
-def _refused_message(error: StoreRefused, worker_id: str, kept: Path) -> str:
+def _refused_message(error: StoreRefused, worker_id: str, kept: Path | None) -> str:
     """The failure recorded for an attempt whose results the store refused, naming where they are kept."""
-    return f"the store refused this attempt's results ({error}); they are kept on worker {worker_id} at {kept}"
+    where = f"at {kept}" if kept is not None else "in its memory (its spool's disk refused them)"
+    return f"the store refused this attempt's results ({error}); they are kept on worker {worker_id} {where}"

@@ -9,9 +9,11 @@ from __future__ import annotations
 import importlib
 import os
 from collections.abc import Callable, Sequence
+from functools import cache
 from pathlib import Path
 
 from farm.domain import FailureClass
+from farm.engines.argspec import ArgSpec
 from farm.engines.base import Engine, LaunchRequest
 from farm.engines.container import ContainerEngine
 from farm.engines.endpoint.adapter import endpoint_engine
@@ -19,6 +21,7 @@ from farm.engines.environment import recipe_environment
 from farm.engines.judge import DEFAULT_PATH_ROOTS
 from farm.engines.llamacpp.adapter import load_llamacpp_spec
 from farm.engines.policy import EnginePolicy, recipe_command
+from farm.engines.process import EngineProcess
 from farm.engines.registry import ENGINES, canonical_engine_name
 from farm.engines.sim.adapter import sim_engine
 from farm.engines.vllm.adapter import DEFAULT_ENV_ALLOWLIST, vllm_engine, vllm_env
@@ -80,9 +83,12 @@ def assigned_gpus(profile: WorkerProfile, probe: HardwareProbe, count: int) -> t
 def engine_policy(profile: WorkerProfile) -> EnginePolicy:
     section = profile.engine.policy
     serve_args = load_vllm_spec(Path(section.serve_args_file).expanduser()) if section.serve_args_file else None
-    specs = {}
+    specs, notes = _version_specs(profile)
+    if serve_args is not None:
+        notes["vllm"] = f"vllm {serve_args.version} from {serve_args.source}"
     if section.llamacpp_args_file:
         specs["llama.cpp"] = load_llamacpp_spec(Path(section.llamacpp_args_file).expanduser())
+        notes["llama.cpp"] = f"llama.cpp {specs['llama.cpp'].version} from {specs['llama.cpp'].source}"
     return EnginePolicy(
         allow_trust_remote_code_models=frozenset(section.allow_trust_remote_code_models),
         allow_local_media=section.allow_local_media,
@@ -95,7 +101,36 @@ def engine_policy(profile: WorkerProfile) -> EnginePolicy:
         path_roots=section.path_roots if section.path_roots is not None else _host_roots(profile),
         serve_args=serve_args,
         specs=specs,
+        spec_notes=notes,
     )
+
+
+def _version_specs(profile: WorkerProfile) -> tuple[dict[str, ArgSpec], dict[str, str]]:
+    """For each engine this host runs: the spec of the version it runs (its profile's `version`, else what its
+    executable says, else the newest shipped), and a line saying which (for provenance)."""
+    specs: dict[str, ArgSpec] = {}
+    notes: dict[str, str] = {}
+    engine = profile.engine
+    for name in engine.runs():
+        kind = ENGINES.get(name)
+        if kind is None:
+            continue
+        try:
+            section = engine.vllm if name == "vllm" else engine.process_section(name)
+        except ValueError:
+            continue  # no process section: no worker of it here (its spec is the shipped default)
+        version = section.version
+        if version is None and kind.read_version is not None and not engine.stand_in and engine.kind == name:
+            version = _read_version(kind.name, _expand(section.executable))
+        specs[name], notes[name] = kind.spec_at(version)
+    return specs, notes
+
+
+@cache
+def _read_version(engine: str, executable: tuple[str, ...]) -> str | None:
+    """The version the host's executable says it is, asked once per worker process (read at start)."""
+    read = ENGINES[engine].read_version
+    return read(executable) if read is not None else None
 
 
 def _host_roots(profile: WorkerProfile) -> tuple[str, ...]:
@@ -174,7 +209,7 @@ def default_engine_factory(
             draft_paths=engine.llamacpp.draft_paths,
         )
         launch: Callable[[LaunchRequest], Engine] = importlib.import_module(kind.adapter).launch
-        return launch(request)
+        return _judged_by(launch(request), policy, kind.name)
     if engine.kind == "vllm-container":
         if recipe.container is None:
             raise EngineError("the recipe has no container launch", failure_class=FailureClass.BAD_RECIPE)
@@ -196,7 +231,7 @@ def default_engine_factory(
         )
     vllm = engine.vllm
     model_path = vllm.model_paths.get(recipe.model_id)
-    return vllm_engine(
+    launched = vllm_engine(
         recipe,
         executable=_expand(vllm.executable),
         host=engine.host,
@@ -213,6 +248,14 @@ def default_engine_factory(
         probe=probe,
         gpu_free_deadline_s=vllm.gpu_free_deadline_s,
     )
+    return _judged_by(launched, policy, "vllm")
+
+
+def _judged_by(engine: Engine, policy: EnginePolicy, name: str) -> Engine:
+    """The engine, told which spec judged its command (its provenance says so)."""
+    if isinstance(engine, EngineProcess):
+        engine.argument_spec = policy.spec_notes.get(name)
+    return engine
 
 
 def _expand(executable: Sequence[str]) -> tuple[str, ...]:

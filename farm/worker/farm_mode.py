@@ -4,11 +4,20 @@ profile's hardware classes.
 One job at a time (one thread, prefetch of one), the same Worker and store code as the polling loop, a sweeper
 thread (farm.worker.sweeper) beside Celery's consumer. SIGTERM is Celery's warm shutdown: the job in hand is
 finished, or handed back to the queue first when the on_sigterm policy says "release".
+
+Whatever the broker does, the worker is gone within its profile's grace (`[engine] stop_grace_s` and
+STOP_MARGIN_S) once the job in hand has ended: a Celery consumer waiting on a broker that accepts connections and
+never answers does not see its shutdown flag, so a watchdog started by SIGTERM ends the process itself then
+(logged as `worker.forced_exit`), after the sweeper stopped and the spool was written.
 """
 
 from __future__ import annotations
 
+import os
+import sys
 import threading
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +55,42 @@ class CeleryConsumerSwitch(tasks.ConsumerSwitch):
             self.app.control.add_consumer(queue, destination=[self.hostname], reply=False)
 
 
+STOP_MARGIN_S = 5.0
+"""Beyond the profile's engine stop grace, what a stopping worker is given to finish Celery's shutdown."""
+
+
+def stop_grace_s(profile: WorkerProfile) -> float:
+    """How long after its job ended a stopping worker may take to exit (module docstring)."""
+    return profile.engine.stop_grace_s + STOP_MARGIN_S
+
+
+def exit_watchdog(
+    runtime: tasks.FarmRuntime,
+    grace_s: float,
+    exited: threading.Event,
+    last_words: Callable[[], None],
+    *,
+    force_exit: Callable[[int], None] = os._exit,
+) -> None:
+    """Wait for the job in hand to end, then `grace_s` for the worker to exit by itself (`exited`); if it has
+    not, say why, run `last_words` and end the process."""
+    while runtime.busy and not exited.is_set():
+        time.sleep(0.2)
+    if exited.wait(grace_s):
+        return
+    log.error(
+        "worker.forced_exit",
+        grace_s=grace_s,
+        reason="Celery's shutdown did not end within the grace (a broker that does not answer?)",
+    )
+    try:
+        last_words()
+    except Exception:  # exiting anyway: what could not be done is logged
+        log.exception("worker.last_words_failed")
+    sys.stderr.flush()
+    force_exit(0)
+
+
 def on_sigterm_policy(profile: WorkerProfile, settings: Settings) -> tasks.OnSigterm:
     """FARM_ON_SIGTERM when set (both are validated Literals), else the profile's `[worker] on_sigterm`."""
     return settings.on_sigterm or profile.worker.on_sigterm
@@ -58,7 +103,7 @@ def run_farm_worker(settings: Settings, profile_path: Path, *, worker_id: str | 
     # The embedded default is created and migrated on first use; a farm's database is migrated by `farm db upgrade`.
     store = Store.open(settings.resolved_database_url, auto_upgrade=settings.database_url is None)
     worker = Worker(store, profile, data_dir=settings.data_dir, worker_id=worker_id, settings=settings)
-    announcer = Announcer.from_url(settings.broker_url)
+    announcer = Announcer.from_url(settings.broker_url, settings)
     app = announcer.app
     queues = [queue_name(c) for c in worker.hardware_classes]
     hostname = f"farm@{worker.worker_id}"
@@ -70,12 +115,29 @@ def run_farm_worker(settings: Settings, profile_path: Path, *, worker_id: str | 
     )
     tasks.install(runtime)
     tasks.register(app)
+    exited = threading.Event()
+    watchdog: list[threading.Thread] = []
+
+    def last_words() -> None:
+        sweeper.stop(timeout_s=2.0)
+        worker.spool.retry_held()
+        if worker.spool.held:
+            log.error("spool.lost_on_exit", held=worker.spool.held, note="the disk refused them to the end")
 
     def on_shutting_down(sig: str | None = None, how: str | None = None, **_: Any) -> None:
         log.info("worker.shutting_down", signal=sig, how=how, on_sigterm=runtime.on_sigterm)
         if sig == "SIGTERM" and runtime.on_sigterm == "release":
             # Off the signal handler: the release is a database write.
             threading.Thread(target=runtime.release_current, args=("the worker was stopped (SIGTERM)",)).start()
+        if not watchdog:
+            thread = threading.Thread(
+                target=exit_watchdog,
+                args=(runtime, stop_grace_s(profile), exited, last_words),
+                name="exit-watchdog",
+                daemon=True,
+            )
+            watchdog.append(thread)
+            thread.start()
 
     signals.worker_shutting_down.connect(on_shutting_down, weak=False)
 
@@ -89,6 +151,8 @@ def run_farm_worker(settings: Settings, profile_path: Path, *, worker_id: str | 
         deliver_spooled=worker.deliver_spooled,
         idle_heartbeat=runtime.idle_heartbeat,
         check_host=runtime.check_host,
+        on_broker=worker.broker_answered,
+        watch=worker.store_watch,
     )
     sweeper.start()
     try:
@@ -106,6 +170,7 @@ def run_farm_worker(settings: Settings, profile_path: Path, *, worker_id: str | 
         celery_worker.start()
         code: int = celery_worker.exitcode or 0
     finally:
+        exited.set()
         sweeper.stop()
         worker.deliver_spooled()
         announcer.close()

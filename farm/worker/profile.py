@@ -89,6 +89,12 @@ class VllmSection(_Section):
         default_factory=dict, description="model id -> local directory; the engine serves it under the id"
     )
     gpu_free_deadline_s: float = Field(30.0, ge=0, description="after stop: time for the cards to empty")
+    version: str | None = Field(
+        None,
+        description="the engine version this host runs (a release, e.g. 0.3.36): commands are judged against its "
+        "spec, or the nearest older one shipped; unset: read from the executable at start where the engine says "
+        "(llama-server --version), else the newest shipped",
+    )
 
 
 class ContainerSection(_Section):
@@ -113,6 +119,12 @@ class ProcessEngineSection(_Section):
         default_factory=dict,
         description="model id -> local file or directory; served under the id",
     )
+    version: str | None = Field(
+        None,
+        description="the engine version this host runs (a release, e.g. 0.3.36): commands are judged against its "
+        "spec, or the nearest older one shipped; unset: read from the executable at start where the engine says "
+        "(llama-server --version), else the newest shipped",
+    )
 
 
 class LlamaCppSection(ProcessEngineSection):
@@ -131,6 +143,12 @@ class SglangSection(ProcessEngineSection):
 
 class OllamaSection(ProcessEngineSection):
     executable: tuple[str, ...] = Field(("ollama",), min_length=1, description="`~` is expanded; `serve` follows")
+
+
+class LmStudioSection(ProcessEngineSection):
+    executable: tuple[str, ...] = Field(
+        ("lms",), min_length=1, description="`~` is expanded; `server start`, `load`, `unload`, `server stop` follow"
+    )
 
 
 class TabbyApiSection(ProcessEngineSection):
@@ -182,13 +200,14 @@ class PolicySection(_Section):
 
 
 class EngineSection(_Section):
-    kind: Literal["sim", "vllm", "vllm-container", "llama.cpp", "sglang", "ollama", "tabbyapi", "mlx", "endpoint"] = (
-        Field(
-            "sim",
-            description="sim: the simulator; vllm: a process; vllm-container: the recipe's image via docker; "
-            "llama.cpp, sglang, ollama, tabbyapi, mlx: that engine as a process ([engine.<name without dots>]); "
-            "endpoint: a server the farm does not launch ([engine.endpoint])",
-        )
+    kind: Literal[
+        "sim", "vllm", "vllm-container", "llama.cpp", "sglang", "ollama", "lmstudio", "tabbyapi", "mlx", "endpoint"
+    ] = Field(
+        "sim",
+        description="sim: the simulator; vllm: a process; vllm-container: the recipe's image via docker; "
+        "llama.cpp, sglang, ollama, lmstudio, tabbyapi, mlx: that engine as a process "
+        "([engine.<name without dots>]); "
+        "endpoint: a server the farm does not launch ([engine.endpoint])",
     )
     stand_in: bool = Field(
         False,
@@ -208,6 +227,7 @@ class EngineSection(_Section):
     llamacpp: LlamaCppSection = LlamaCppSection()
     sglang: SglangSection = SglangSection()
     ollama: OllamaSection = OllamaSection()
+    lmstudio: LmStudioSection = LmStudioSection()
     tabbyapi: TabbyApiSection = TabbyApiSection()
     mlx: MlxSection = MlxSection()
     policy: PolicySection = PolicySection()

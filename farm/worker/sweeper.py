@@ -1,10 +1,16 @@
 """The sweeper: the periodic pass of a farm worker (a thread beside Celery's consumer).
 
 Each pass delivers the worker's spooled results (before the reap: results of an attempt that no other attempt
-followed are still taken), reaps expired leases (announcing each reaped job at once), checks the host's
-quarantine (a quarantined worker stops consuming and runs its self-check), announces what its hardware classes
-need (farm.queue.announce says when a job needs it; the sweeper lists only the queued jobs of its classes, and
-after one broker failure it stops trying for the rest of the pass), and says the worker is alive when it is idle.
+followed are still taken), reaps expired leases (announcing each reaped job at once) unless a database outage
+ended less than FARM_REAP_GRACE_S ago (farm.worker.outage: the owners deliver first), checks the host's
+quarantine (a quarantined worker stops consuming and runs its self-check), checks that the broker answers (one
+bounded ping; the answer goes into the worker's heartbeat, and a broker that does not answer is not asked to
+announce anything in this pass), announces what its hardware classes need (farm.queue.announce says when a job
+needs it; the sweeper lists only the queued jobs of its classes, and after one broker failure it stops trying
+for the rest of the pass), and says the worker is alive when it is idle.
+
+While results wait in the spool, the next pass comes after SPOOL_RETRY_S rather than a whole sweep interval: the
+owner delivers as soon as the database answers again.
 """
 
 from __future__ import annotations
@@ -21,11 +27,19 @@ from farm.logs import get_logger
 from farm.queue.announce import Announcer
 from farm.settings import Settings
 from farm.store import Store
+from farm.worker.outage import StoreWatch
 
 log = get_logger(__name__)
 
-SWEEP_LIMIT = 10_000
-"""Queued jobs read per sweep: far above any backlog a farm of a few dozen hosts builds."""
+SWEEP_LIMIT = 100
+"""Queued jobs of its classes a sweep looks at, oldest first: the ones next in line, which the hosts claim next
+(a claim takes the message's job, and messages are sent oldest first). A lost wake-up deeper in a backlog is
+found when the job rises this far. Each one looked at is a Lua call on Redis, and every worker sweeps: looking
+at every queued job, 100 workers with a backlog of 10,000 (bench/fleet.py) would make a million calls per sweep
+interval."""
+
+SPOOL_RETRY_S = 0.5
+"""The pause between passes while spooled results wait for the database (instead of the sweep interval)."""
 
 
 @dataclass
@@ -38,6 +52,10 @@ class SweepReport:
     errors: list[str] = field(default_factory=list)
     broker_down: bool = False
     """The broker failed in this pass, so the pass stopped announcing."""
+    reap_held: bool = False
+    """The reap was held back: the database was away, or answers again since less than the reap grace."""
+    waiting: frozenset[str] = frozenset()
+    """Jobs whose results still wait in this worker's spool after the pass."""
 
 
 class Sweeper:
@@ -53,6 +71,8 @@ class Sweeper:
         deliver_spooled: Callable[[], Collection[str]] = frozenset,
         idle_heartbeat: Callable[[], None] = lambda: None,
         check_host: Callable[[], None] = lambda: None,
+        on_broker: Callable[[str | None], None] = lambda _error: None,
+        watch: StoreWatch | None = None,
     ) -> None:
         self.store = store
         self.announcer = announcer
@@ -61,6 +81,8 @@ class Sweeper:
         self.deliver_spooled = deliver_spooled
         self.idle_heartbeat = idle_heartbeat
         self.check_host = check_host
+        self.on_broker = on_broker
+        self.watch = watch or StoreWatch(settings.reap_grace_s)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -75,28 +97,41 @@ class Sweeper:
 
     def _loop(self) -> None:
         while not self._stop.is_set():
+            interval = self.settings.sweep_interval_s
             try:
-                self.sweep()
+                if self.sweep().waiting:
+                    interval = min(interval, SPOOL_RETRY_S)
             except Exception:  # the sweeper must outlive any one bad pass; the next one tries again
                 log.exception("sweep.unexpected_error")
-            self._stop.wait(self.settings.sweep_interval_s)
+            self._stop.wait(interval)
 
     def sweep(self, *, now: float | None = None) -> SweepReport:
         """One pass: deliver spooled results, reap, announce what is due, heartbeat when idle."""
         report = SweepReport()
         waiting = self._deliver(report)
+        report.waiting = frozenset(waiting)
         try:
-            report.reaped = self.store.reap()
+            held_for = self.watch.reap_held_for_s()
+            if held_for == 0.0:
+                report.reaped = self.store.reap()
+            else:
+                report.reap_held = True
+                self.store.ping()  # does the database answer again? (the reap grace starts from that answer)
+            self.watch.answered()
+            if held_for != 0.0:
+                log.info("sweep.reap_held", for_s=round(self.watch.reap_held_for_s(), 1))
             if waiting:
                 # The store answers again though the delivery failed (a first call after an outage can fail on a
                 # stale connection): the spooled results go in before anything is announced. An announcement of
                 # their own job would start a later attempt here, and that attempt would fence them out.
                 waiting = self._deliver(report)
+                report.waiting = frozenset(waiting)
             # Reaped jobs of any class are announced here (this sweeper took them back); queued ones only of the
             # classes this worker serves, through the claim index (state, hardware_class).
             reaped_jobs = [self.store.get_job(job_id) for job_id in report.reaped]
             queued = self.store.queued_jobs(self.hardware_classes, limit=SWEEP_LIMIT)
         except StoreError as exc:
+            self.watch.failed()
             log.warning("sweep.store_unavailable", error=str(exc))
             report.errors.append(str(exc))
             return report
@@ -104,6 +139,12 @@ class Sweeper:
             self.check_host()
         except FarmError as exc:
             report.errors.append(str(exc))
+        broker_error = self.announcer.ping()
+        self.on_broker(broker_error)
+        if broker_error is not None:
+            log.warning("sweep.broker_unreachable", error=broker_error, note="nothing announced this pass")
+            report.errors.append(broker_error)
+            report.broker_down = True
         for reaped_job in reaped_jobs:
             if reaped_job.id in waiting:
                 continue  # its results wait in this worker's spool: announced once they are in, or refused
@@ -130,6 +171,7 @@ class Sweeper:
         try:
             self.idle_heartbeat()
         except StoreError as exc:
+            self.watch.failed()
             report.errors.append(str(exc))
         if report.reaped or report.announced:
             log.info("sweep.done", reaped=report.reaped, announced=report.announced)

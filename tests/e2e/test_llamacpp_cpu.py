@@ -35,8 +35,9 @@ TOLERANCE = 0.02
 """The issue's bound: the farm's decode rate within 2% of what the server's own timings give."""
 
 _BLOCK = re.compile(
-    r"prompt eval time =\s+([\d.]+) ms /\s+(\d+) tokens.*?\n\s+eval time =\s+([\d.]+) ms /\s+(\d+) tokens.*?\n"
-    r"\s+total time =\s+([\d.]+) ms",
+    # Each line may carry a prefix (0.3.36's llama-server: `0.14.749.238 I slot print_timing: id 3 | task 0 |`).
+    r"prompt eval time =\s+([\d.]+) ms /\s+(\d+) tokens[^\n]*\n[^\n]*?(?<!prompt )eval time =\s+([\d.]+) ms /\s+"
+    r"(\d+) tokens[^\n]*\n[^\n]*?total time =\s+([\d.]+) ms",
 )
 
 

@@ -38,12 +38,12 @@ print(json.dumps(out))
 """
 
 TRICKY = ["--trust-remote-code", "--host=0.0.0.0", "--host", "-x", "-1", "--port", "-O3", "--model", "a=b", "8"]
-POLICY = EnginePolicy(allow_local_media=True)
+POLICY = EnginePolicy(allow_local_media=True, serve_args=shipped_vllm_spec("0.32.0"))  # the real parser: 0.32.0
 
 
 def _commands(count: int) -> list[CanonicalCommand]:
     """Accepted commands over vLLM's single-valued string and switch options with values made to be misread."""
-    spec = shipped_vllm_spec()
+    spec = shipped_vllm_spec("0.32.0")
     options = [
         o
         for o in spec.options
@@ -93,4 +93,4 @@ def test_vllm_reads_the_rendered_argv_as_judged() -> None:
 def _dump() -> str:
     from importlib import resources
 
-    return resources.files("farm.engines.vllm").joinpath("vllm_serve_args.json").read_text(encoding="utf-8")
+    return resources.files("farm.engines.vllm").joinpath("vllm_serve_args_0.32.0.json").read_text(encoding="utf-8")

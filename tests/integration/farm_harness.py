@@ -306,6 +306,8 @@ class FarmWorker:
             "FARM_LOG_FORMAT": "json",
             "FARM_SWEEP_INTERVAL_S": "0.5",
             "FARM_ANNOUNCE_GRACE_S": "1",
+            # At the scale of the tests' leases (2-10 s) and sweeps (0.5 s): the owners deliver within a second.
+            "FARM_REAP_GRACE_S": "5",
             **env,
         }
         with self.log_path.open("wb") as log:
@@ -429,3 +431,55 @@ class TcpProxy:
         finally:
             writer.transport.abort()
             self._writers.discard(writer)
+
+
+# --- a broker that accepts connections and never answers ----------------------------------------------------------
+
+
+class SilentServer:
+    """Listens on 127.0.0.1, accepts every connection and never sends a byte (a frozen broker, or a partition
+    that lets the handshake through): `url` is a Redis URL pointing at it."""
+
+    def __init__(self) -> None:
+        import socket
+
+        self._listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self._listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self._listener.bind(("127.0.0.1", 0))
+        self._listener.listen(128)
+        self.port = self._listener.getsockname()[1]
+        self._accepted: list[Any] = []
+        self._closed = threading.Event()
+        self._thread = threading.Thread(target=self._accept, name="silent-server", daemon=True)
+        self._thread.start()
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    @property
+    def connections(self) -> int:
+        return len(self._accepted)
+
+    def _accept(self) -> None:
+        while not self._closed.is_set():
+            try:
+                conn, _ = self._listener.accept()
+            except OSError:
+                return
+            self._accepted.append(conn)  # held open, read from by nobody
+
+    def close(self) -> None:
+        self._closed.set()
+        self._listener.close()
+        for conn in self._accepted:
+            conn.close()
+
+
+@contextlib.contextmanager
+def silent_broker() -> Iterator[SilentServer]:
+    server = SilentServer()
+    try:
+        yield server
+    finally:
+        server.close()

@@ -264,6 +264,29 @@ def test_a_silent_or_quarantined_host_does_not_count_as_another_host(
     assert again.attempt == 2
 
 
+def test_a_host_whose_broker_does_not_answer_does_not_hold_back_a_retry(
+    store: Store, make_recipe: Callable[..., Recipe]
+) -> None:
+    """A live host whose heartbeat says its broker does not answer cannot receive the job's message: the host that
+    failed the job takes it again after its back-off instead of leaving it to that host; once the other host's
+    broker answers again, the retry is left to it."""
+    _register(store, "failed-it", "deaf")
+    store.worker_heartbeat("deaf", broker_ok=False, now=T0)
+    [job_id] = _submit(store, make_recipe())
+    assert store.claim("failed-it", [HW], lease_s=60, now=T0) is not None
+    store.fail(job_id, 1, "failed-it", FailureClass.MEASUREMENT_ERROR, "reset", backoff_s=30, now=T0)
+    assert store.claim("failed-it", [HW], lease_s=60, now=T0 + timedelta(seconds=10)) is None  # the back-off
+    after_backoff = T0 + timedelta(seconds=31)
+    store.worker_heartbeat("deaf", broker_ok=True, now=after_backoff)
+    assert store.claim("failed-it", [HW], lease_s=60, now=after_backoff) is None  # it hears again: left to it
+    store.worker_heartbeat("deaf", broker_ok=False, now=after_backoff)
+    again = store.claim("failed-it", [HW], lease_s=60, now=after_backoff)
+    assert again is not None
+    assert again.attempt == 2
+    (deaf,) = [w for w in store.list_workers() if w.worker_id == "deaf"]
+    assert deaf.broker_ok is False
+
+
 def test_when_every_live_host_failed_a_job_any_may_retry_it(store: Store, make_recipe: Callable[..., Recipe]) -> None:
     """Two hosts that both failed a job: neither waits for the other forever, each may take it after the
     back-off, and the budget ends it."""

@@ -65,6 +65,7 @@ def test_submit_status_cancel_results_round_trip(tmp_path: Path) -> None:
     assert code == 0, err
     job_ids = json.loads(out)["jobs"]
     assert len(job_ids) == 2
+    assert json.loads(out)["judged_against"] == "vllm 0.33.0"  # the spec of the vLLM the farm's GPU workers run
 
     code, out, _ = farm("status", "--json")
     listed = json.loads(out)

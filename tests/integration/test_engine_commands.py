@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import re
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -13,6 +14,7 @@ from typer.testing import CliRunner
 
 from farm.cli.app import app
 from farm.engines.policy import recipe_command
+from farm.engines.registry import ENGINES
 from farm.errors import ArgumentPolicyError
 from farm.hardware.probe import DeclaredProbe, HardwareReport
 from farm.recipes.model import Engine, Recipe, RecipeProvenance
@@ -189,8 +191,9 @@ def test_an_engine_no_worker_runs_is_refused_at_submit_with_the_list(tmp_path: P
     from farm.engines.admission import check_recipe_for_submit, check_runnable
 
     check_recipe_for_submit(recipe)
+    check_runnable(recipe)  # an MLX worker exists (farm.engines.mlx.adapter)
     with pytest.raises(ArgumentPolicyError, match=r"no worker of this farm runs mlx \(the farm's workers run: vllm"):
-        check_runnable(recipe)
+        check_runnable(recipe, runnable=("vllm", "llama.cpp"))
 
 
 def other_profile(tmp_path: Path, kind: str) -> Path:
@@ -250,7 +253,7 @@ def engine_recipe(engine: str, argv: list[str]) -> Recipe:
         (
             "llama.cpp",
             ["llama-server", "-hf", "org/m-GGUF", "-md", "d.gguf", "--spec-type", "draft-simple"],
-            ["--spec-type", "draft-simple", "--model", "{model}", "--model-draft", "{draft}", "--alias", "org/m"],
+            ["--spec-type", "draft-simple", "--model", "{model}", "--spec-draft-model", "{draft}", "--alias", "org/m"],
         ),
         (
             "sglang",
@@ -366,7 +369,7 @@ def test_submit_accepts_the_seed_container_launch(tmp_path: Path) -> None:
     assert "j-" in out
 
 
-def test_submit_queues_nothing_for_an_engine_no_worker_runs(tmp_path: Path) -> None:
+def test_submit_queues_nothing_for_an_engine_no_worker_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """submit_sweep (what `farm submit` calls) refuses an Ollama recipe with the list of runnable engines, and
     stores nothing."""
     from farm.recipes.spec import LoadedSweep
@@ -385,6 +388,8 @@ def test_submit_queues_nothing_for_an_engine_no_worker_runs(tmp_path: Path) -> N
     spec = SweepSpec.model_validate({"name": "o", "recipe": "r.json", "plan": {"short_ttft": {"prompt_tokens": 64}}})
     sweep = LoadedSweep(spec=spec, recipe=recipe, spec_path=tmp_path, recipe_path=tmp_path, spec_sha256="0" * 64)
     store = Store.open(f"sqlite:///{tmp_path / 'farm.db'}", auto_upgrade=True)
+    # Every engine of the table has a worker now: one without its adapter stands for an engine none runs.
+    monkeypatch.setitem(ENGINES, "ollama", replace(ENGINES["ollama"], adapter=None))
     with pytest.raises(ArgumentPolicyError, match="no worker of this farm runs ollama"):
         submit_sweep(store, sweep, broker_url=None)
     assert store.list_jobs() == []

@@ -29,6 +29,7 @@ CANONICAL = json.loads((REGISTRY / "canonical.json").read_text())
 OLLAMA_RECIPE = "gemma-4-12b-q4-k-m-rtx-5070-ti-16gb-ollama-tp1.json"
 MLX_RECIPE = "pg-mlx-community-qwen3-5-122b-a10b-4bit-4bit-apple-m5-max-128gb-mlx-899213eefa.json"
 TABBY_RECIPE = "qwen3827b-exl3-sc3bpw-v4-rtx4080super-tabbyapi-tp1.json"
+LMSTUDIO_RECIPE = "gemma-4-e4b-it-4bit-apple-m5-max-128gb-lmstudio-tp1.json"
 
 
 def write_profile(tmp_path: Path, engine: str, recipe_file: str, section: list[str]) -> Path:
@@ -89,8 +90,8 @@ def store(tmp_path: Path) -> Store:
 
 
 def test_the_four_engines_recipes_are_runnable_at_submit() -> None:
-    """Ollama, TabbyAPI and MLX recipes pass the submit check and a worker runs their engine."""
-    for name in (OLLAMA_RECIPE, MLX_RECIPE, TABBY_RECIPE):
+    """Ollama, LM Studio, TabbyAPI and MLX recipes pass the submit check and a worker runs their engine."""
+    for name in (OLLAMA_RECIPE, LMSTUDIO_RECIPE, MLX_RECIPE, TABBY_RECIPE):
         recipe = load_recipe(REGISTRY / name)
         check_recipe_for_submit(recipe)
         check_runnable(recipe)
@@ -151,7 +152,28 @@ def test_tabbyapi_worker_writes_the_judged_config_into_the_run_dir(tmp_path: Pat
     assert prov["argv"][4:] == call["argv"][1:]
 
 
-@pytest.mark.parametrize("engine", ["ollama", "tabbyapi", "mlx"])
+def test_lmstudio_worker_starts_the_server_then_loads_the_judged_model(tmp_path: Path, store: Store) -> None:
+    """`lms server start` on the worker's port and loopback address, then `lms load` of the recipe's model key with
+    exactly its judged load options (context, parallel slots) under the recipe's model id; at stop every model is
+    unloaded and the server stopped (LM Studio's daemon would keep both)."""
+    recipe = load_recipe(REGISTRY / LMSTUDIO_RECIPE)
+    _, prov = run_job(tmp_path, store, "lmstudio", LMSTUDIO_RECIPE, [])
+    calls = [call["argv"] for call in recorded(tmp_path) if call["argv"][1:2] != ["version"]]
+    start, load, unload, stop = calls
+    port = start[start.index("--port") + 1]
+    assert start == ["lms", "server", "start", "--port", port, "--bind", "127.0.0.1"]
+    judged = CANONICAL[LMSTUDIO_RECIPE]["argv"]  # lms server start MODEL --context-length 8192 --parallel 1 --gpu max
+    model, options = judged[3], judged[4:]
+    assert "--context-length" in options
+    # the worker serves the model under the recipe's id, and says yes (stdin is closed: no prompt is answered)
+    assert load == ["lms", "load", model, *options, "--identifier", recipe.model_id, "--yes"]
+    assert unload == ["lms", "unload", "--all"]
+    assert stop == ["lms", "server", "stop"]
+    assert prov["argv"][4:] == start[1:]
+    assert prov["engine"]["version"] == "0.3.0-standin"
+
+
+@pytest.mark.parametrize("engine", ["ollama", "lmstudio", "tabbyapi", "mlx"])
 def test_demo_runs_through_the_engines_adapter(tmp_path: Path, store: Store, engine: str) -> None:
     """`farm demo --engine E`: the demo sweep of E's registry recipe through E's adapter, the simulator standing in
     for E; the job succeeds and its results are marked simulated."""

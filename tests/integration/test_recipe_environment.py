@@ -5,6 +5,7 @@ recording fake engine (its argv and its whole environment), dropped ones not."""
 from __future__ import annotations
 
 import json
+import stat
 import sys
 from pathlib import Path
 
@@ -175,6 +176,7 @@ def test_benign_tuning_reaches_the_engine_and_dropped_names_do_not(tmp_path: Pat
     finally:
         engine_run.stop()
     received = json.loads((tmp_path / "env.json").read_text())
+    assert stat.S_IMODE((tmp_path / "engine.log").stat().st_mode) == 0o600, "the engine log is the worker's own"
     for name, value in BENIGN[engine].items():
         assert received[name] == value
     assert received.get("HF_TOKEN") != "hf_recipe_token"

@@ -16,7 +16,6 @@ from farm.domain import ClaimedJob, JobState, JobView
 from farm.errors import BrokerError, StoreError
 from farm.queue.celery_app import (
     RUN_JOB_TASK,
-    VISIBILITY_TIMEOUT_S,
     FarmModeSettings,
     celery_config,
     create_app,
@@ -46,15 +45,38 @@ def test_settings_for_long_jobs_whose_messages_may_come_twice() -> None:
     assert config["worker_redirect_stdouts"] is False
 
 
-def test_the_visibility_timeout_is_above_the_longest_job_on_every_client() -> None:
-    """The app that producers and workers share carries the visibility timeout, and it exceeds a 20-minute load
-    plus a default one-hour sweep by far."""
+def test_the_visibility_timeout_is_the_settings_and_checked_within_it_on_every_client(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The app that producers and workers share carries FARM_VISIBILITY_TIMEOUT_S, and every worker looks for
+    messages past it a quarter of it apart (at most 10 s, at least 1 s), on every check (no throttle): a dead
+    worker's message is back within the timeout and a few seconds, not a day later."""
+    monkeypatch.setenv("FARM_VISIBILITY_TIMEOUT_S", "8")
     app = create_app("redis://127.0.0.1:1/0")
-    assert app.conf.broker_transport_options["visibility_timeout"] == VISIBILITY_TIMEOUT_S
-    assert VISIBILITY_TIMEOUT_S >= 20 * 60 + 3600
+    options = app.conf.broker_transport_options
+    assert (options["visibility_timeout"], options["unacked_restore_interval"]) == (8.0, 2.0)
+    assert options["unacked_restore_throttle"] == 1
     assert app.conf.task_acks_late is True
     assert app.conf.worker_prefetch_multiplier == 1
     app.close()
+    monkeypatch.delenv("FARM_VISIBILITY_TIMEOUT_S")
+    default = celery_config("redis://127.0.0.1:1/0")["broker_transport_options"]
+    assert (default["visibility_timeout"], default["unacked_restore_interval"]) == (3600.0, 10.0)
+
+
+def test_every_broker_wait_is_bounded_by_the_broker_timeout(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Connect and socket timeouts on the transport and on connecting, from FARM_BROKER_TIMEOUT_S; keepalive
+    and a health check of idle connections."""
+    monkeypatch.setenv("FARM_BROKER_TIMEOUT_S", "1.5")
+    config = celery_config("redis://127.0.0.1:1/0")
+    options = config["broker_transport_options"]
+    assert (options["socket_timeout"], options["socket_connect_timeout"]) == (1.5, 1.5)
+    assert config["broker_connection_timeout"] == 1.5
+    assert options["socket_keepalive"] is True
+    assert 0 < options["health_check_interval"] <= 10
+    monkeypatch.setenv("FARM_BROKER_TIMEOUT_S", "0")
+    with pytest.raises(ValueError, match="broker_timeout_s"):
+        celery_config("redis://127.0.0.1:1/0")
 
 
 @pytest.mark.parametrize(
@@ -158,9 +180,15 @@ class FakeStore:
         return JobState.QUEUED
 
     def reap(self) -> list[str]:
+        self.calls.append(("reap",))
         return list(self.reaped)
 
-    def worker_heartbeat(self, worker_id: str, job_id: str | None = None, phase: str | None = None) -> None:
+    def ping(self) -> None:
+        self.calls.append(("ping",))
+
+    def worker_heartbeat(
+        self, worker_id: str, job_id: str | None = None, phase: str | None = None, **health: Any
+    ) -> None:
         self.calls.append(("worker_heartbeat", worker_id, job_id))
 
 
@@ -184,6 +212,9 @@ class FakeWorker:
 
     def check_quarantine(self) -> str | None:
         return self.store.quarantined
+
+    def report_alive(self, job_id: str | None = None, phase: str | None = None) -> None:
+        self.store.worker_heartbeat(self.worker_id, job_id=job_id, phase=phase)
 
 
 @dataclass
@@ -219,6 +250,12 @@ class FakeAnnouncer:
 
     def queue_length(self, hardware_class: str) -> int:
         return self.queue_lengths.get(hardware_class, 0)
+
+    broker_error: str | None = None
+    """What ping() answers: None while the broker answers."""
+
+    def ping(self) -> str | None:
+        return self.broker_error
 
 
 def _runtime(store: FakeStore, **kwargs: Any) -> tuple[FarmRuntime, FakeWorker, FakeAnnouncer]:
@@ -340,7 +377,7 @@ def test_on_sigterm_policy_defaults_to_finish(tmp_path: Path, monkeypatch: pytes
 
 
 def _sweeper(store: FakeStore, announcer: FakeAnnouncer, **hooks: Any) -> Sweeper:
-    settings = FarmModeSettings(sweep_interval_s=1, announce_grace_s=5, announce_stale_s=60)
+    settings = FarmModeSettings(sweep_interval_s=1, announce_grace_s=5, announce_stale_s=60, reap_grace_s=0)
     return Sweeper(store, announcer, ("sim:h200-141gb x 1",), settings, **hooks)  # type: ignore[arg-type]
 
 
@@ -418,3 +455,134 @@ def test_the_sweeper_delivers_again_once_the_store_answers_and_never_announces_a
 def test_task_name() -> None:
     """The one task of farm mode is `farm.run_job`; producers send it by name."""
     assert RUN_JOB_TASK == "farm.run_job"
+
+
+class Clock:
+    """A monotonic clock the test moves by hand."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_after_a_database_outage_the_sweeper_reaps_only_once_the_owners_had_their_grace() -> None:
+    """The sweeper starts (a start counts as a return: it reaps nothing for the grace), the database goes away
+    (nothing reaped while it does not answer), comes back: the grace is measured from that answer, not from the
+    leases, and only then are expired leases reaped and announced."""
+    from farm.worker.outage import StoreWatch
+
+    clock = Clock()
+    watch = StoreWatch(30.0, clock=clock)
+
+    class FlakyStore(FakeStore):
+        down: bool = False
+
+        def reap(self) -> list[str]:
+            if self.down:
+                raise StoreError("connection refused")
+            return super().reap()
+
+        def ping(self) -> None:
+            if self.down:
+                raise StoreError("connection refused")
+            super().ping()
+
+    store = FlakyStore(reaped=["j-expired"])
+    announcer = FakeAnnouncer()
+    sweeper = _sweeper(store, announcer, watch=watch)
+    assert sweeper.sweep().reap_held  # just started
+    clock.now += 31
+    assert sweeper.sweep().reaped == ["j-expired"]  # the grace since the start is over
+    store.reaped, announcer.announced = ["j-owner-spooled"], []
+    store.down = True
+    first = sweeper.sweep()  # the reap is what finds the database gone
+    assert (first.reaped, first.errors, watch.down) == ([], ["connection refused"], True)
+    clock.now += 120  # an outage far past every lease
+    report = sweeper.sweep()
+    assert (report.reap_held, report.reaped) == (True, [])
+    store.down = False
+    clock.now += 5
+    back = sweeper.sweep()  # the database answers: the grace starts now
+    assert (back.reap_held, back.reaped, announcer.announced) == (True, [], [])
+    clock.now += 29
+    assert sweeper.sweep().reap_held
+    clock.now += 2
+    assert sweeper.sweep().reaped == ["j-owner-spooled"]
+    assert announcer.announced == [("j-owner-spooled", "sim:rtx-pro-6000-blackwell-96gb x 2", 1)]
+
+
+def test_the_sweeper_reports_whether_the_broker_answers_and_announces_nothing_when_it_does_not() -> None:
+    """One ping per pass; its answer goes to the worker (on_broker), and a broker that does not answer is asked
+    for nothing more in the pass (no timeout per queued or reaped job)."""
+    store = FakeStore(reaped=["j-reaped"], queued=[_view("j-due")])
+    announcer = FakeAnnouncer(due={"j-due"}, broker_error="TimeoutError: Timeout reading from socket")
+    answers: list[str | None] = []
+    sweeper = _sweeper(store, announcer, on_broker=answers.append)
+    report = sweeper.sweep(now=NOW.timestamp())
+    assert (report.broker_down, report.announced, announcer.tries) == (True, [], 0)
+    assert answers == ["TimeoutError: Timeout reading from socket"]
+    announcer.broker_error = None
+    store.reaped = []
+    assert sweeper.sweep(now=NOW.timestamp()).announced == ["j-due"]
+    assert answers[-1] is None
+
+
+def test_a_task_that_fails_before_its_claim_resolves_forgets_the_announcement() -> None:
+    """Anything that goes wrong before the claim resolves (here the spool cannot be read) spends the message: the
+    job's announcement is forgotten at once, so the next sweep announces it again instead of after
+    FARM_ANNOUNCE_STALE_S."""
+    runtime, worker, announcer = _runtime(FakeStore(claimable={"j-1"}))
+
+    def broken_spool() -> frozenset[str]:
+        raise PermissionError("spool directory unreadable")
+
+    worker.deliver_spooled = broken_spool  # type: ignore[method-assign]
+    assert runtime.handle("j-1") == "error"
+    assert (worker.ran, announcer.forgotten) == ([], ["j-1"])
+
+
+def test_a_skip_check_the_store_does_not_answer_forgets_the_announcement() -> None:
+    """The claim said no and the store then does not say whether the job is still queued: the message is spent,
+    so the announcement goes (a sweeper announces the job again if it is queued)."""
+
+    class SkipCheckDown(FakeStore):
+        def skipped(self, job_id: str, worker_id: str) -> bool:
+            raise StoreError("connection refused")
+
+    runtime, _, announcer = _runtime(SkipCheckDown())
+    assert runtime.handle("j-1") == "skipped"
+    assert announcer.forgotten == ["j-1"]
+
+
+def test_a_stopping_worker_is_ended_within_its_grace_once_its_job_is_over_whatever_celery_does() -> None:
+    """The SIGTERM watchdog waits for the job in hand (finish means finish), then gives Celery the grace to exit;
+    a Celery stuck on a silent broker is ended then, after the last words. One that exits is left alone."""
+    import threading
+    import time
+
+    from farm.worker.farm_mode import exit_watchdog
+
+    runtime, _, _ = _runtime(FakeStore())
+    runtime.current = ClaimedJob("j-2", 1, "w1", "sim:h200-141gb x 1", {}, {}, NOW)
+    exited, codes, words = threading.Event(), list[int](), list[str]()
+    watchdog = threading.Thread(
+        target=exit_watchdog,
+        args=(runtime, 0.2, exited, lambda: words.append("spool written")),
+        kwargs={"force_exit": codes.append},
+    )
+    watchdog.start()
+    time.sleep(0.6)
+    assert codes == []  # the job is still in hand
+    runtime.current = None
+    watchdog.join(timeout=5)
+    assert (codes, words) == ([0], ["spool written"])
+
+    exited.set()  # this time Celery exits by itself
+    calm = threading.Thread(
+        target=exit_watchdog, args=(runtime, 0.2, exited, words.clear), kwargs={"force_exit": codes.append}
+    )
+    calm.start()
+    calm.join(timeout=5)
+    assert (codes, words) == ([0], ["spool written"])

@@ -63,9 +63,9 @@ def _dump(package: str, name: str) -> dict[str, Any]:
     return data
 
 
-VLLM = _dump("farm.engines.vllm", "vllm_serve_args.json")
+VLLM = _dump("farm.engines.vllm", "vllm_serve_args_0.33.0.json")
 SGLANG = _dump("farm.engines.sglang", "sglang_server_args.json")
-LLAMA = _dump("farm.engines.llamacpp", "llama_server_decls.json")
+LLAMA = _dump("farm.engines.llamacpp", "llama_server_decls_0.3.36.json")
 
 _ACTIONS = {
     "_StoreAction": "store",
@@ -294,12 +294,17 @@ def test_a_host_llama_server_list_is_the_parser_its_argv_is_read_back_with() -> 
     which 0.3.36's llama-server reads with the next token as its value (seen: `unknown value for --flash-attn:
     '--alias'`). A host whose profile names its own list gets that build's counts: `--flash-attn on` renders and
     reads back as judged, and the shipped spec's bare switch would not pass that host's parser."""
-    from farm.engines.llamacpp.adapter import load_llamacpp_spec
+    from farm.engines.llamacpp.adapter import load_llamacpp_spec, shipped_llamacpp_spec
 
     host = EnginePolicy(specs={"llama.cpp": load_llamacpp_spec(HOST_LLAMA)})
     command = canonical_command(["llama-server", "-m", "/models/m.gguf", "-fa", "on"], "llama.cpp", host)
     assert command.render_options() == ("--model", "/models/m.gguf", "--flash-attn", "on")
-    shipped = canonical_command(["llama-server", "-m", "/models/m.gguf", "-fa", "on"], "llama.cpp")
+    older = EnginePolicy(specs={"llama.cpp": shipped_llamacpp_spec("0.3.16")})  # -fa a switch there
+    shipped = canonical_command(["llama-server", "-m", "/models/m.gguf", "-fa", "on"], "llama.cpp", older)
+    assert canonical_command(["llama-server", "-m", "/models/m.gguf", "-fa"], "llama.cpp").render_options()[2:] == (
+        "--flash-attn",
+        "on",
+    )  # the shipped default, 0.3.36's spec, renders what that build reads
     mirror = mirror_for(host.spec_for("llama.cpp"))
     assert mirror is not None
     with pytest.raises(ArgumentPolicyError, match="llama-server would stop here"):

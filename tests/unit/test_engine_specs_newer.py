@@ -14,20 +14,27 @@ import pytest
 
 from farm.engines.argspec import ArgSpec
 from farm.engines.llamacpp import supplement as llamacpp_supplement
-from farm.engines.llamacpp.adapter import ARGS_FILE, shipped_llamacpp_spec, spec_from_dump
+from farm.engines.llamacpp.adapter import SPEC_FILES, shipped_llamacpp_spec, spec_from_dump
 from farm.engines.policy import EnginePolicy, canonical_command
+from farm.engines.registry import engine_kind
 from farm.engines.sglang.spec import SGLANG
 from farm.errors import ArgumentPolicyError
 
 SGLANG_START = "python -m sglang.launch_server --model-path org/model "
 LLAMA_START = "llama-server -m /models/a.gguf "
+OLDER_LLAMACPP = EnginePolicy(specs={"llama.cpp": shipped_llamacpp_spec("0.3.16")})
+"""A host running 0.3.16's llama-server, whose dump the supplement extends."""
 
 
 def _spellings(spec: ArgSpec) -> list[str]:
     return [spelling for option in spec.options for spelling in (option.name, *option.aliases)]
 
 
-@pytest.mark.parametrize("spec", [SGLANG, shipped_llamacpp_spec()], ids=["sglang", "llama.cpp"])
+@pytest.mark.parametrize(
+    "spec",
+    [SGLANG, shipped_llamacpp_spec("0.3.16"), shipped_llamacpp_spec("0.3.36")],
+    ids=["sglang", "llama.cpp-0.3.16", "llama.cpp-0.3.36"],
+)
 def test_every_spelling_names_one_option(spec: ArgSpec) -> None:
     """No spelling is declared twice, so no option shadows another's kind."""
     repeated = [name for name, count in collections.Counter(_spellings(spec)).items() if count > 1]
@@ -195,10 +202,14 @@ def test_sglang_code_switch_takes_no_value_when_a_host_allows_it() -> None:
     ],
 )
 def test_newer_llamacpp_options_parse_and_pass(options: str, rendered: str | None) -> None:
-    """Options of newer llama-server builds parse and pass; a newer spelling of an option the dump has renders in
-    the dump's spelling, which older and newer servers both read."""
-    command = canonical_command(shlex.split(LLAMA_START + options), "llama.cpp")
+    """Options of newer llama-server builds parse and pass on 0.3.16's spec (through the supplement); a newer
+    spelling of an option the dump has renders in the dump's spelling, which older and newer servers both read.
+    0.3.36's own dump has each of them (`--moe-cache-mib` aside, newer still) and takes the same command."""
+    command = canonical_command(shlex.split(LLAMA_START + options), "llama.cpp", OLDER_LLAMACPP)
     assert command.render_options()[2:] == tuple(shlex.split(rendered or options))
+    if "--moe-cache-mib" not in options:
+        current = canonical_command(shlex.split(LLAMA_START + options), "llama.cpp")
+        assert current.spec.version == "0.3.36 (0c1e570)"
 
 
 @pytest.mark.parametrize(
@@ -238,14 +249,17 @@ def test_llamacpp_refuses_dangerous_newer_options(options: str, why: str) -> Non
 def test_the_supplement_names_its_source_and_only_extends_the_shipped_list() -> None:
     """The shipped spec says where its newer options came from; a host's own dump of its llama-server gets exactly
     that list, and every spelling the supplement aliases is one the dump has."""
-    shipped = shipped_llamacpp_spec()
+    shipped = shipped_llamacpp_spec("0.3.16")
     assert "llamacpp_supplement.py" in shipped.source
     assert "0017d6fb" in shipped.source
-    dump = json.loads(resources.files("farm.engines.llamacpp").joinpath(ARGS_FILE).read_text(encoding="utf-8"))
+    dump = json.loads(resources.files("farm.engines.llamacpp").joinpath(SPEC_FILES["0.3.16"]).read_text())
     own = spec_from_dump(dump, "/etc/farm/llama_server_args.json")
     assert own.lookup("--spec-type") is None
     assert shipped.lookup("--spec-type") is not None
     assert all(own.lookup(spelling) is not None for spelling in llamacpp_supplement.ALIASES)
+    current = shipped_llamacpp_spec()  # 0.3.36's dump is its own list: no supplement
+    assert "supplement" not in current.source
+    assert current.lookup("--spec-type") is not None
 
 
 @pytest.mark.parametrize(
@@ -259,5 +273,24 @@ def test_the_supplement_names_its_source_and_only_extends_the_shipped_list() -> 
     ],
 )
 def test_vllm_options_recipes_use_are_in_the_dump(options: str) -> None:
-    """The newer vLLM options registry recipes use are in the shipped vLLM 0.32.0 dump, judged by their kind."""
+    """The newer vLLM options registry recipes use are in the shipped vLLM 0.33.0 dump, judged by their kind."""
     canonical_command(shlex.split("vllm serve org/model " + options), "vllm")
+
+
+def test_sglang_0_5_23_is_the_allowlist_narrowed_to_its_own_parser() -> None:
+    """A worker that runs SGLang 0.5.23 judges with the allowlist cut to the options and values 0.5.23's own
+    parser has (sglang_server_args.json, dumped from its wheel): a newer option passes on main's spec and is
+    not an option of 0.5.23; a value 0.5.23 lacks is refused; the default stays main's (recipes use it)."""
+    release, said = engine_kind("sglang").spec_at("0.5.23")
+    assert release.version == "0.5.23"
+    assert said == "sglang 0.5.23"
+    newer = shlex.split(SGLANG_START + "--enable-pcie-oneshot-allreduce")
+    canonical_command(newer, "sglang")
+    on_release = EnginePolicy(specs={"sglang": release})
+    with pytest.raises(ArgumentPolicyError, match=re.escape("not an option of sglang 0.5.23")):
+        canonical_command(newer, "sglang", on_release)
+    assert "marlin" in (SGLANG.option("--quantization").choices or ())
+    assert "marlin" not in (release.option("--quantization").choices or ())
+    rendered = canonical_command(shlex.split(SGLANG_START + "--tp 2 --mem-fraction-static 0.8"), "sglang", on_release)
+    assert rendered.render_options() == ("--tp-size", "2", "--mem-fraction-static", "0.8")
+    assert engine_kind("sglang").spec().version == "0.5 (main at 001067ff)"

@@ -7,6 +7,8 @@ import json
 from pathlib import Path
 from types import ModuleType
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 
 SNIPPET = r"""
@@ -85,14 +87,15 @@ def test_handlers_negatives_and_the_servers_options_are_read() -> None:
     assert by_name["--log-file"]["handler"] == "string"
 
 
-def test_the_shipped_declarations_cover_the_shipped_specs_options() -> None:
-    """The shipped file (llama-cpp-python 0.3.16's arg.cpp) declares llama-server's switches and value options
-    with the counts the shipped spec (its --help) has for every option both know."""
+@pytest.mark.parametrize("release", ["0.3.16", "0.3.36"])
+def test_the_shipped_declarations_cover_the_shipped_specs_options(release: str) -> None:
+    """Each shipped file (a llama-cpp-python release's arg.cpp) declares llama-server's switches and value options
+    with the counts that release's shipped spec (its --help) has for every option both know."""
     from farm.engines.llamacpp.adapter import shipped_llamacpp_spec
 
-    data = json.loads((ROOT / "farm" / "engines" / "llamacpp" / "llama_server_decls.json").read_text())
+    data = json.loads((ROOT / "farm" / "engines" / "llamacpp" / f"llama_server_decls_{release}.json").read_text())
     counts = {s: d["values"] for d in data["options"] for s in (*d["spellings"], *d["negatives"])}
-    spec = shipped_llamacpp_spec()
+    spec = shipped_llamacpp_spec(release)
     both = [o for o in spec.options if o.name in counts]
     assert len(both) > 150
     for option in both:

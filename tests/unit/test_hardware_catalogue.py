@@ -209,3 +209,21 @@ def test_catalogue_command_lists_every_id() -> None:
     table = CliRunner().invoke(app, ["catalogue", "--vendor", "apple"])
     assert "apple-m5-ultra-256gb" in table.output
     assert "rtx-3090-24gb" not in table.output
+
+
+@pytest.mark.parametrize(
+    ("nvml_name", "expected"),
+    [
+        ("NVIDIA GeForce RTX 4070 Ti", "rtx-4070-ti-12gb"),
+        ("NVIDIA GeForce RTX 4070", "rtx-4070-12gb"),
+        ("NVIDIA GeForce RTX 4070 Ti SUPER", "rtx-4070-ti-super-16gb"),
+        ("NVIDIA GeForce RTX 3060 Ti", "rtx-3060-ti-8gb"),
+        ("NVIDIA GeForce RTX 4090 D", None),
+    ],
+)
+def test_a_variant_word_after_a_card_name_is_another_card(nvml_name: str, expected: str | None) -> None:
+    """A catalogue name matches NVML's name only whole and not followed by a variant word: "RTX 4070" named the
+    RTX 4070 Ti (12 GB, another card) before; an RTX 4090 D, which the catalogue lacks, is unknown, not an RTX
+    4090."""
+    assert hardware.id_for_nvml_name(nvml_name) == expected
+    assert hardware.id_for_label(nvml_name.removeprefix("NVIDIA GeForce ")) == expected

@@ -1,5 +1,9 @@
 """No import circle in `farm`: every import of every module (module level and inside functions, the lazy ones;
-not those under `if TYPE_CHECKING:`, which never run) is an edge, and the graph has no cycle."""
+not those under `if TYPE_CHECKING:`, which never run) is an edge, and the graph has no cycle. Imports by name
+count too: `importlib.import_module("farm.x")` and `resources.files("farm.x")` (which imports the package) are
+edges from their caller; a call of `import_module` with a name computed at run time (the worker importing the
+adapter its engine's table line names, `adapter="farm.engines.ollama.adapter"`) is an edge from its caller to
+every farm module some string in farm names."""
 
 from __future__ import annotations
 
@@ -28,6 +32,16 @@ def import_graph() -> dict[str, set[str]]:
     """Each farm module to the farm modules it imports (`from package import module` counts the module)."""
     paths = {module_name(p): p for p in ROOT.rglob("*.py")}
     graph: dict[str, set[str]] = {name: set() for name in paths}
+    named = {
+        module: {
+            node.value
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in paths
+        }
+        for module, path in paths.items()
+    }
+    """The farm modules each module names in a string."""
+    dynamic: set[str] = set()
     for name, path in paths.items():
         tree = ast.parse(path.read_text(encoding="utf-8"))
         package = name if path.name == "__init__.py" else name.rpartition(".")[0]
@@ -36,7 +50,13 @@ def import_graph() -> dict[str, set[str]]:
             if id(node) in skipped:
                 continue
             targets: list[str] = []
-            if isinstance(node, ast.Import):
+            if isinstance(node, ast.Call) and _callee(node) in ("import_module", "files") and node.args:
+                first = node.args[0]
+                if isinstance(first, ast.Constant) and isinstance(first.value, str):
+                    targets = [first.value] if first.value in paths else []
+                elif _callee(node) == "import_module":
+                    dynamic.add(name)  # whichever module a name it can reach says: resolved below
+            elif isinstance(node, ast.Import):
                 targets = [alias.name for alias in node.names]
             elif isinstance(node, ast.ImportFrom):
                 if node.level:
@@ -52,7 +72,22 @@ def import_graph() -> dict[str, set[str]]:
                     target = target.rpartition(".")[0]
                 if target and target != name:
                     graph[name].add(target)
+    for importer in dynamic:
+        # The names it may be handed are strings in itself or in the modules it imports (the worker reads
+        # `kind.adapter` from the table, which imports each engine's line).
+        seen, todo = {importer}, [importer]
+        while todo:
+            for nxt in graph[todo.pop()] - seen:
+                seen.add(nxt)
+                todo.append(nxt)
+        graph[importer] |= {target for module in seen for target in named[module] if target != importer}
     return graph
+
+
+def _callee(call: ast.Call) -> str:
+    """The called function's own name (`import_module` of `importlib.import_module(...)`)."""
+    func = call.func
+    return func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
 
 
 def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
@@ -106,6 +141,7 @@ def test_the_graph_sees_lazy_imports() -> None:
     graph = import_graph()
     assert "farm.store.reads" in graph["farm.store.store"]  # Store.leaderboard imports reads in its body
     assert "farm.bench.runner" not in graph["farm.provenance"]  # only for type checking
+    assert "farm.engines.ollama.adapter" in graph["farm.worker.engines"]  # import_module(kind.adapter)
 
 
 def test_cycles_finds_a_circle() -> None:

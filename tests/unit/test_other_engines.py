@@ -20,6 +20,8 @@ from farm.errors import ArgumentPolicyError
 from farm.recipes import assets
 
 GGUF = "/models/smollm2.gguf"
+OLDER_LLAMACPP = EnginePolicy(specs={"llama.cpp": shipped_llamacpp_spec("0.3.16")})
+"""A host whose llama-server is 0.3.16's (llama.cpp 4227c9b), where `-fa` is a switch."""
 
 
 def test_llamacpp_spec_comes_from_the_servers_help() -> None:
@@ -36,7 +38,7 @@ CANONICAL = [
     (
         "llama.cpp",
         "llama-server -m /models/a.gguf -c 2048 -fa --jinja",
-        ("--model", "/models/a.gguf", "--ctx-size", "2048", "--flash-attn", "--jinja"),
+        ("--model", "/models/a.gguf", "--ctx-size", "2048", "--flash-attn", "on", "--jinja"),
     ),
     (
         "llama.cpp",
@@ -139,12 +141,12 @@ def test_llamacpp_draft_named_by_its_file_is_the_hosts_file() -> None:
     argv = ["llama-server", "-hf", "org/m-GGUF", "-md", "d.gguf", "--spec-type", "draft-mtp"]
     command = canonical_command(argv, "llama.cpp")
     launched = _on_host(command, {"d.gguf": "/models/d-Q8.gguf"})
-    assert launched[launched.index("--model-draft") + 1] == "/models/d-Q8.gguf"
+    assert launched[launched.index("--spec-draft-model") + 1] == "/models/d-Q8.gguf"  # 0.3.36's name for -md
     assert "d.gguf" not in launched
     with pytest.raises(ArgumentPolicyError, match=re.escape("no file for the draft model 'd.gguf'")):
         _on_host(command)
     launched = _on_host(canonical_command([*argv[:4], "/models/d.gguf"], "llama.cpp"))
-    assert launched[launched.index("--model-draft") + 1] == "/models/d.gguf"
+    assert launched[launched.index("--spec-draft-model") + 1] == "/models/d.gguf"
 
 
 def test_a_bare_gguf_name_passes_submit_but_needs_the_hosts_file() -> None:
@@ -225,7 +227,7 @@ def test_unknown_engine_and_the_launchable_list() -> None:
     """An unknown engine names the ones the farm reads; only engines with a launching adapter are runnable."""
     with pytest.raises(ArgumentPolicyError, match="unknown engine 'hipfire'"):
         engine_kind("hipfire")
-    assert launchable_engines() == ("vllm", "llama.cpp", "sglang", "ollama", "tabbyapi", "mlx")
+    assert launchable_engines() == ("vllm", "llama.cpp", "sglang", "ollama", "lmstudio", "tabbyapi", "mlx")
 
 
 def test_extra_options_of_a_newer_engine_through_the_profile() -> None:
@@ -291,6 +293,7 @@ def test_a_llama_bench_page_becomes_the_server_command() -> None:
         "--split-mode",
         "layer",
         "--flash-attn",
+        "on",
         "--cache-type-k",
         "f16",
         "--cache-type-v",
@@ -298,7 +301,10 @@ def test_a_llama_bench_page_becomes_the_server_command() -> None:
     )
     assert dropped == ("-m", "-p", "512", "-n", "128", "-r", "5")
     assert defaults == ()
-    canonical_command(argv, "llama.cpp")
+    for release in ("0.3.16", "0.3.36"):
+        canonical_command(argv, "llama.cpp", EnginePolicy(specs={"llama.cpp": shipped_llamacpp_spec(release)}))
+    off, _, _ = llama_bench_to_server(shlex.split("llama-bench -m /models/a.gguf -fa 0 -ngl 99"))
+    assert off == ("llama-server", "--model", "/models/a.gguf", "--flash-attn", "off", "--n-gpu-layers", "99")
 
 
 def test_llama_bench_defaults_are_made_explicit() -> None:
@@ -336,15 +342,48 @@ def test_llama_bench_commands_that_do_not_translate(bench: str, why: str) -> Non
     ],
 )
 def test_newer_llamacpp_switch_values_on_an_older_spec(argv: str, rendered: tuple[str, ...]) -> None:
-    """A newer llama-server's `-fa on|off|auto` runs on a spec where -fa is a switch: on sets it, off and auto
-    leave the server's default."""
-    assert canonical_command(argv.split(), "llama.cpp").render_options() == rendered
+    """A newer llama-server's `-fa on|off|auto` runs on a spec where -fa is a switch (0.3.16's): on sets it, off
+    and auto leave the server's default."""
+    assert canonical_command(argv.split(), "llama.cpp", OLDER_LLAMACPP).render_options() == rendered
+
+
+@pytest.mark.parametrize(
+    ("argv", "rendered"),
+    [
+        ("-fa", ("--flash-attn", "on")),
+        ("-fa -c 8", ("--flash-attn", "on", "--ctx-size", "8")),
+        ("--flash-attn", ("--flash-attn", "on")),
+        ("-fa 1", ("--flash-attn", "on")),
+        ("--flash-attn=enabled", ("--flash-attn", "on")),
+        ("-fa 0", ("--flash-attn", "off")),
+        ("-fa false", ("--flash-attn", "off")),
+        ("-fa auto", ("--flash-attn", "auto")),
+        ("-fa -1", ("--flash-attn", "auto")),
+        ("-rea 0 --fit 1", ("--reasoning", "off", "--fit", "on")),
+        ("--no-mmap", ("--load-mode", "none")),
+        ("--mlock", ("--load-mode", "mmap+mlock")),
+        ("--mlock --no-mmap", ("--load-mode", "mlock")),
+        ("--mmap", ("--load-mode", "mmap")),
+        ("-nkvo --no-warmup -nocb", ("--no-kv-offload", "--no-warmup", "--no-cont-batching")),
+    ],
+)
+def test_llamacpp_commands_render_as_the_current_server_takes_them(argv: str, rendered: tuple[str, ...]) -> None:
+    """On 0.3.36's llama-server (the default) flash attention takes on|off|auto: a bare `-fa` (older builds) is
+    on, llama-bench's 0/1 and the other words llama.cpp reads are its on/off/auto; the removed mmap/mlock switches
+    are `--load-mode`; a negation on the same help line as its switch renders as the negation."""
+    command = canonical_command(["llama-server", "-m", GGUF, *argv.split()], "llama.cpp")
+    assert command.spec.version == "0.3.36 (0c1e570)"
+    assert command.render_options()[2:] == rendered
 
 
 def test_a_switch_value_that_is_not_one_is_refused() -> None:
-    """`--flash-attn=maybe` is neither on nor off."""
+    """`--flash-attn=maybe` is neither on nor off, on the older spec (a switch) and on the current one."""
     with pytest.raises(ArgumentPolicyError, match="a switch here"):
+        canonical_command(["llama-server", "-m", GGUF, "--flash-attn=maybe"], "llama.cpp", OLDER_LLAMACPP)
+    with pytest.raises(ArgumentPolicyError, match="not one of auto, off, on"):
         canonical_command(["llama-server", "-m", GGUF, "--flash-attn=maybe"], "llama.cpp")
+    with pytest.raises(ArgumentPolicyError, match="given twice"):
+        canonical_command(["llama-server", "-m", GGUF, "--no-mmap", "--load-mode", "mmap"], "llama.cpp")
 
 
 def test_sglang_reads_its_documented_tp_and_dp_spellings_and_launches_the_declared_ones() -> None:
@@ -473,3 +512,49 @@ def test_tabbyapi_config_is_a_document_never_a_file(value: str, why: str) -> Non
     """A path (or anything but a JSON object of sections) would let TabbyAPI read options past every check."""
     with pytest.raises(ArgumentPolicyError, match=re.escape(why)):
         canonical_command(["python", "main.py", "--config", value], "tabbyapi")
+
+
+@pytest.mark.parametrize(
+    ("version", "spec_version", "said"),
+    [
+        ("0.3.16", "0.3.16 (4227c9b)", "llama.cpp 0.3.16 (4227c9b)"),
+        ("0.3.36", "0.3.36 (0c1e570)", "llama.cpp 0.3.36 (0c1e570)"),
+        ("0.3.20", "0.3.16 (4227c9b)", "the nearest older spec shipped for 0.3.20"),
+        ("0.4.1", "0.3.36 (0c1e570)", "the nearest older spec shipped for 0.4.1"),
+        ("0.2.90", "0.3.16 (4227c9b)", "the oldest spec shipped; none for 0.2.90 or older"),
+        (None, "0.3.36 (0c1e570)", "llama.cpp 0.3.36 (0c1e570)"),
+    ],
+)
+def test_a_version_is_judged_with_its_own_spec_or_the_nearest_older(
+    version: str | None, spec_version: str, said: str
+) -> None:
+    """The table gives the spec of the llama.cpp release a worker runs, the nearest older one shipped where that
+    release has none (saying so), and the newest where no version is known (what submit judges against)."""
+    spec, note = engine_kind("llama.cpp").spec_at(version)
+    assert spec.version == spec_version
+    assert said in note
+    assert engine_kind("llama.cpp").spec().version == "0.3.36 (0c1e570)"
+
+
+def test_a_worker_profile_version_picks_the_spec_that_judges() -> None:
+    """A llama.cpp worker whose profile says it runs 0.3.16 judges `-fa 1` as that build's switch, and its policy
+    says which spec judged (for provenance); without a version (a stand-in: nothing is asked) the newest judges."""
+    from farm.worker.engines import engine_policy
+    from farm.worker.profile import WorkerProfile
+
+    def profile(**llamacpp: object) -> WorkerProfile:
+        return WorkerProfile.model_validate(
+            {
+                "name": "p",
+                "hardware": {"hardware_id": "cpu", "count": 1, "source": "declared"},
+                "engine": {"kind": "llama.cpp", "stand_in": not llamacpp, "llamacpp": llamacpp},
+            }
+        )
+
+    argv = ["llama-server", "-m", GGUF, "-fa", "1"]
+    older = engine_policy(profile(version="0.3.16"))
+    assert canonical_command(argv, "llama.cpp", older).render_options()[2:] == ("--flash-attn",)
+    assert older.spec_notes["llama.cpp"] == "llama.cpp 0.3.16 (4227c9b)"
+    newest = engine_policy(profile())
+    assert canonical_command(argv, "llama.cpp", newest).render_options()[2:] == ("--flash-attn", "on")
+    assert newest.spec_notes["llama.cpp"] == "llama.cpp 0.3.36 (0c1e570)"

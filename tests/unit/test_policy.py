@@ -31,16 +31,39 @@ def serve(*args: str) -> tuple[str, ...]:
     return ("vllm", "serve", MODEL, *args)
 
 
-def test_shipped_list_records_its_vllm_version_and_types() -> None:
-    """The shipped list came from vLLM 0.32.0's parser, with each option's type: the seed's flags are in it."""
-    spec = shipped_vllm_spec()
-    assert spec.version == "0.32.0"
+@pytest.mark.parametrize("version", ["0.32.0", "0.33.0"])
+def test_shipped_list_records_its_vllm_version_and_types(version: str) -> None:
+    """Each shipped list came from its vLLM release's parser, with each option's type: the seed's flags are in
+    it; the default is the newest."""
+    spec = shipped_vllm_spec(version)
+    assert spec.version == version
     for flag in ("--tensor-parallel-size", "-tp", "--kernel-config", "--attention-backend", "--port", "-dpa"):
         assert spec.lookup(flag) is not None, flag
     assert spec.option("-tp").name == "--tensor-parallel-size"
     assert spec.option("--kernel-config").dotted
     assert spec.option("--max-num-seqs").kind == "int"
     assert spec.option("--enforce-eager").kind in ("flag", "bool")
+    assert shipped_vllm_spec().version == "0.33.0"
+
+
+@pytest.mark.parametrize(
+    ("option", "on_0_32", "on_0_33"),
+    [
+        ("--enable-prefix-caching", "--enable-prefix-caching", "--enable-prefix-caching"),
+        ("--no-enable-prefix-caching", "--no-enable-prefix-caching", "--disable-prefix-caching"),
+        ("--disable-cascade-attn", "--disable-cascade-attn", "--disable-cascade-attn"),
+        ("--no-disable-cascade-attn", "--no-disable-cascade-attn", "--enable-cascade-attn"),
+    ],
+)
+def test_vllm_switches_render_as_each_release_spells_them(option: str, on_0_32: str, on_0_33: str) -> None:
+    """vLLM 0.33 pairs `--enable-x` with `--disable-x` (EnableDisableAction; `--no-enable-x` is still read but
+    hidden): a switch is judged on/off the same on both releases and rendered in each one's own spelling."""
+    for version, rendered in (("0.32.0", on_0_32), ("0.33.0", on_0_33)):
+        policy = EnginePolicy(serve_args=shipped_vllm_spec(version))
+        assert canonical_command(serve(option), "vllm", policy).render_options() == (rendered,)
+    current = canonical_command(serve("--disable-prefix-caching"), "vllm")
+    assert current.get("--enable-prefix-caching") is not None
+    assert not current.enabled("--enable-prefix-caching")
 
 
 def test_the_seed_recipe_passes_and_renders_the_same_values() -> None:
@@ -72,7 +95,7 @@ def test_the_seed_recipe_passes_and_renders_the_same_values() -> None:
             ("--compilation-config", '{"custom_ops":["all","-rms_norm"]}'),
         ),
         (("--served-model-name", "a", "b"), ("--served-model-name", "a", "b")),
-        (("--no-enable-prefix-caching",), ("--no-enable-prefix-caching",)),
+        (("--no-enable-prefix-caching",), ("--disable-prefix-caching",)),  # 0.33 spells the negation so
         (("--model", MODEL, "--dtype", "float32"), ("--dtype", "float32")),
         (("--data-parallel-address", "127.0.0.1"), ("--data-parallel-address", "127.0.0.1")),
         (("--generation-config", "~/.cache/huggingface/g"), ("--generation-config", "~/.cache/huggingface/g")),
@@ -123,7 +146,7 @@ def test_every_spelling_renders_one_canonical_form(args: tuple[str, ...], canoni
         # types and the rest
         ("vllm serve m/x --max-num-seqs lots", DEFAULT_POLICY, None, "expected an integer"),
         ("vllm serve m/x --all2all-backend nope", DEFAULT_POLICY, None, "not one of"),
-        ("vllm serve m/x --no-such-flag 1", DEFAULT_POLICY, None, "not an option of vllm 0.32.0"),
+        ("vllm serve m/x --no-such-flag 1", DEFAULT_POLICY, None, "not an option of vllm 0.33.0"),
         ("vllm serve m/x --api-key abc", DEFAULT_POLICY, None, "secrets never go in argv"),
         ("vllm serve m/x --config x.yaml", DEFAULT_POLICY, None, "past every check"),
         ("vllm serve m/x stray", DEFAULT_POLICY, None, "a stray value"),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 from farm.queue.overview import ClassLine, class_lines, worker_lines
@@ -68,3 +69,23 @@ def test_a_quarantined_worker_shows_its_reason_and_serves_no_class() -> None:
     (line,) = worker_lines([broken], NOW, silent_after_s=120)
     assert (line.state, line.quarantine_reason) == ("quarantined", "the engine failed to start 3 times in a row")
     assert class_lines({"sim:rtx x 2": 4}, [line]) == [ClassLine("sim:rtx x 2", 4, ())]
+
+
+def test_a_worker_whose_broker_does_not_answer_is_shown_apart_and_serves_no_class() -> None:
+    """Alive (its heartbeat is fresh) but its broker does not answer: shown as broker-down, not live, and a class
+    only it declares is unserved; an embedded worker (no broker: None) and one whose broker answers receive."""
+    deaf = replace(_worker("deaf", ("sim:rtx x 2",), 2), broker_ok=False, spool_held=1)
+    hearing = replace(_worker("hearing", ("sim:rtx x 1",), 2), broker_ok=True)
+    embedded = _worker("embedded", ("sim:rtx x 1",), 2)
+    lines = {line.worker_id: line for line in worker_lines([deaf, hearing, embedded], NOW, silent_after_s=120)}
+    assert [(w, lines[w].state, lines[w].receives) for w in ("deaf", "embedded", "hearing")] == [
+        ("deaf", "broker-down", False),
+        ("embedded", "live", True),
+        ("hearing", "live", True),
+    ]
+    assert lines["deaf"].live
+    assert lines["deaf"].spool_held == 1
+    assert class_lines({"sim:rtx x 2": 3, "sim:rtx x 1": 1}, list(lines.values())) == [
+        ClassLine("sim:rtx x 1", 1, ("embedded", "hearing")),
+        ClassLine("sim:rtx x 2", 3, ()),
+    ]

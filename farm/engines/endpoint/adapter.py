@@ -20,6 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from farm.domain import ENGINE_KIND_ENDPOINT, FailureClass
 from farm.errors import EngineError
 from farm.net import basic_auth_header, url_without_credentials
+from farm.private_files import open_private
 
 READY_POLL_S = 1.0
 """How often a hosted endpoint is asked whether it serves while the worker waits for it."""
@@ -130,8 +131,7 @@ class EndpointEngine:
     def _note(self, text: str) -> None:
         self._notes.append(text)
         try:
-            self._log_path.parent.mkdir(parents=True, exist_ok=True)
-            with self._log_path.open("a", encoding="utf-8") as log_file:
+            with open_private(self._log_path, "a", encoding="utf-8") as log_file:
                 log_file.write(text + "\n")
         except OSError:
             pass  # the notes stay in memory; the log file is a convenience

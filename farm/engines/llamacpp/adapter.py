@@ -1,10 +1,14 @@
 """llama.cpp's `llama-server` as an engine: its argument spec, its canonical argv on a worker, readiness,
 version and metrics.
 
-The spec is `llama_server_args.json`, dumped from the server's own `--help` by deploy/gen_llama_server_args.py
-(llama.cpp declares its options in C++, common/arg.cpp), with the newer options of farm.engines.llamacpp.supplement
-merged in (`with_supplement`, for the shipped list only). llama.cpp's parser takes no abbreviations and reads
-dashes literally; every option except a few list-valued ones is single-valued (it would keep the last).
+A spec per release: `llama_server_args_<release>.json`, dumped from the server's own `--help` by
+deploy/gen_llama_server_args.py (llama.cpp declares its options in C++, common/arg.cpp) for the llama.cpp vendored
+in that llama-cpp-python release (`SPEC_FILES`; the newest, `DEFAULT_RELEASE`, is what the farm's workers run
+unless their profile says otherwise). The 0.3.16 dump predates options recipes use, so the newer options of
+farm.engines.llamacpp.supplement are merged into it (`with_supplement`); a command written for an older server is
+rewritten into the spellings of a newer one (farm.engines.llamacpp.spellings: `-fa 1` is `--flash-attn on`).
+llama.cpp's parser takes no abbreviations and reads dashes literally; every option except a few list-valued ones
+is single-valued (it would keep the last).
 
 On a worker the model is the host's own GGUF file (the profile's `model_paths`), served under the recipe's model
 id (`--alias`); a recipe's `-m`/`-hf` name what to load, never where the host keeps it. The server's own
@@ -28,12 +32,22 @@ from farm.engines.argspec import ArgSpec, CanonicalCommand, OptionSpec, ValueKin
 from farm.engines.base import LaunchRequest
 from farm.engines.llamacpp import supplement as llamacpp_supplement
 from farm.engines.llamacpp.counters import METRICS
+from farm.engines.llamacpp.spellings import WORD_VALUES, current_spellings_for
 from farm.engines.process import GPU_FREE_DEADLINE_S, EngineProcess
 from farm.engines.reparse import check_launch
 from farm.errors import ArgumentPolicyError
 from farm.hardware.probe import HardwareProbe
 
-ARGS_FILE = "llama_server_args.json"
+SPEC_FILES: Mapping[str, str] = {
+    "0.3.16": "llama_server_args_0.3.16.json",
+    "0.3.36": "llama_server_args_0.3.36.json",
+}
+"""The shipped dumps, by the llama-cpp-python release whose vendored llama.cpp was built (install-llama-server.sh)."""
+
+DEFAULT_RELEASE = "0.3.36"
+"""The release the farm's workers run (deploy/install-llama-server.sh's default): what submit judges against."""
+
+ARGS_FILE = SPEC_FILES[DEFAULT_RELEASE]
 
 PREFIXES = (("llama-server",), ("llama.cpp/llama-server",), ("./llama-server",), ("build/bin/llama-server",))
 """How a llama.cpp recipe's command may start."""
@@ -158,6 +172,7 @@ REPEATABLE = frozenset(
         "--spec-replace",
         "--dry-sequence-breaker",
         "--override-tensor-draft",
+        "--spec-type",  # common/arg.cpp appends each use to the list of types (and skips the repeat warning)
     }
 )
 """Options llama.cpp collects into a list; every other one keeps only its last value, so a repeat is refused."""
@@ -210,15 +225,18 @@ BENCH_SLASH_LISTS = frozenset({"-ts", "--tensor-split", "-dev", "--device"})
 """llama-bench options whose one value is a list written with `/` (a `,` separates configurations), where
 llama-server writes the list with `,`."""
 
-BENCH_SWITCHES: Mapping[str, tuple[str, str | None, str | None]] = {
-    "-fa": ("--flash-attn", "--flash-attn", None),
-    "--flash-attn": ("--flash-attn", "--flash-attn", None),
-    "-nkvo": ("--no-kv-offload", "--no-kv-offload", None),
-    "--no-kv-offload": ("--no-kv-offload", "--no-kv-offload", None),
-    "-mmp": ("--mmap", None, "--no-mmap"),
-    "--mmap": ("--mmap", None, "--no-mmap"),
+_FA_ON, _FA_OFF = ("--flash-attn", "on"), ("--flash-attn", "off")
+BENCH_SWITCHES: Mapping[str, tuple[str, tuple[str, ...], tuple[str, ...]]] = {
+    "-fa": ("--flash-attn", _FA_ON, _FA_OFF),
+    "--flash-attn": ("--flash-attn", _FA_ON, _FA_OFF),
+    "-nkvo": ("--no-kv-offload", ("--no-kv-offload",), ()),
+    "--no-kv-offload": ("--no-kv-offload", ("--no-kv-offload",), ()),
+    "-mmp": ("--mmap", (), ("--no-mmap",)),
+    "--mmap": ("--mmap", (), ("--no-mmap",)),
 }
-"""llama-bench's 0/1 switches: (what it sets, the server option when on, the server option when off)."""
+"""llama-bench's 0/1 switches: (what it sets, the server tokens when on, when off). Flash attention is said
+either way, as current llama-server takes it (`-fa on|off`; its default is auto, llama-bench's is off); a spec of
+an older server reads `--flash-attn on` as its switch (farm.engines.argspec.ArgSpec.switch_values)."""
 
 BENCH_ONLY = frozenset(
     {
@@ -300,9 +318,7 @@ def llama_bench_to_server(argv: Sequence[str]) -> tuple[tuple[str, ...], tuple[s
             on = value.lower() in ("1", "on", "true", "yes")
             if not on and value.lower() not in ("0", "off", "false", "no"):
                 raise ArgumentPolicyError(f"{token} {value}: expected 0/1 or on/off", field="argv")
-            chosen = when_on if on else when_off
-            if chosen:
-                out.append(chosen)
+            out += when_on if on else when_off
             continue
         out += [BENCH_TO_SERVER[name], value]
     defaults: list[str] = []
@@ -312,9 +328,15 @@ def llama_bench_to_server(argv: Sequence[str]) -> tuple[tuple[str, ...], tuple[s
     return (*out, *defaults), tuple(dropped), tuple(defaults)
 
 
-def _kind(raw: Mapping[str, Any], name: str) -> ValueKind:
-    if name in KINDS:
-        return KINDS[name]
+def _known(table: Mapping[str, Any] | frozenset[str], strings: Sequence[str]) -> str | None:
+    """The spelling under which one of this module's tables lists an option (newer dumps spell the option first
+    in its newer name, `--spec-draft-model` for `--model-draft`); None: not listed."""
+    return next((s for s in strings if s in table), None)
+
+
+def _kind(raw: Mapping[str, Any], strings: Sequence[str]) -> ValueKind:
+    if (listed := _known(KINDS, strings)) is not None:
+        return KINDS[listed]
     if raw["nargs"] == 0:
         return ValueKind.FLAG
     if raw.get("choices"):
@@ -325,6 +347,11 @@ def _kind(raw: Mapping[str, Any], name: str) -> ValueKind:
     return ValueKind.TEXT
 
 
+_DECLARED: Mapping[str, OptionSpec] = {
+    spelling: option for option in llamacpp_supplement.NEWER for spelling in (option.name, *option.aliases)
+}
+"""The supplement's options by every spelling: how a dump's option whose help names no kind is judged."""
+
 LAYER_WORDS: Mapping[str, tuple[str, ...]] = {
     "--gpu-layers": ("auto", "all"),
     "--gpu-layers-draft": ("auto", "all"),
@@ -333,26 +360,51 @@ LAYER_WORDS: Mapping[str, tuple[str, ...]] = {
 
 
 def spec_from_dump(data: Mapping[str, Any], source: str) -> ArgSpec:
+    """A spec from a dump; its version is `RELEASE (commit)` where the dump names its release."""
     try:
         options: list[OptionSpec] = []
+        spellings: dict[str, str] = {}
+        word_options: list[str] = []
         for raw in data["options"]:
             strings = list(raw["option_strings"])
             longs = [s for s in strings if s.startswith("--")]
             name = (longs or strings)[0]
+            spellings.update({s: name for s in strings})
+            if raw.get("choices") and set(raw["choices"]) <= set(WORD_VALUES.values()) and not _known(KINDS, strings):
+                word_options.append(name)
+            layer_words = _known(LAYER_WORDS, strings)
+            refused = _known(REFUSED, strings)
+            writes = _known(WRITES, strings)
+            kind, choices = _kind(raw, strings), tuple(raw["choices"]) if raw.get("choices") else None
+            by_hand = _known(_DECLARED, strings)
+            if by_hand and choices is None and not _known(KINDS, strings) and raw["nargs"] != 0:
+                # The help says only "MODE" or "N": the supplement, read from common/arg.cpp, says what it is.
+                kind, choices = _DECLARED[by_hand].kind, _DECLARED[by_hand].choices
+            negatives = tuple(sorted(raw.get("negatives") or (), key=lambda n: not n.startswith("--")))  # long first
+            if negatives and kind != ValueKind.FLAG:
+                # A refused switch (`--agent`): its negation, which only turns it off, is a switch of its own.
+                options.append(OptionSpec(name=negatives[0], aliases=negatives[1:], kind=ValueKind.FLAG, nargs=0))
+                spellings.update({n: negatives[0] for n in negatives})
+                negatives = ()
+            if negatives:  # a switch with its negation (0.3.36's `--kv-offload` / `--no-kv-offload`)
+                kind = ValueKind.BOOL
+                spellings.update({n: name for n in negatives})
             options.append(
                 OptionSpec(
                     name=name,
-                    aliases=tuple(s for s in strings if s != name),
-                    kind=_kind(raw, name),
+                    aliases=tuple(s for s in (*strings, *negatives) if s != name),
+                    negations=negatives,
+                    kind=kind,
                     nargs=raw["nargs"],
-                    choices=tuple(raw["choices"]) if raw.get("choices") else LAYER_WORDS.get(name),
-                    repeatable=name in REPEATABLE,
-                    reason=REFUSED.get(name, WRITES.get(name, "")),
+                    choices=choices or (LAYER_WORDS[layer_words] if layer_words else None),
+                    repeatable=_known(REPEATABLE, strings) is not None,
+                    reason=REFUSED[refused] if refused else (WRITES[writes] if writes else ""),
                 )
             )
+        release = data.get("release")
         return ArgSpec(
             engine="llama.cpp",
-            version=str(data["version"]),
+            version=f"{release} ({data['version']})" if release else str(data["version"]),
             source=source,
             options=tuple(options),
             prefixes=PREFIXES,
@@ -360,6 +412,7 @@ def spec_from_dump(data: Mapping[str, Any], source: str) -> ArgSpec:
             abbreviations=False,
             inline_values=False,
             switch_values=SWITCH_VALUES,
+            current_spellings=current_spellings_for(spellings, word_options),
         )
     except (KeyError, TypeError) as exc:
         raise ArgumentPolicyError(f"not a llama-server argument list: {exc!r}", source=source) from exc
@@ -399,10 +452,38 @@ def with_supplement(spec: ArgSpec) -> ArgSpec:
 
 
 @cache
-def shipped_llamacpp_spec() -> ArgSpec:
-    """The dump of llama.cpp 4227c9b's llama-server, with the newer options recipes use (llamacpp_supplement)."""
-    text = resources.files(__package__).joinpath(ARGS_FILE).read_text(encoding="utf-8")
-    return with_supplement(spec_from_dump(json.loads(text), ARGS_FILE))
+def shipped_llamacpp_spec(release: str = DEFAULT_RELEASE) -> ArgSpec:
+    """The shipped dump of a release's llama-server; 0.3.16's (llama.cpp 4227c9b) with the newer options recipes
+    use (llamacpp_supplement), which 0.3.36's has of its own."""
+    if release not in SPEC_FILES:
+        raise ArgumentPolicyError(f"no shipped llama-server spec for {release!r} (shipped: {', '.join(SPEC_FILES)})")
+    name = SPEC_FILES[release]
+    spec = spec_from_dump(json.loads(resources.files(__package__).joinpath(name).read_text(encoding="utf-8")), name)
+    return with_supplement(spec) if release == "0.3.16" else spec
+
+
+_BUILD = re.compile(r"version: \S+ \((?:build \d+, )?(?:commit )?([0-9a-f]{7,40})\)")
+
+
+def release_of_build(executable: Sequence[str], *, timeout_s: float = 30.0) -> str | None:
+    """Which shipped release the host's llama-server is, by the commit its `--version` prints; None: another
+    build (or it did not answer)."""
+    import subprocess
+
+    try:
+        done = subprocess.run(
+            [*executable, "--version"], capture_output=True, text=True, timeout=timeout_s, check=False
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    found = _BUILD.search(done.stdout + done.stderr)
+    if found is None:
+        return None
+    for release in SPEC_FILES:
+        commit = shipped_llamacpp_spec(release).version.rpartition("(")[2].rstrip(")")
+        if commit and (found.group(1).startswith(commit) or commit.startswith(found.group(1))):
+            return release
+    return None
 
 
 def llamacpp_process_argv(
@@ -432,14 +513,15 @@ def llamacpp_process_argv(
             f"an absolute path ({kept.value('--model')!r})",
             field="argv",
         )
-    draft = kept.value("--model-draft")
+    draft_option = spec.option("--model-draft").name  # `--spec-draft-model` in newer dumps
+    draft = kept.value(draft_option)
     if draft is not None and not os.path.isabs(os.path.expanduser(draft)):
         draft_path = draft_paths.get(draft)
         if draft_path is None:
             raise ArgumentPolicyError(
                 f"this host keeps no file for the draft model {draft!r} (profile draft_paths)", field="argv"
             )
-        kept = kept.with_options(option_value(spec.option("--model-draft"), os.path.expanduser(draft_path)))
+        kept = kept.with_options(option_value(spec.option(draft_option), os.path.expanduser(draft_path)))
     worker = (*extra_args, "--alias", served_model, "--host", host, "--port", str(port))
     tokens = (*kept.render_options(), *worker)
     check_launch(kept, tokens, model=None, worker_tokens=worker)

@@ -1,11 +1,12 @@
-"""llama-server options newer than the shipped dump, which farm.engines.llamacpp.adapter merges into the shipped spec.
+"""llama-server options newer than the 0.3.16 dump, which farm.engines.llamacpp.adapter merges into its spec.
 
-The dump (llama_server_args.json) is llama-server's own `--help` at llama.cpp 4227c9b, the build vendored in
-llama-cpp-python 0.3.16. Recipes from the registry use newer options (`--spec-type`, `--reasoning off`,
-`--cache-ram`...). They are listed here by hand from `SOURCE`: the option table llama-gen-docs generates from
-common/arg.cpp into tools/server/README.md, checked against common/arg.cpp for how values are read. Each entry
-names every spelling that source gives it; the kind of each value is this file's (llamacpp.KINDS and
-llamacpp.REFUSED still decide for the names they list).
+The 0.3.16 dump (llama_server_args_0.3.16.json) is llama-server's own `--help` at llama.cpp 4227c9b, the build
+vendored in llama-cpp-python 0.3.16. 0.3.36's dump has nearly all of these itself (its own entries stand; where its
+help names no kind, `MODE` or `N`, this file's kind judges). Recipes from the registry use newer options
+(`--spec-type`, `--reasoning off`, `--cache-ram`...). They are listed here by hand from `SOURCE`: the option table
+llama-gen-docs generates from common/arg.cpp into tools/server/README.md, checked against common/arg.cpp for how
+values are read. Each entry names every spelling that source gives it; the kind of each value is this file's
+(llamacpp.KINDS and llamacpp.REFUSED still decide for the names they list).
 
 `ALIASES` adds the newer spellings of options the dump already has (`--spec-draft-model` is `-md`); the option
 keeps the dump's canonical spelling, so what is rendered runs on the older server too. `NEWER` adds options the

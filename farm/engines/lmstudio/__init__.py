@@ -1,4 +1,4 @@
-"""LM Studio: its line of the table (`ENGINE`), its argument spec (spec.py)."""
+"""LM Studio: its line of the table (`ENGINE`), its argument spec (spec.py), its adapter (adapter.py)."""
 
 from __future__ import annotations
 
@@ -23,4 +23,5 @@ ENGINE = EngineKind(
     launcher=("lms", "server", "start"),
     aliases=("lm-studio", "lm studio", "lms"),
     artifact="gguf",
+    adapter="farm.engines.lmstudio.adapter",
 )

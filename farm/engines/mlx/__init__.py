@@ -1,4 +1,4 @@
-"""MLX (mlx-lm): its line of the table (`ENGINE`), its argument spec (spec.py)."""
+"""MLX (mlx-lm): its line of the table (`ENGINE`), its argument spec per release (spec.py)."""
 
 from __future__ import annotations
 
@@ -16,10 +16,18 @@ def _spec() -> ArgSpec:
     return MLX
 
 
+def _spec_0_28() -> ArgSpec:
+    from farm.engines.mlx.spec import MLX_0_28
+
+    return MLX_0_28
+
+
 ENGINE = EngineKind(
     name="mlx",
     spec=_spec,
-    spec_source="ml-explore/mlx-lm mlx_lm/server.py",
+    spec_source="ml-explore/mlx-lm mlx_lm/server.py (0.32.2, from its wheel; 0.28)",
+    spec_versions={"0.28": _spec_0_28, "0.32.2": _spec},
+    default_version="0.32.2",
     launcher=("mlx_lm.server",),
     aliases=("mlx-lm", "mlx_lm"),
     python_modules=("mlx_lm.server",),

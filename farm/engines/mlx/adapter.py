@@ -9,6 +9,7 @@ model argument itself. It answers `/health` and the OpenAI API, and has no /vers
 from __future__ import annotations
 
 from farm.engines.base import LaunchRequest
+from farm.engines.judge import is_repository_or_name
 from farm.engines.process import EngineProcess
 from farm.errors import ArgumentPolicyError
 
@@ -17,6 +18,13 @@ def mlx_process_argv(request: LaunchRequest) -> tuple[str, ...]:
     if not request.executable:
         raise ArgumentPolicyError("the worker's executable is empty")
     model = request.model_path or request.command.model or request.served_model
+    # the recipe's model_id, which no judge saw, is a repository to fetch, never a path of this host
+    if not request.model_path and not request.command.model and not is_repository_or_name(model):
+        raise ArgumentPolicyError(
+            f"model_id {model!r}: the command names no --model, and the recipe's model_id is no repository id: "
+            "a path mlx_lm.server loads comes from the host's model_paths or a judged --model (under the roots)",
+            field="model_id",
+        )
     kept = request.command.without("--host", "--port", "--model")
     return (
         *request.executable,

@@ -1,18 +1,21 @@
-"""MLX's argument spec (`MLX`, mlx-lm's server).
+"""MLX's argument specs (mlx-lm's server), per release: `MLX` is 0.32.2's, read from mlx_lm/server.py's
+argparse in the `mlx-lm==0.32.2` wheel (`pip download --no-deps`); `MLX_0_28` the older list it extends.
 
-It is an allowlist written from the engine's own CLI source (named in `ArgSpec.source`): the options a
+Each is an allowlist written from the engine's own CLI source (named in `ArgSpec.source`): the options a
 benchmark recipe uses, each with the kind its value is judged as. An option missing here is refused unless a
 host's profile allows it, so a list that is short errs on the side of refusing.
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from farm.engines.argspec import ArgSpec, ValueKind, declared
 
 K = ValueKind
 _o = declared
 
-MLX = ArgSpec(
+MLX_0_28 = ArgSpec(
     engine="mlx",
     version="0.28",
     source="ml-explore/mlx-lm mlx_lm/server.py (main's argparse)",
@@ -44,3 +47,19 @@ MLX = ArgSpec(
         _o("--pipeline", K.FLAG),
     ),
 )
+
+MLX = replace(
+    MLX_0_28,
+    version="0.32.2",
+    source="ml-explore/mlx-lm 0.32.2 mlx_lm/server.py (main's argparse), from the mlx-lm==0.32.2 wheel",
+    options=(
+        *(o for o in MLX_0_28.options if o.name not in ("--log-level", "--prompt-cache-bytes")),
+        _o("--log-level", K.CHOICE, choices=("CRITICAL", "DEBUG", "ERROR", "INFO", "WARNING")),
+        _o("--prompt-cache-bytes", K.WORD),  # a size: `8GB`, `500M` or bytes (mlx_lm.utils._parse_size)
+        _o("--allowed-origins", K.REFUSED, reason="CORS origins let web pages reach the API; the worker is its client"),
+        _o("--kv-bits", K.INT),
+        _o("--kv-group-size", K.INT),
+        _o("--quantized-kv-start", K.INT),
+    ),
+)
+"""mlx-lm 0.32.2's server: 0.28's options, with KV-cache quantization and CORS origins (refused)."""

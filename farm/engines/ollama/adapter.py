@@ -18,6 +18,7 @@ from farm.domain import FailureClass
 from farm.engines.base import LaunchRequest
 from farm.engines.process import EngineProcess
 from farm.errors import ArgumentPolicyError, EngineError
+from farm.private_files import open_private
 
 MODELFILE = "Modelfile"
 """The Modelfile's name in the run's directory."""
@@ -76,7 +77,7 @@ class OllamaProcess(EngineProcess):
 
     def when_serving(self) -> None:
         """`ollama create` against this server, its output in the engine's log; EngineError if it fails."""
-        with self.log_path.open("ab") as log_file:
+        with open_private(self.log_path) as log_file:
             try:
                 done = subprocess.run(
                     self.create_argv,

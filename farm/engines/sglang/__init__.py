@@ -17,10 +17,19 @@ def _spec() -> ArgSpec:
     return SGLANG
 
 
+def _release_0_5_23() -> ArgSpec:
+    from farm.engines.sglang.spec import sglang_release_spec
+
+    return sglang_release_spec("0.5.23")
+
+
 ENGINE = EngineKind(
     name="sglang",
     spec=_spec,
-    spec_source="sglang/srt/server_args.py at 001067ff (ServerArgs.add_cli_args)",
+    spec_source="sglang/srt/server_args.py at 001067ff (ServerArgs.add_cli_args); 0.5.23 narrowed to its parser",
+    # The registry's SGLang recipes were recorded on builds newer than 0.5.23 (two accepted ones use options it
+    # lacks), so main at 001067ff judges by default; a worker that runs 0.5.23 says so in its profile.
+    spec_versions={"0.5.23": _release_0_5_23},
     launcher=("python", "-m", "sglang.launch_server"),
     python_modules=("sglang.launch_server",),
     model_flags=("--model-path", "--model"),

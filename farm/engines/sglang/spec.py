@@ -21,7 +21,13 @@ mostly multi-node, PD-disaggregation, RL and debugging knobs.
 
 from __future__ import annotations
 
-from farm.engines.argspec import ArgSpec, ValueKind, declared
+import json
+from dataclasses import replace
+from functools import cache
+from importlib import resources
+
+from farm.engines.argspec import ArgSpec, OptionSpec, ValueKind, declared
+from farm.errors import ArgumentPolicyError
 
 K = ValueKind
 _o = declared
@@ -592,3 +598,35 @@ SGLANG = ArgSpec(
         *_REFUSED,
     ),
 )
+"""The allowlist as read from SGLang's main branch at 001067ff (`SOURCE`)."""
+
+RELEASE_DUMPS = {"0.5.23": "sglang_server_args.json"}
+"""Dumps of released SGLang parsers (deploy/gen_sglang_server_args.py on the release's wheel), beside this file."""
+
+ABBREVIATIONS = frozenset({"--tp", "--dp"})
+"""What SGLang's docs write for --tp-size and --dp-size: argparse reads them as abbreviations, in every release."""
+
+
+@cache
+def sglang_release_spec(version: str) -> ArgSpec:
+    """The allowlist narrowed to one SGLang release's own parser: an option (or spelling) the release lacks is
+    not an option of it, and a closed choice keeps only the values the release takes. What the farm judges
+    (the kinds, the refusals) stays the allowlist's; what the release adds beyond it stays refused."""
+    if version not in RELEASE_DUMPS:
+        raise ArgumentPolicyError(f"no SGLang {version!r} parser dump (shipped: {', '.join(RELEASE_DUMPS)})")
+    name = RELEASE_DUMPS[version]
+    data = json.loads(resources.files(__package__).joinpath(name).read_text(encoding="utf-8"))
+    known = {spelling: raw for raw in data["options"] for spelling in raw["option_strings"]}
+    options: list[OptionSpec] = []
+    for option in SGLANG.options:
+        spellings = tuple(s for s in (option.name, *option.aliases) if s in known or s in ABBREVIATIONS)
+        if not spellings:
+            continue
+        raw = known.get(spellings[0], {})
+        choices = option.choices
+        if choices is not None and raw.get("choices"):
+            choices = tuple(c for c in choices if c in raw["choices"])
+        options.append(replace(option, name=spellings[0], aliases=spellings[1:], choices=choices))
+    return replace(
+        SGLANG, version=str(data["version"]), source=f"{name} (SGLang's parser) and {SOURCE}", options=tuple(options)
+    )

@@ -3,6 +3,7 @@ classes (process.py), its adapter (adapter.py), vLLM on the CPU (cpu.py, tinymod
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from farm.engines.base import EngineKind
@@ -11,16 +12,25 @@ if TYPE_CHECKING:
     from farm.engines.argspec import ArgSpec
 
 
-def _spec() -> ArgSpec:
-    from farm.engines.vllm.spec import shipped_vllm_spec
+def _spec_of(version: str) -> Callable[[], ArgSpec]:
+    def load() -> ArgSpec:
+        from farm.engines.vllm.spec import shipped_vllm_spec
 
-    return shipped_vllm_spec()
+        return shipped_vllm_spec(version)
+
+    return load
+
+
+VERSIONS = ("0.32.0", "0.33.0")
+"""The vLLM releases with a shipped spec (spec.SERVE_ARGS_FILES), oldest first; the last is the default."""
 
 
 ENGINE = EngineKind(
     name="vllm",
-    spec=_spec,
-    spec_source="farm/engines/vllm/vllm_serve_args.json, dumped from vLLM 0.32.0's parser",
+    spec=_spec_of(VERSIONS[-1]),
+    spec_source="farm/engines/vllm/vllm_serve_args_<version>.json, dumped from each vLLM release's parser",
+    spec_versions={version: _spec_of(version) for version in VERSIONS},
+    default_version=VERSIONS[-1],
     launcher=("vllm", "serve"),
     aliases=("vllm-openai",),
     python_modules=("vllm.entrypoints.openai.api_server",),

