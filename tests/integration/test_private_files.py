@@ -51,6 +51,7 @@ def test_a_spooled_result_is_readable_by_its_owner_only(tmp_path: Path) -> None:
     """The spool holds results (artifacts, provenance) until the store takes them: 0600 too."""
     result = RunResult(figures=(), samples={}, artifacts=(Artifact("engine.log", "x"),), provenance={})
     path = Spool(tmp_path / "spool").put("j-1", 1, "w", result)
+    assert path is not None, "the disk took the result: it is a file, not held in memory"
     assert _mode(path) == 0o600
 
 
