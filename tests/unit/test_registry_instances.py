@@ -55,7 +55,7 @@ def test_a_llama_bench_page_runs_its_model_on_llama_server() -> None:
     the instance's quantization from its GGUF repository the same way, and provenance says what was dropped."""
     recipe = parse_registry(_recipe("llama.cpp", GGUF.id, metadata=_localmaxxing(BENCH)), "r.json")
     assert recipe.argv == (
-        "llama-server", "--n-gpu-layers", "28", "--split-mode", "layer", "--flash-attn",
+        "llama-server", "--n-gpu-layers", "28", "--split-mode", "layer", "--flash-attn", "on",
         "--cache-type-k", "f16", "--cache-type-v", "f16", "--hf-repo", "org/Model-GGUF:Q4_K_M",
     )  # fmt: skip
     assert recipe.model_id == "org/Model-GGUF:Q4_K_M"
@@ -223,7 +223,7 @@ def test_llama_bench_lists_and_newer_split_mode() -> None:
     recipe = parse_registry(_recipe("llama.cpp", BASE_QUANT.id, count=2, metadata=page), "r.json")
     command = check_recipe_for_submit(recipe)
     assert command.render_options() == (
-        "--device", "SYCL0,SYCL1", "--split-mode", "tensor", "--tensor-split", "1,1", "--flash-attn",
+        "--device", "SYCL0,SYCL1", "--split-mode", "tensor", "--tensor-split", "1,1", "--flash-attn", "on",
         "--gpu-layers", "99",
     )  # fmt: skip
     with pytest.raises(RecipeError, match="several values"):
