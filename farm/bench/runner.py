@@ -23,7 +23,7 @@ from farm.bench.methods import MeasureContext, Measurement
 from farm.bench.openloop import measure_open_loop
 from farm.bench.records import Figure
 from farm.bench.sharded import ClientPlan, measure_concurrency_sharded
-from farm.engines.registry import cache_resets, counter_families
+from farm.engines.registry import cache_resets, cache_resetters, counter_families
 from farm.errors import MeasurementError
 from farm.recipes.sweep import SweepPlan
 
@@ -36,6 +36,10 @@ adapter's own names instead."""
 ENGINE_CACHE_RESETS: Mapping[str, str | None] = cache_resets()
 """Where each engine (by its metric-name prefix, the table's) empties its prefix cache; None: it has no such
 call (the cold measurements then rely on unique prefixes, and say so)."""
+
+ENGINE_CACHE_RESETTERS: Mapping[str, str] = cache_resetters()
+"""The engines (by metric-name prefix) whose cold start is their own procedure, and its module: llama.cpp's slot
+erase and `cache_prompt: false` (farm.engines.llamacpp.cache)."""
 
 PHASE_WARMING = "warming"
 PHASE_MEASURING = "measuring"
@@ -164,6 +168,7 @@ async def run_sweep(
             counter_families=ENGINE_COUNTER_NAMES,
             on_window_edge=on_window_edge or (lambda: None),
             cache_resets=ENGINE_CACHE_RESETS,
+            cache_resetters=ENGINE_CACHE_RESETTERS,
         )
         ctx.check()
         served = await methods.served_models(base_url, ctx.control_timeout_s())

@@ -15,6 +15,19 @@ if TYPE_CHECKING:
     from farm.recipes.model import Recipe
 
 
+@dataclass(frozen=True)
+class PrefixCacheReset:
+    """What an engine's own reset procedure (`EngineKind.prefix_cache_resetter`) did before a cold measurement."""
+
+    done: str
+    """What was done, in words, for the figures' params (`cache_reset`)."""
+    emptied: bool
+    """The engine's cache was emptied (a conversation or trace then starts from nothing)."""
+    cold_request_fields: Mapping[str, object] = field(default_factory=dict)
+    """Body fields that make one request reuse nothing (llama.cpp: `{"cache_prompt": false}`), for the requests
+    of a measurement meant cold; empty: the engine has none."""
+
+
 class Engine(Protocol):
     """One engine instance for one job attempt. `stop` is safe to call more than once and on every exit path."""
 
@@ -93,6 +106,10 @@ class EngineKind:
     prefix_cache_reset: str | None = None
     """The path it empties its prefix cache at (`POST`), before a measurement that must start cold; None: it
     offers none (the farm's cold measurements then rely on unique prefixes, and say so)."""
+    prefix_cache_resetter: str | None = None
+    """The module whose `async reset_prefix_cache(session, base_url, timeout_s) -> PrefixCacheReset` makes its
+    cache cold where one POST does not (llama.cpp: an erase per slot, or `cache_prompt: false` per request);
+    it is used instead of `prefix_cache_reset`."""
     artifact: str | None = None
     """The local model file it loads where it takes no repository: "gguf" or "mlx" (None: a repository)."""
     adapter: str | None = None

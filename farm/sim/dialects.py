@@ -4,6 +4,12 @@ A dialect changes routes only (what answers where); the timing model, the tokens
 (/sim/...) are the same for every dialect.
 
 - `sglang`: no /version; /get_server_info (with the version), /get_model_info; /metrics under `sglang:*`.
+- `llamacpp`: no /version; /props (`build_info`), /metrics under `llamacpp:*` (tokens only, no prefix-cache
+  counters), `GET /slots` (one per `max_num_seqs`), `POST /slots/{id}?action=erase` (HTTP 501 as llama-server
+  answers unless `slot_save_path`), each answer's cached prompt tokens in `timings.cache_n` and
+  `usage.prompt_tokens_details`, and a request's `cache_prompt: false` honoured (nothing reused). Its slots
+  share the simulator's one prefix cache, so an erase empties it all; llama-server's host-memory prompt cache
+  (`--cache-ram`, which an erase leaves) is not simulated.
 - `ollama`: no /health, /version or /metrics; `GET /` ("Ollama is running"), /api/version, /api/tags, and
   `POST /api/create` (what `ollama create NAME -f Modelfile` sends), which makes NAME the model it serves.
 - `lmstudio`: no /health, /version or /metrics; /api/v0/models; `POST /sim/lms/load` stands for `lms load`
@@ -17,6 +23,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
+from urllib.parse import parse_qs
 
 from farm.sim.http import JSON, Request, Response, json_response
 
@@ -26,7 +33,7 @@ if TYPE_CHECKING:
 
 Handler = Callable[["SimState", Request, "Connection"], "Response | None"]
 
-DIALECTS = ("vllm", "sglang", "ollama", "lmstudio", "tabbyapi", "mlx")
+DIALECTS = ("vllm", "sglang", "llamacpp", "ollama", "lmstudio", "tabbyapi", "mlx")
 """Every server the simulator plays (the profile's `dialect`, `farm sim serve --dialect`)."""
 
 OWNERS = {"sglang": "sglang", "ollama": "library", "lmstudio": "organization_owner", "tabbyapi": "tabbyAPI"}
@@ -97,6 +104,48 @@ def mlx_health(state: SimState, request: Request, conn: Connection) -> Response:
     return json_response({"status": "ok"})
 
 
+SLOT_ACTIONS_REFUSED = "This server does not support slots action. Start it with `--slot-save-path`"
+"""llama-server's answer (HTTP 501) to every `POST /slots/{id}` without --slot-save-path (0.3.36's server)."""
+
+
+def llama_props(state: SimState, request: Request, conn: Connection) -> Response:
+    p = state.profile
+    return json_response(
+        {"build_info": f"b0-sim{p.version}", "total_slots": p.max_num_seqs, "model_alias": p.served_model_name}
+    )
+
+
+def llama_slots(state: SimState, request: Request, conn: Connection) -> Response:
+    p = state.profile
+    return json_response(
+        [
+            {"id": slot, "n_ctx": p.max_model_len, "is_processing": slot < state.running}
+            for slot in range(p.max_num_seqs)
+        ]
+    )
+
+
+def llama_slot_action(state: SimState, request: Request, conn: Connection) -> Response:
+    """`POST /slots/{id}?action=...`: only erase; refused as llama-server refuses it without --slot-save-path."""
+    if not state.profile.slot_save_path:
+        body = {"error": {"code": 501, "message": SLOT_ACTIONS_REFUSED, "type": "not_supported_error"}}
+        return json_response(body, 501)
+    slot_text = request.path.rsplit("/", 1)[1]
+    action = parse_qs(request.query).get("action", [""])[0]
+    if not slot_text.isdigit() or int(slot_text) >= state.profile.max_num_seqs:
+        return json_response(
+            {"error": {"code": 400, "message": "Invalid slot ID", "type": "invalid_request_error"}}, 400
+        )
+    if action != "erase":
+        return json_response(
+            {"error": {"code": 400, "message": "Invalid action", "type": "invalid_request_error"}}, 400
+        )
+    erased = len(state.prefix_cache) * state.profile.prefix_block_tokens
+    state.prefix_cache.clear()
+    state.cache_resets += 1
+    return json_response({"id_slot": int(slot_text), "n_erased": erased})
+
+
 def apply_dialect(routes: dict[str, dict[str, Handler]], dialect: str, sglang: dict[str, dict[str, Handler]]) -> None:
     """Change vLLM's routes into the dialect's, in place (`sglang`: SGLang's extra routes, from farm.sim.routes)."""
     if dialect == "vllm":
@@ -104,6 +153,11 @@ def apply_dialect(routes: dict[str, dict[str, Handler]], dialect: str, sglang: d
     routes.pop("/version", None)
     if dialect == "sglang":
         routes.update(sglang)
+        return
+    if dialect == "llamacpp":
+        routes["/props"] = {"GET": llama_props}
+        routes["/slots"] = {"GET": llama_slots}
+        routes["/slots/{id}"] = {"POST": llama_slot_action}
         return
     routes.pop("/metrics", None)
     if dialect == "ollama":

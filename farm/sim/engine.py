@@ -122,7 +122,9 @@ def _start(state: SimState, pending: Pending, admitted_ns: int) -> None:
     req = pending.req
     prompt_len = len(req.prompt_tokens)
     hashes = block_hashes(req.prompt_tokens, profile.prefix_block_tokens) if profile.prefix_cache_blocks else []
-    cached = state.prefix_cache.lookup(hashes)
+    # llama-server's `cache_prompt: false`: the whole prompt is evaluated again (and still cached after).
+    reuse = req.cache_prompt or profile.dialect != "llamacpp"
+    cached = state.prefix_cache.lookup(hashes) if reuse else 0
     state.metrics.prefix_cache_queries += prompt_len
     state.metrics.prefix_cache_hits += cached
     ttft = timing.ttft_s(
@@ -154,7 +156,9 @@ def _start(state: SimState, pending: Pending, admitted_ns: int) -> None:
         # put the client's handling of the response head on the path of its first-token stamp.
         head, chunked = conn.stream_head(200, SSE_HEADERS)
         conn.write(head)
-        templates = protocol.ChunkTemplates(req, pending.request_id, pending.created)
+        templates = protocol.ChunkTemplates(
+            req, pending.request_id, pending.created, report_cached=profile.dialect == "llamacpp"
+        )
     stream = Stream(
         record=record,
         req=req,

@@ -90,10 +90,16 @@ class SimProfile(BaseModel):
         True, description="serve /tokenize and /detokenize (false: a plain OpenAI-compatible server without them)"
     )
     seed: int = Field(0, description="seeds every random draw (spec-decode acceptance, sampled text)")
-    dialect: Literal["vllm", "sglang", "ollama", "lmstudio", "tabbyapi", "mlx"] = Field(
+    dialect: Literal["vllm", "sglang", "llamacpp", "ollama", "lmstudio", "tabbyapi", "mlx"] = Field(
         "vllm",
         description="the server it plays: vllm (/version, vllm:* metrics), sglang (/get_server_info, "
-        "/get_model_info, sglang:* metrics, no /version), or ollama, lmstudio, tabbyapi, mlx (farm.sim.dialects)",
+        "/get_model_info, sglang:* metrics, no /version), or llamacpp, ollama, lmstudio, tabbyapi, mlx "
+        "(farm.sim.dialects)",
+    )
+    slot_save_path: bool = Field(
+        False,
+        description="llamacpp dialect: started with --slot-save-path, so POST /slots/{id}?action=erase works "
+        "(without it llama-server answers every slot action with HTTP 501)",
     )
 
     @model_validator(mode="after")

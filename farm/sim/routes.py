@@ -16,7 +16,8 @@ With `tokenize_endpoint = false` it has no /tokenize and /detokenize, as most Op
 
 With the profile's `dialect = "sglang"` it answers as SGLang does instead: no /version, but /get_server_info
 (with the version) and /get_model_info, /flush_cache instead of /reset_prefix_cache, and /metrics under
-SGLang's `sglang:*` names; Ollama, LM Studio, TabbyAPI and MLX likewise (farm.sim.dialects), without vLLM's
+SGLang's `sglang:*` names; llama.cpp's (`/slots`, slot erase, `cache_prompt`, `timings.cache_n`), Ollama,
+LM Studio, TabbyAPI and MLX likewise (farm.sim.dialects), without vLLM's
 /reset_prefix_cache.
 
 Unknown paths answer 404 and known paths with another method 405, in FastAPI's `{"detail": ...}` shape.
@@ -43,7 +44,7 @@ from farm.sim.dialects import OWNERS, apply_dialect
 from farm.sim.engine import Pending, SimState, admit
 from farm.sim.faults import FaultPlan
 from farm.sim.http import JSON, Connection, Request, Response, connection_factory, json_response
-from farm.sim.metrics import sglang_exposition
+from farm.sim.metrics import llamacpp_exposition, sglang_exposition
 from farm.sim.profile import SimProfile
 from farm.sim.scheduler import DEFAULT_SPIN_US
 
@@ -104,6 +105,10 @@ class SimApp:
         if self.state.hung:
             return None  # never answered: the connection stays busy, as a hung engine's does
         methods = self.routes.get(request.path)
+        if methods is None:
+            # One path parameter, as the last segment (llama.cpp's /slots/{id}).
+            head, _, last = request.path.rpartition("/")
+            methods = self.routes.get(f"{head}/{{id}}") if last else None
         if methods is None:
             return NOT_FOUND
         handler = methods.get("GET" if request.method == "HEAD" else request.method)
@@ -197,6 +202,8 @@ def metrics(state: SimState, request: Request, conn: Connection) -> Response:
     text = m.render()
     if state.profile.dialect == "sglang":
         text = sglang_exposition(text)
+    elif state.profile.dialect == "llamacpp":
+        text = llamacpp_exposition(m.prompt_tokens, m.generation_tokens)
     return Response(200, text.encode(), "text/plain; charset=utf-8")
 
 

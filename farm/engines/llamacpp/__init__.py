@@ -48,6 +48,7 @@ ENGINE = EngineKind(
     context_flags=("-c", "--ctx-size", "--ctx_size"),
     metric_prefix="llamacpp:",
     metric_names=METRICS,
+    prefix_cache_resetter="farm.engines.llamacpp.cache",  # slot erase where allowed, `cache_prompt: false`
     artifact="gguf",
     adapter="farm.engines.llamacpp.adapter",
 )
