@@ -96,6 +96,11 @@ class SimProfile(BaseModel):
         "/get_model_info, sglang:* metrics, no /version), or llamacpp, ollama, lmstudio, tabbyapi, mlx "
         "(farm.sim.dialects)",
     )
+    dev_mode: bool = Field(
+        True,
+        description="vllm dialect: served as with VLLM_SERVER_DEV_MODE=1, so POST /reset_prefix_cache is there "
+        "(false: HTTP 404, as a vLLM without dev mode answers)",
+    )
     slot_save_path: bool = Field(
         False,
         description="llamacpp dialect: started with --slot-save-path, so POST /slots/{id}?action=erase works "

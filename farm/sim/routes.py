@@ -10,7 +10,8 @@
                         power (mW), for a worker's simulated GPU probe
     GET  /sim/energy    the power model's exact energy per card over ?start_ns=&end_ns= (perf_counter_ns, the
                         clock of /sim/requests): the truth the farm's measured energy is checked against
-    POST /reset_prefix_cache   empties the prefix cache (vLLM's; its counters go on counting)
+    POST /reset_prefix_cache   empties the prefix cache (vLLM's, served in its dev mode: the profile's
+                               `dev_mode`; its counters go on counting)
 
 With `tokenize_endpoint = false` it has no /tokenize and /detokenize, as most OpenAI-compatible servers.
 
@@ -85,7 +86,7 @@ class SimApp:
             "/sim/requests": {"GET": sim_requests, "DELETE": sim_requests_clear},
             "/sim/gpu": {"GET": sim_gpu},
             "/sim/energy": {"GET": sim_energy},
-            "/reset_prefix_cache": {"POST": reset_prefix_cache},
+            "/reset_prefix_cache": {"POST": vllm_reset_prefix_cache},
         }
         # Another server's routes (farm.sim.dialects): SGLang has no /version, its version is in
         # /get_server_info (and its metrics are sglang:*); Ollama's API is under /api; ...
@@ -95,8 +96,8 @@ class SimApp:
             "/flush_cache": {"GET": reset_prefix_cache, "POST": reset_prefix_cache},
         }
         apply_dialect(self.routes, state.profile.dialect, sglang)
-        if state.profile.dialect != "vllm":
-            self.routes.pop("/reset_prefix_cache", None)  # vLLM's own call
+        if state.profile.dialect != "vllm" or not state.profile.dev_mode:
+            self.routes.pop("/reset_prefix_cache", None)  # vLLM's own call, in its dev mode only
         if not state.profile.tokenize_endpoint:
             self.routes.pop("/tokenize", None)
             self.routes.pop("/detokenize", None)
@@ -265,6 +266,13 @@ def reset_prefix_cache(state: SimState, request: Request, conn: Connection) -> R
     state.prefix_cache.clear()
     state.cache_resets += 1
     return Response(200)
+
+
+def vllm_reset_prefix_cache(state: SimState, request: Request, conn: Connection) -> Response:
+    """vLLM's answer to POST /reset_prefix_cache (with VLLM_SERVER_DEV_MODE=1): `{"success": true}` (the
+    simulator holds no blocks a reset must wait for)."""
+    reset_prefix_cache(state, request, conn)
+    return json_response({"success": True})
 
 
 def detokenize(state: SimState, request: Request, conn: Connection) -> Response:

@@ -30,7 +30,7 @@ from farm.errors import EngineError, ProfileError
 from farm.hardware.detect import probe_from_source
 from farm.hardware.probe import DeclaredProbe, HardwareProbe, HardwareReport, SimulatedProbe
 from farm.recipes.model import Recipe
-from farm.worker.profile import WorkerProfile
+from farm.worker.profile import VllmSection, WorkerProfile
 
 EngineFactory = Callable[[Recipe, WorkerProfile, int, Path, HardwareProbe], Engine]
 
@@ -239,7 +239,7 @@ def default_engine_factory(
         gpus=gpus,
         log_path=log_path,
         env_allowlist=vllm.env_allowlist if vllm.env_allowlist is not None else DEFAULT_ENV_ALLOWLIST,
-        extra_env=vllm.extra_env,
+        extra_env=vllm_extra_env(vllm),
         extra_args=vllm.extra_args,
         stop_grace_s=engine.stop_grace_s,
         served_model=recipe.model_id,
@@ -249,6 +249,12 @@ def default_engine_factory(
         gpu_free_deadline_s=vllm.gpu_free_deadline_s,
     )
     return _judged_by(launched, policy, "vllm")
+
+
+def vllm_extra_env(section: VllmSection) -> dict[str, str]:
+    """The host's own variables for a vLLM process: its `extra_env`, and `VLLM_SERVER_DEV_MODE=1` where the profile
+    turns `dev_mode_reset` on (the profile checked that vLLM then listens on loopback; farm/engines/vllm/cache.py)."""
+    return {**section.extra_env, **({"VLLM_SERVER_DEV_MODE": "1"} if section.dev_mode_reset else {})}
 
 
 def _judged_by(engine: Engine, policy: EnginePolicy, name: str) -> Engine:

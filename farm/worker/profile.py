@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 import socket
 import tomllib
 from pathlib import Path
@@ -88,6 +89,24 @@ class VllmSection(_Section):
     model_paths: dict[str, str] = Field(
         default_factory=dict, description="model id -> local directory; the engine serves it under the id"
     )
+    dev_mode_reset: bool = Field(
+        False,
+        description="serve vLLM with VLLM_SERVER_DEV_MODE=1, so its prefix cache is reset before each cold "
+        "measurement; that also opens /collective_rpc and vLLM's other development endpoints to every process on "
+        "this host (docs/cache-state.md): only for a host that runs nobody else's processes, kind = 'vllm', on a "
+        "loopback address",
+    )
+
+    @field_validator("extra_env")
+    @classmethod
+    def _dev_mode_by_its_switch(cls, value: dict[str, str]) -> dict[str, str]:
+        if "VLLM_SERVER_DEV_MODE" in value:
+            raise ValueError(
+                "[engine.vllm] extra_env sets VLLM_SERVER_DEV_MODE: use dev_mode_reset = true, the one switch the "
+                "worker checks and records (docs/cache-state.md)"
+            )
+        return value
+
     gpu_free_deadline_s: float = Field(30.0, ge=0, description="after stop: time for the cards to empty")
     version: str | None = Field(
         None,
@@ -234,6 +253,21 @@ class EngineSection(_Section):
     endpoint: EndpointSection | None = Field(None, description="the server an `endpoint` kind measures")
 
     @model_validator(mode="after")
+    def _dev_mode_on_loopback(self) -> EngineSection:
+        if not self.vllm.dev_mode_reset:
+            return self
+        if self.kind != "vllm":
+            raise ValueError(
+                f"[engine.vllm] dev_mode_reset applies to kind = 'vllm' (a vLLM process), not {self.kind!r}"
+            )
+        if not _is_loopback(self.host):
+            raise ValueError(
+                f"[engine.vllm] dev_mode_reset needs engines on a loopback address (engine.host is {self.host!r}): "
+                "its development endpoints must not listen beyond this host"
+            )
+        return self
+
+    @model_validator(mode="after")
     def _endpoint_named(self) -> EngineSection:
         if self.kind == "endpoint" and self.endpoint is None:
             raise ValueError("kind 'endpoint' needs an [engine.endpoint] section with its url")
@@ -266,6 +300,15 @@ class EngineSection(_Section):
         if not isinstance(section, ProcessEngineSection):
             raise ValueError(f"no [engine] section runs {engine!r} as a process")
         return section
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 class WorkerProfile(_Section):

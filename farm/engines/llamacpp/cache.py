@@ -1,7 +1,7 @@
 """How llama-server's prompt cache is made cold before a measurement that must start cold.
 
 What its endpoints do, read in tools/server of the llama.cpp that llama-cpp-python 0.3.36 vendors
-(server-context.cpp, server.cpp) and checked on the built server (docs/measurements.md, "Cache state"):
+(server-context.cpp, server.cpp) and checked on the built server (docs/cache-state.md):
 
 - `GET /slots` lists the slots (`id`, `n_ctx`, `is_processing`, ...); HTTP 501 when started with `--no-slots`.
 - `POST /slots/{id}?action=erase` drops slot `id`'s cached tokens (`{"id_slot": id, "n_erased": n}`), once the

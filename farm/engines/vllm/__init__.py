@@ -43,7 +43,9 @@ ENGINE = EngineKind(
     },
     context_flags=("--max-model-len", "--max_model_len"),
     metric_prefix="vllm:",
-    # Served with VLLM_SERVER_DEV_MODE=1; the hit rate is vllm:prefix_cache_hits over vllm:prefix_cache_queries.
+    # Served only with VLLM_SERVER_DEV_MODE=1 (off unless the profile says dev_mode_reset: vllm/cache.py); the hit
+    # rate is vllm:prefix_cache_hits over vllm:prefix_cache_queries.
     prefix_cache_reset="/reset_prefix_cache",
+    prefix_cache_resetter="farm.engines.vllm.cache",  # reads {"success": ...}, says 404 as dev mode off
     adapter="farm.engines.vllm.adapter",
 )
