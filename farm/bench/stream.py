@@ -51,7 +51,7 @@ class StreamRequest:
     min_tokens: int | None = None
     history: Sequence[tuple[str, str]] = ()
     """Earlier turns as (user, assistant) pairs, sent before `prompt` as chat messages (the chat API only)."""
-    extra: Mapping[str, Any] = field(default_factory=dict)
+    extra: Mapping[str, Any] = field(default_factory=dict, hash=False)
     """Engine-specific body fields added as they are (llama.cpp's `cache_prompt: false` on a cold request)."""
 
     def body(self, model: str) -> dict[str, Any]:

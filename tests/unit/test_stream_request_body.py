@@ -27,3 +27,12 @@ def test_extra_fields_are_added_to_the_body_and_absent_by_default() -> None:
     assert cold.body("m")["cache_prompt"] is False
     assert cold.body("m")["prompt"] == "p"
     assert "cache_prompt" not in StreamRequest(prompt="p", max_tokens=1, api="completions").body("m")
+
+
+def test_a_request_with_engine_fields_still_hashes_and_pickles() -> None:
+    """Requests go to load-generator processes (pickled) and may be set members: the fields do not break that."""
+    import pickle
+
+    request = StreamRequest(prompt="p", max_tokens=1, history=(("a", "b"),), extra={"cache_prompt": False})
+    assert pickle.loads(pickle.dumps(request)) == request  # noqa: S301 - our own bytes
+    assert hash(request) == hash(StreamRequest(prompt="p", max_tokens=1, history=(("a", "b"),)))
