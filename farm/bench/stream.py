@@ -10,6 +10,9 @@ Every read of the body is stamped with `time.perf_counter_ns()` as soon as aioht
 
 A request that fails (HTTP status, connection, timeout, a stream without usage) returns a `RequestSample` with
 `error` set: failures are data. The `openai` package is not used here; its per-chunk cost is ten times ours.
+
+Each sample names its connection (the local port, and which response on that connection it was), so that a
+packet capture (`farm.bench.kstamps`) can put the kernel's receive stamps in place of these user-space ones.
 """
 
 from __future__ import annotations
@@ -18,7 +21,8 @@ import asyncio
 import gc
 import json
 import time
-from dataclasses import dataclass
+import weakref
+from dataclasses import dataclass, replace
 from types import SimpleNamespace, TracebackType
 from typing import Any, Literal
 
@@ -110,6 +114,8 @@ class StreamClient:
         self.concurrency = concurrency
         self.request_timeout_s = request_timeout_s
         self._session: aiohttp.ClientSession | None = None
+        self._answered: weakref.WeakKeyDictionary[object, int] = weakref.WeakKeyDictionary()
+        """Responses received so far on each connection (by its protocol object): the index of the next one."""
 
     async def __aenter__(self) -> StreamClient:
         # An idle connection is dropped after 4 s, before llama-server's HTTP library (cpp-httplib) closes it at
@@ -149,6 +155,7 @@ class StreamClient:
         limit = self.request_timeout_s if timeout_s is None else min(timeout_s, self.request_timeout_s)
         clock = time.perf_counter_ns
         called_ns = clock()
+        connection: tuple[int, int] | None = None
         for attempt in range(2):
             sent = _SendStamp()
             answered = False
@@ -156,6 +163,7 @@ class StreamClient:
                 async with asyncio.timeout(limit):
                     async with session.post(url, data=payload, trace_request_ctx=sent) as response:
                         answered = True
+                        connection = self._connection_of(response)
                         if response.status != 200:
                             body = await response.content.read(ERROR_BODY_BYTES)
                             text = body.decode("utf-8", "replace").strip()
@@ -176,7 +184,19 @@ class StreamClient:
             except StreamFormatError as error:
                 return _failed(sent.ns or called_ns, f"bad stream: {error}", accumulator)
             break
-        return accumulator.sample(sent.ns or called_ns)
+        return replace(accumulator.sample(sent.ns or called_ns), connection=connection)
+
+    def _connection_of(self, response: aiohttp.ClientResponse) -> tuple[int, int] | None:
+        """(local port, index of this response on its connection), counted per connection; None when unknown."""
+        held = response.connection
+        if held is None or held.protocol is None or held.transport is None:
+            return None
+        name = held.transport.get_extra_info("sockname")
+        if not isinstance(name, tuple) or len(name) < 2:
+            return None
+        index = self._answered.get(held.protocol, 0)
+        self._answered[held.protocol] = index + 1
+        return (int(name[1]), index)
 
 
 class _SendStamp:
