@@ -188,14 +188,19 @@ class StreamClient:
 
     def _connection_of(self, response: aiohttp.ClientResponse) -> tuple[int, int] | None:
         """(local port, index of this response on its connection), counted per connection; None when unknown."""
-        held = response.connection
-        if held is None or held.protocol is None or held.transport is None:
+        # The response's protocol, not its connection: a body that had all arrived by the time the head was read
+        # has already released the connection (None) back to the pool; the protocol is that socket's still.
+        protocol = getattr(response, "_protocol", None)
+        if protocol is None and response.connection is not None:
+            protocol = response.connection.protocol
+        transport = getattr(protocol, "transport", None)
+        if protocol is None or transport is None:
             return None
-        name = held.transport.get_extra_info("sockname")
+        name = transport.get_extra_info("sockname")
         if not isinstance(name, tuple) or len(name) < 2:
             return None
-        index = self._answered.get(held.protocol, 0)
-        self._answered[held.protocol] = index + 1
+        index = self._answered.get(protocol, 0)
+        self._answered[protocol] = index + 1
         return (int(name[1]), index)
 
 
