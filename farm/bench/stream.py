@@ -18,8 +18,10 @@ packet capture (`farm.bench.kstamps`) can put the kernel's receive stamps in pla
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gc
 import json
+import socket
 import time
 import weakref
 from dataclasses import dataclass, replace
@@ -35,6 +37,12 @@ Api = Literal["chat", "completions"]
 
 IDLE_KEEPALIVE_S = 4.0
 """Seconds an idle client connection is kept: under cpp-httplib's 5 s keep-alive (llama-server)."""
+
+RECEIVE_BUFFER_BYTES = 4 * 1024 * 1024
+"""Each connection's socket receive buffer (the kernel caps it at `net.core.rmem_max`). A client that falls behind
+reading leaves the bytes in the kernel; with the default buffer (128 KiB, and each small loopback packet costs its
+whole buffer's truesize) a stream of 5 ms tokens closed its window after about half a second of lag, which throttles
+the server, the one lag kernel receive stamps cannot undo (`farm.bench.kstamps`)."""
 
 ERROR_BODY_BYTES = 500
 """How much of an error response's body a failed sample keeps."""
@@ -121,7 +129,11 @@ class StreamClient:
         # An idle connection is dropped after 4 s, before llama-server's HTTP library (cpp-httplib) closes it at
         # 5 s: a request written into a connection the server had closed fails ("Can not write request body").
         connector = aiohttp.TCPConnector(
-            limit=self.concurrency, limit_per_host=0, ttl_dns_cache=None, keepalive_timeout=IDLE_KEEPALIVE_S
+            limit=self.concurrency,
+            limit_per_host=0,
+            ttl_dns_cache=None,
+            keepalive_timeout=IDLE_KEEPALIVE_S,
+            socket_factory=_roomy_socket,
         )
         tracing = aiohttp.TraceConfig()
         tracing.on_request_chunk_sent.append(_stamp_send)
@@ -202,6 +214,16 @@ class StreamClient:
         index = self._answered.get(protocol, 0)
         self._answered[protocol] = index + 1
         return (int(name[1]), index)
+
+
+def _roomy_socket(address: tuple[Any, ...]) -> socket.socket:
+    """A client socket with a receive buffer of `RECEIVE_BUFFER_BYTES` (set before connect, so the window scale
+    is chosen for it)."""
+    family, kind, proto = address[0], address[1], address[2]
+    sock = socket.socket(family, kind, proto)
+    with contextlib.suppress(OSError):  # a platform that refuses it keeps its default; a capture shows the cost
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, RECEIVE_BUFFER_BYTES)
+    return sock
 
 
 class _SendStamp:
