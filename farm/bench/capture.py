@@ -71,9 +71,9 @@ def unavailable(host: str) -> str | None:
     if not sys.platform.startswith("linux"):
         return f"no AF_PACKET on {sys.platform}"
     try:
-        address = ipaddress.ip_address(socket.gethostbyname(host))
-    except (OSError, ValueError) as error:
-        return f"cannot resolve {host!r}: {error}"
+        address = ipaddress.ip_address(loopback_address(host))
+    except ValueError:
+        return f"server {host} is not an IPv4 loopback address (only loopback is captured; no name is resolved)"
     if not (address.version == 4 and address.is_loopback):
         return f"server {host} is not on IPv4 loopback (only loopback is captured)"
     try:
@@ -84,6 +84,11 @@ def unavailable(host: str) -> str | None:
         return f"cannot open a packet socket: {error}"
     probe.close()
     return None
+
+
+def loopback_address(host: str) -> str:
+    """The address of `host` without a name lookup: `localhost` is 127.0.0.1, anything else must be an address."""
+    return "127.0.0.1" if host == "localhost" else host
 
 
 def _port_filter(port: int) -> bytes:
@@ -257,7 +262,7 @@ class KernelStamps:
         self.reason = unavailable(self.host)
         if self.reason is None:
             try:
-                self._address = socket.gethostbyname(self.host)
+                self._address = loopback_address(self.host)
                 self._capture = LoopbackCapture(self.port).__enter__()
             except OSError as error:
                 self.reason = f"the packet capture could not start: {error}"
