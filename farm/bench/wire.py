@@ -40,6 +40,10 @@ ACK = 0x10
 TEXT_KEYS = CHAT_TEXT_KEYS + COMPLETION_TEXT_KEYS
 """An event carries content when any of these holds a non-empty string (chat or completions alike)."""
 
+_COMPACT_MARKERS = tuple(key + b':"' for key in TEXT_KEYS)
+_QUOTE = 0x22
+_CR = 0x0D
+_LF = 0x0A
 _EVENT_END = re.compile(rb"\r\n\r\n|\n\n|\r\r")
 _HEAD_END = b"\r\n\r\n"
 SEQ_MOD = 1 << 32
@@ -195,7 +199,6 @@ class Event:
     first_ns: int
     last_ns: int
     content: bool
-    payload: bytes
 
 
 @dataclass(frozen=True, slots=True)
@@ -361,15 +364,26 @@ def _events(stream: Reassembly, pieces: list[tuple[int, int]]) -> Iterable[Event
             continue
         while body[first] in b"\r\n":  # a stray line end before the event belongs to no event
             first += 1
-        payload = _event_payload(text.replace(b"\r\n", b"\n").replace(b"\r", b"\n"))
+        if text[:6] == b"data: " and _LF not in text and _CR not in text:
+            payload: bytes | None = text[6:]  # the one-line event servers write: no line-end handling needed
+        else:
+            payload = _event_payload(text.replace(b"\r\n", b"\n").replace(b"\r", b"\n"))
         if payload is None:
             continue
         yield Event(
             first_ns=stream.stamp_at(stream_offset(first)),
             last_ns=stream.stamp_at(stream_offset(match.end() - 1)),
-            content=bool(extract_text(payload, TEXT_KEYS)),
-            payload=payload,
+            content=_has_text(payload),
         )
+
+
+def _has_text(payload: bytes) -> bool:
+    """Whether a text field holds a non-empty string; the compact `"content":"x` is found without a scan."""
+    for marker in _COMPACT_MARKERS:
+        at = payload.find(marker)
+        if at != -1 and at + len(marker) < len(payload) and payload[at + len(marker)] != _QUOTE:
+            return True
+    return bool(extract_text(payload, TEXT_KEYS))
 
 
 @dataclass(frozen=True, slots=True)
