@@ -194,7 +194,8 @@ def ours(base_url: str, streams: int, tokens: int, cpu: int, load: str, stamps: 
 
 
 def tokenizer_dir(python: Path) -> Path:
-    """The tiny Llama (its tokenizer is what `vllm bench serve` needs), built once in the temporary directory (a second build finds its marker)."""
+    """The tiny Llama (its tokenizer is what `vllm bench serve` needs), built once in the temporary directory (a
+    second build finds its marker)."""
     out = Path(tempfile.gettempdir()) / "farm-kstamps-tiny-llama"
     subprocess.run(
         [str(python), "-m", "farm.engines.vllm.tinymodel", str(out)],
