@@ -1,8 +1,10 @@
 """The kernel's receive stamps put in place of the client's own, per request sample (pure, no I/O).
 
 A sample from the timed client (`farm.bench.stream`) names its connection: the local port and which response on
-that connection it was. The capture's exchange with the same key (`farm.bench.wire.exchanges`; where a port was
-used by more than one connection, the one whose request was sent nearest the client's own send stamp) gives:
+that connection it was. Of the capture's exchanges on that port (`farm.bench.wire.exchanges`), the one whose
+request was sent nearest the client's own send stamp is the sample's (a connection carries one request at a time;
+a connection opened before the capture began has answered some the capture never saw, so the index alone cannot
+say), and gives:
 
 - the send time: the kernel's stamp of the packet that carried the request's last byte;
 - each content chunk's time: the stamp of the packet that completed its SSE event (the blank line after it),
@@ -65,6 +67,11 @@ class Restamped:
         }
 
 
+def _sent_gap(exchange: Exchange, shift: int, sample: RequestSample) -> int:
+    assert exchange.request is not None
+    return abs(exchange.request.last_ns + shift - sample.started_ns)
+
+
 def user_only(samples: Sequence[RequestSample], reason: str) -> Restamped:
     """The samples as they are, on user-space stamps, with the reason."""
     return Restamped(list(samples), USER, reason)
@@ -76,9 +83,11 @@ def restamp(samples: Sequence[RequestSample], capture: Capture, *, monotonic_to_
     `monotonic_to_sample_ns`: the samples' clock minus CLOCK_MONOTONIC (the capture's clock); 0 when the samples are
     on `time.perf_counter_ns` of a Linux process (the same clock).
     """
-    by_key: dict[tuple[int, int], list[Exchange]] = {}
+    by_port: dict[int, list[Exchange]] = {}
     for exchange in capture.exchanges:
-        by_key.setdefault((exchange.client_port, exchange.index), []).append(exchange)
+        if exchange.request is not None:
+            by_port.setdefault(exchange.client_port, []).append(exchange)
+    used: set[int] = set()
     shift = monotonic_to_sample_ns
     out: list[RequestSample] = []
     lags: list[float] = []
@@ -89,16 +98,20 @@ def restamp(samples: Sequence[RequestSample], capture: Capture, *, monotonic_to_
             continue
         if sample.connection is None:
             return user_only(samples, "a sample does not name its connection")
-        candidates = [e for e in by_key.get(sample.connection, []) if e.request is not None]
+        candidates = by_port.get(sample.connection[0], [])
         if not candidates:
             return user_only(
                 samples,
                 f"no captured exchange for port {sample.connection[0]}, response {sample.connection[1]}"
                 + (f" (the capture has {capture.gaps} connections with lost packets)" if capture.gaps else ""),
             )
-        exchange = min(
-            candidates, key=lambda e: abs((e.request.last_ns if e.request else 0) + shift - sample.started_ns)
-        )
+        # One request at a time per connection (no pipelining): the exchange sent nearest the client's own send
+        # stamp is this sample's, whatever the connection carried before the capture began.
+        index = sample.connection[1]
+        exchange = min(candidates, key=lambda e: (_sent_gap(e, shift, sample), e.index != index))
+        if id(exchange) in used:
+            return user_only(samples, f"port {sample.connection[0]}: two samples match one captured exchange")
+        used.add(id(exchange))
         assert exchange.request is not None
         chunks = tuple(event.last_ns + shift for event in exchange.response.events if event.content)
         if len(chunks) != len(sample.chunk_ns):

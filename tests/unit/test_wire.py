@@ -319,10 +319,7 @@ def test_restamp_applies_the_clock_offset() -> None:
     [
         (user_sample(0, (60_000_000, 66_000_000), None), "does not name its connection"),
         (user_sample(0, (60_000_000, 66_000_000), (40001, 0)), "no captured exchange for port 40001"),
-        (
-            user_sample(0, (60_000_000, 61_000_000, 66_000_000), (40000, 0)),
-            "holds 2 content events, the client parsed 3",
-        ),
+        (user_sample(0, (60_000_000, 66_000_000), (40000, 1)), "two samples match one captured exchange"),
     ],
 )
 def test_restamp_keeps_every_user_stamp_when_one_sample_cannot_be_matched(sample: RequestSample, reason: str) -> None:
@@ -333,6 +330,24 @@ def test_restamp_keeps_every_user_stamp_when_one_sample_cannot_be_matched(sample
     assert result.reason is not None
     assert reason in result.reason
     assert result.samples == [good, sample]
+
+
+def test_restamp_refuses_a_sample_whose_event_count_differs() -> None:
+    """A capture with other events than the client parsed (a lost packet, another stream): user stamps, said why."""
+    sample = user_sample(0, (60_000_000, 61_000_000, 66_000_000), (40000, 0))
+    result = restamp([sample], exchanges(two_event_wire().segments, SERVER))
+    assert result.timestamps == "user"
+    assert result.reason is not None
+    assert "holds 2 content events, the client parsed 3" in result.reason
+
+
+def test_restamp_matches_by_send_time_when_the_connection_answered_before_the_capture() -> None:
+    """A kept-alive connection that answered requests before the capture began: the client says response 7, the
+    capture saw it as its first; the send time pairs them."""
+    sample = user_sample(900_000, (60_000_000, 66_000_000), (40000, 7))
+    result = restamp([sample], exchanges(two_event_wire().segments, SERVER))
+    assert result.timestamps == "kernel"
+    assert result.samples[0].chunk_ns == (51_000_000, 56_000_000)
 
 
 def test_restamp_leaves_failed_samples_alone_and_flags_a_closed_window() -> None:
