@@ -105,6 +105,10 @@ class EngineKind:
     default_version: str | None = None
     """The version `spec` is of (what submit judges against), where the engine ships specs per version; None
     with `spec_versions`: `spec` is newer than every release among them (a main branch's)."""
+    other_servers: Mapping[str, str] = field(default_factory=dict)
+    """Other servers that recipes file under this engine's name, as their `engine.version` names them (a regular
+    expression, matched case-insensitively, to what that server is): oMLX under `mlx`. A recipe run on one of them
+    is refused, since the farm would launch this engine's own server instead of the one that ran."""
     read_version: Callable[[tuple[str, ...]], str | None] | None = None
     """Asks the host's executable which of `spec_versions` it is (llama-server --version); None: the profile
     says (`version`), or the default stands."""

@@ -211,6 +211,23 @@ def image_engine(image: str) -> str | None:
     return next((name for pattern, name in _IMAGE_ENGINES if pattern.match(image)), None)
 
 
+def engine_of_the_image(declared: str, image: object, arguments: object) -> str | None:
+    """Rule "another engine's image and arguments": the engine a docker launch ran where the recipe's engine name
+    says another, or None. Both must say it: the image is that engine's official image (lmsysorg/sglang) and the
+    arguments name the model with that engine's own model option (`--model-path`), never the declared engine's.
+    One of the two alone (an SGLang image given vLLM arguments, a stray option) proves nothing and changes nothing."""
+    if not isinstance(image, str) or not isinstance(arguments, list):
+        return None
+    other = image_engine(image)
+    if other is None or other == declared:
+        return None
+    names = {str(argument).partition("=")[0] for argument in arguments}
+    theirs = set(MODEL_FLAGS.get(other, ())) - set(MODEL_FLAGS.get(declared, ()))
+    if names & theirs and not names & set(MODEL_FLAGS.get(declared, ())):
+        return other
+    return None
+
+
 def is_docker_run(tokens: Sequence[str]) -> bool:
     rest = list(tokens)
     while rest and _ENV_WORD.match(rest[0]):
@@ -920,6 +937,15 @@ _HF_CACHE = re.compile(
 repository, the revision and the file as surely as `--hf-repo` would."""
 
 
+_REPOSITORY_LAYOUT = re.compile(
+    r"^(?:\./)?(?P<repository>[A-Za-z0-9][\w.-]*/[\w.-]*GGUF[\w.-]*)/(?P<file>[\w.-]+\.gguf)$", re.IGNORECASE
+)
+"""A relative model path of exactly three parts, `ORG/NAME-GGUF/FILE.gguf`: a GGUF repository downloaded into a
+folder of its own name, and the file in it."""
+_REPOSITORY_FILE_OPTIONS = {"llama.cpp": ("--hf-repo", "--hf-file")}
+"""Engines that load one file of a repository, and their options for the repository and the file."""
+
+
 def draft_model(draft_launch: Mapping[str, object], engine: str) -> str | None:
     """The model the registry's synthesized draft launch names (`--model org/Model`, `-hf org/Model-GGUF:Q4_K_M`):
     the registry writes it from the recipe's model instance, so it is that instance's repository."""
@@ -961,7 +987,18 @@ def resolve_model(
             return args, f"the model is registry instance {instance!r}; the host maps it to its own file"
         return [*args, "--hf-repo", replacement], f"the model is registry instance {instance!r}: {replacement}"
     placeholder = _PLACEHOLDER.match(model) is not None
-    if not placeholder and not model.startswith(("/", "~")) and not _WINDOWS_PATH.match(model):
+    laid_out = _REPOSITORY_LAYOUT.match(model) if engine in _REPOSITORY_FILE_OPTIONS else None
+    if laid_out is not None:
+        # Rule "a repository's download laid out as a path": `hf download ORG/REPO --local-dir ORG/REPO` leaves
+        # `ORG/REPO/FILE.gguf`, and that relative path names the repository and its file as surely as -hf does.
+        repository, file = laid_out["repository"], laid_out["file"]
+        repository_option, file_option = _REPOSITORY_FILE_OPTIONS[engine]
+        note = (
+            f"the relative path {model!r} is repository {repository}'s file {file!r} as a download lays it out: "
+            f"{repository_option} {repository} {file_option} {file}"
+        )
+        return _with_model(engine, args, launcher, flags, [repository_option, repository, file_option, file]), note
+    if not placeholder and not model.startswith(("/", "~", "$HOME/", "${HOME}/")) and not _WINDOWS_PATH.match(model):
         return args, None
     cached = None if placeholder else _HF_CACHE.search(model)
     if cached is not None:

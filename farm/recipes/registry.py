@@ -11,6 +11,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from farm.engines.registry import ENGINES
 from farm.errors import ArgumentPolicyError, RecipeError
 from farm.recipes import assets, instances
 from farm.recipes.commands import (
@@ -21,6 +22,7 @@ from farm.recipes.commands import (
     before_prose_fence,
     check_environment,
     draft_model,
+    engine_of_the_image,
     executable_name,
     from_docker_run,
     from_yaml_items,
@@ -62,6 +64,7 @@ from farm.recipes.fields import (
 from farm.recipes.limits import load_json
 from farm.recipes.model import (
     ENGINE_LAUNCHERS,
+    POSITIONAL_MODEL_ENGINES,
     ContainerLaunch,
     Recipe,
     ServingLimits,
@@ -107,6 +110,25 @@ def parse_registry(text: str, source: str, *, content_sha256: str | None = None)
     tokenized = mapping(localmaxxing.get("tokenized"), source, f"{_REGISTRY_LM}.tokenized")
     draft_launch = mapping(data.get("draft_launch"), source, "draft_launch")
     launch = mapping(data.get("launch"), source, "launch")
+    other = ENGINES[engine.name].other_servers if engine.name in ENGINES else {}
+    for pattern, what in other.items():
+        if engine.version is not None and re.search(pattern, engine.version, re.IGNORECASE):
+            raise RecipeError(
+                f"{engine.version!r}: the run was served by {what}; the farm has no adapter for it, and launching "
+                f"{' '.join(ENGINES[engine.name].launcher)} instead would benchmark another server than the one "
+                "that ran",
+                source=source,
+                field="engine.version",
+            )
+    engine_notes: list[str] = []
+    if launch.get("kind") == "docker":
+        ran = engine_of_the_image(engine.name, launch.get("image"), launch.get("arguments"))
+        if ran is not None:
+            engine_notes.append(
+                f"engine.name says {engine.name}, but launch.image {launch.get('image')!r} is {ran}'s official image "
+                f"and launch.arguments name the model with {ran}'s own option: the run was {ran}'s, read as such"
+            )
+            engine = engine.model_copy(update={"name": ran})
     instance = data.get("model_instance_id")
     if instance is not None and (not isinstance(instance, str) or not instance.strip()):
         raise RecipeError(f"expected a non-empty string, got {instance!r}", source=source, field="model_instance_id")
@@ -146,7 +168,7 @@ def parse_registry(text: str, source: str, *, content_sha256: str | None = None)
             source=source,
             field=argv_field,
         )
-    notes_on_command = [*command.notes, *repeated, *notes_repaired]
+    notes_on_command = [*engine_notes, *command.notes, *repeated, *notes_repaired]
     if config_asset is not None:
         notes_on_command.append(
             f"TabbyAPI's --config is registry asset {config_asset.name} (sha256 {config_asset.sha256[:12]}), read "
@@ -384,11 +406,22 @@ def _registry_command(
     step_note: str | None = None
     if chosen is not None:
         chosen, step_note = _server_step(chosen, source)
+    prose_note: str | None = None
+    if chosen is not None and _prose_without_settings(chosen[1]):
+        # Rule "a prose note without settings": `LM Studio serving MODEL on port 1234` names no option, so a
+        # command built from the engine and the recipe's model instance drops nothing the note says (a context or
+        # cache type said in words is held by _held_to_prose); the note is named, never run.
+        prose_note = f"{chosen[0]} is a note, not a command ({' '.join(chosen[1])[:80]!r}), and names no setting"
+        chosen = None
     if chat:
         left_out = "; ".join(text[:100] for text in chat)
         step_note = f"{step_note}; " if step_note else ""
         step_note += f"chat text around the command was left out: {left_out!r}"
     deferred: RecipeError | None = None
+    if chosen is not None and engine == "llama.cpp" and _benchmark_tool(chosen[1]) == "llama-cli":
+        # Rule "a llama-cli run": the interactive client loaded the model the way the server would, with the same
+        # common options; the server is launched with them, and the client's own (its prompt) are left out.
+        return _with_environment(_noted(_from_llama_cli(chosen, source), step_note), environment)
     if chosen is not None and _benchmark_tool(chosen[1]) is not None:
         # The run was measured with a benchmark tool (llama-bench), not a server: the registry's launch or
         # draft launch says how to serve the same model; without one, the tool's refusal stands.
@@ -415,7 +448,14 @@ def _registry_command(
         # refused as such: falling back would run another command than the recorded one.
         deferred = _not_a_server(chosen, source)
     elif chosen is not None:
-        command = read_command(chosen[1], source, chosen[0], declared_engine=engine)
+        tokens, words = _words_before_options(engine, chosen[1], source, chosen[0])
+        command = read_command(tokens, source, chosen[0], declared_engine=engine)
+        if words:
+            command = _noted(
+                command,
+                f"the words {' '.join(words)!r} between the server and its first option are a sentence around the "
+                f"options, not arguments ({engine}'s server takes none before its options): left out",
+            )
         return _with_environment(_noted(command, step_note), environment)
 
     flags_field = f"{_REGISTRY_LM}.engine_flags"
@@ -516,6 +556,15 @@ def _registry_command(
                     source=source,
                     field=uncarried.field,
                 ) from exc
+            why = _why_no_server_command(data, launch)
+            if why is not None:
+                # The real cause is the missing command; the instance snapshot only says why no command is built.
+                raise RecipeError(
+                    f"the recipe carries no server command: {why}; nor can the farm build one from its engine and "
+                    f"model instance, since {exc}",
+                    source=source,
+                    field="launch",
+                ) from exc
             raise RecipeError(
                 f"no launch command{detail}; the recipe names its model only by its registry instance, and {exc}",
                 source=source,
@@ -532,7 +581,7 @@ def _registry_command(
         )
     serving = mapping(data.get("serving"), source, "serving")
     argv = synthesize(engine, model, flags, source, flags_field, serving=serving, hardware_count=hardware_count)
-    notes: tuple[str, ...] = ()
+    notes: tuple[str, ...] = () if prose_note is None else (f"{prose_note}: {engine}'s server with the recipe's model",)
     if uncarried is not None:
         notes = (
             f"{uncarried.detail}: the farm launches {engine}'s server with the recipe's model and its serving block "
@@ -1090,6 +1139,71 @@ def _named_ollama_model(
     return None
 
 
+_PROSE_TOKEN = re.compile(r"^[\w][\w.:/,()'-]*$")
+
+
+def _why_no_server_command(data: Mapping[str, Any], launch: Mapping[str, Any]) -> str | None:
+    """Why a recipe that records no server command has none, where the document says it: the only command it
+    records (metadata.observed_command) runs something else (a benchmark client), or its launch contract lives
+    upstream (launch.container.reason). None: the document does not say."""
+    metadata = data.get("metadata")
+    observed = metadata.get("observed_command") if isinstance(metadata, Mapping) else None
+    if isinstance(observed, str) and observed.strip():
+        try:
+            tokens = split_environment(split_command(observed, "", ""), "", "")[1]
+        except RecipeError:
+            tokens = []
+        if tokens and not starts_a_server(tokens):
+            shown = " ".join(tokens[:3])[:80]
+            return f"the only command it records, metadata.observed_command, runs {shown!r}, which serves nothing"
+    container = launch.get("container")
+    reason = container.get("reason") if isinstance(container, Mapping) else None
+    if isinstance(reason, str) and "upstream" in reason:
+        upstream = metadata.get("upstream_recipe_id") if isinstance(metadata, Mapping) else None
+        where = f" ({upstream})" if isinstance(upstream, str) else ""
+        return f"launch.container.reason is {reason!r}: the launch lives in another recipe{where}"
+    return None
+
+
+def _prose_without_settings(tokens: list[str]) -> bool:
+    """Whether a recorded 'command' is a sentence that names no setting: at least three words, none an option
+    (`-x`, `--x`), an assignment (`a=b`), a shell operator or a path to an executable, and its first word not an
+    engine's or a benchmark tool's executable. Such a line says which server ran, in words; it is no command."""
+    if len(tokens) < 3 or starts_a_server(tokens) or mentions_an_engine(tokens) or _benchmark_tool(tokens):
+        return False
+    if "/" in tokens[0] or "." in tokens[0] or tokens[0].islower():
+        return False  # `./run.sh`, `llama-cli`, `python3`: an executable, not the first word of a sentence
+    return all(_PROSE_TOKEN.match(token) and not token.startswith("-") and "=" not in token for token in tokens)
+
+
+_FUNCTION_WORDS = frozenset({"on", "with", "using", "via", "for", "at", "and", "in", "from", "over", "against"})
+
+
+def _words_before_options(engine: str, tokens: list[str], source: str, field_name: str) -> tuple[list[str], list[str]]:
+    """Rule "options inside a sentence": `llama-server on GPU0/one B70 with --parallel 1 ...` is the server and its
+    options, told in a sentence. The words between the launcher and the first option are cut (and returned, for a
+    note) only where the engine takes no argument before its options (no positional model), they are at most six,
+    and one of them is a function word of English (`on`, `with`, `using`, ...), so that they cannot be a value.
+    Otherwise the tokens are returned whole, for read_command and the judge to refuse what is stray."""
+    if engine in POSITIONAL_MODEL_ENGINES or engine == "lmstudio":
+        return tokens, []
+    rest = split_environment(tokens, source, field_name)[1]
+    if not starts_a_server(rest):
+        return tokens, []
+    prefix = tokens[: len(tokens) - len(rest)]  # the VAR=value words before the executable, as they were
+    launcher = len(ENGINE_LAUNCHERS[engine])
+    words: list[str] = []
+    for token in rest[launcher:]:
+        if token.startswith("-"):
+            break
+        words.append(token)
+    if not words or len(words) > 6 or len(words) == len(rest) - launcher:
+        return tokens, []
+    if not any(word.lower() in _FUNCTION_WORDS for word in words):
+        return tokens, []
+    return [*prefix, *rest[:launcher], *rest[launcher + len(words) :]], words
+
+
 def _only_options(tokens: list[str]) -> bool:
     """Whether a recorded command is options alone (`-b 1024 --cache-type-k q8_0`), with no executable."""
     return bool(tokens) and tokens[0].startswith("-") and len(tokens[0]) > 1
@@ -1173,6 +1287,28 @@ def _from_llama_bench(chosen: tuple[str, list[str]], source: str) -> Command:
         note += f"; its benchmark options ({' '.join(dropped)}) were dropped: the sweep plan replaces them"
     if defaults:
         note += f"; llama-bench's defaults made explicit: {' '.join(defaults)}"
+    return Command(
+        engine=command.engine,
+        argv=command.argv,
+        environment={**environment, **command.environment},
+        source_field=field_name,
+        source_tokens=tuple(tokens),
+        notes=(note,),
+    )
+
+
+def _from_llama_cli(chosen: tuple[str, list[str]], source: str) -> Command:
+    """A llama-cli run as the llama-server command with the same model and settings
+    (farm.engines.llamacpp.adapter.llama_cli_to_server), noted."""
+    from farm.engines.llamacpp.adapter import llama_cli_to_server
+
+    field_name, tokens = chosen
+    environment, rest = split_environment(tokens, source, field_name)
+    server, dropped = llama_cli_to_server(rest)
+    command = read_command(server, source, field_name, declared_engine="llama.cpp")
+    note = "llama-cli (llama.cpp's interactive client) ran the model: read as llama-server with the same options"
+    if dropped:
+        note += f"; the client's own ({' '.join(dropped)[:100]}) were left out: the sweep plan sends its prompts"
     return Command(
         engine=command.engine,
         argv=command.argv,

@@ -35,4 +35,7 @@ ENGINE = EngineKind(
     context_flags=("--max-kv-size",),
     artifact="mlx",
     adapter="farm.engines.mlx.adapter",
+    other_servers={
+        r"\bomlx\b": "oMLX, a server of its own on MLX with its own scheduler, caches and API, not mlx_lm.server",
+    },
 )
