@@ -428,6 +428,17 @@ def _registry_command(
         deferred = _not_a_server(chosen, source)
     elif chosen is not None and engine == "ollama" and _ollama_model(chosen[1]) is not None:
         pass  # `ollama pull MODEL` / `ollama run MODEL`: the model, named plainly; the server is `ollama serve`
+    elif chosen is not None and engine == "ollama" and _ollama_model(chosen[1][:3]) is not None:
+        # `ollama run qwen3.6:35b -c 32768`: the model is plain, but what follows it is no setting Ollama reads
+        # there (`ollama run` sets no context; `-c` is no flag of it): as recorded the command fails, and which
+        # context ran is unknown. Launching the model with a guessed context would be another run.
+        raise RecipeError(
+            f"{' '.join(chosen[1][:3])!r} names its model, then {' '.join(chosen[1][3:])[:60]!r}, which "
+            f"`ollama {chosen[1][1]}` does not take (Ollama sets the context with OLLAMA_CONTEXT_LENGTH or num_ctx, "
+            "not a flag of the client): what ran cannot be told from the command",
+            source=source,
+            field=chosen[0],
+        )
     elif chosen is not None and _only_options(chosen[1]):
         # A page that recorded only the options it added (`-b 1024 -ub 1024 ...`): the recipe's engine's server
         # with them, its model the recipe's instance.

@@ -212,3 +212,17 @@ def test_no_server_command_is_named_as_the_cause(path: Path, cause: str) -> None
     assert caught.value.field == "launch"
     assert caught.value.detail.startswith("the recipe carries no server command: ")
     assert cause in caught.value.detail
+
+
+def test_ollama_run_with_options_it_does_not_take_names_the_cause() -> None:
+    """`ollama run qwen3.6:35b -c 32768`: the model is plain, but `ollama run` takes no `-c` (Ollama's context is
+    OLLAMA_CONTEXT_LENGTH or num_ctx): as recorded the command fails, so which context ran is unknown. Refused, the
+    message naming the flag, never launched with a guessed context; the bare `ollama run MODEL` is still read."""
+    path = FIXTURES / "registry_heldout" / "qwen3-6-35b-a3b-q4-k-m-rtx-5090-32gb-ollama-tp1.json"
+    with pytest.raises(RecipeError, match="'-c 32768', which `ollama run` does not take"):
+        load_recipe(path)
+    document = _document(path)
+    document["metadata"]["localmaxxing"]["observed_command"] = "ollama run qwen3.6:35b"
+    document["metadata"]["localmaxxing"]["tokenized"]["arguments"] = ["ollama", "run", "qwen3.6:35b"]
+    recipe = parse_registry(json.dumps(document), "bare-run.json")
+    assert recipe.model_id == "qwen3.6:35b"
