@@ -105,6 +105,19 @@ class EngineKind:
     default_version: str | None = None
     """The version `spec` is of (what submit judges against), where the engine ships specs per version; None
     with `spec_versions`: `spec` is newer than every release among them (a main branch's)."""
+    launcher_spellings: tuple[tuple[str, ...], ...] = ()
+    """Other ways recipes start its server, besides `launcher` and `python -m` (`python_modules`): an executable's
+    name (matched wherever the executable lies) and the subcommands after it (`sglang serve`, `mlx_lm server`,
+    `lms load`). The first token of `launcher` or of one of these, alone, is its executable for messages."""
+    not_servers: Mapping[str, str] = field(default_factory=dict)
+    """Executables of its project that recipes name but that serve nothing (llama-bench, llama-cli), with what
+    each is: a recipe starting one is refused, or translated where its home says how."""
+    registry_flags: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    """The registry's `metadata.localmaxxing.engine_flags` keys (`kvCacheDtype`) and the options each becomes in
+    its command (a generated command carries them)."""
+    official_images: tuple[str, ...] = ()
+    """Regular expressions of its official container images (`lmsysorg/sglang`): a launch in one of them runs
+    this engine, whatever the recipe's engine name says, when the arguments agree."""
     other_servers: Mapping[str, str] = field(default_factory=dict)
     """Other servers that recipes file under this engine's name, as their `engine.version` names them (a regular
     expression, matched case-insensitively, to what that server is): oMLX under `mlx`. A recipe run on one of them

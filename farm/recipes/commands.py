@@ -29,13 +29,8 @@ one alias table (farm.engines.registry.ALIASES)."""
 MODEL_FLAGS: dict[str, tuple[str, ...]] = {name: kind.model_flags for name, kind in ENGINES.items() if kind.model_flags}
 """Flags that name the model an engine serves (the first is what the engine's docs use)."""
 
-NOT_SERVERS: dict[str, str] = {
-    "llama-bench": "llama.cpp's benchmark tool",
-    "llama-cli": "llama.cpp's interactive client",
-    "llama-batched-bench": "llama.cpp's benchmark tool",
-    "llama-perplexity": "llama.cpp's perplexity tool",
-}
-"""Executables recipes name that do not start a server, with what they are."""
+NOT_SERVERS: dict[str, str] = {name: what for kind in ENGINES.values() for name, what in kind.not_servers.items()}
+"""Executables recipes name that do not start a server, with what they are (each engine's `not_servers`)."""
 
 _ENV_WORD = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -197,13 +192,11 @@ _DOCKER_REFUSED = {
     "--entrypoint": "replaces the image's entrypoint: what it runs is not the engine's server",
     "--env-file": "reads variables from a file the recipe does not carry",
 }
-_IMAGE_ENGINES = (
-    (re.compile(r"^(?:docker\.io/)?vllm/vllm-openai(?:[:@]|$)"), "vllm"),
-    (re.compile(r"^(?:ghcr\.io/)?ggml-org/llama\.cpp:server"), "llama.cpp"),
-    (re.compile(r"^(?:docker\.io/)?lmsysorg/sglang(?:[:@]|$)"), "sglang"),
+_IMAGE_ENGINES = tuple(
+    (re.compile(pattern), kind.name) for kind in ENGINES.values() for pattern in kind.official_images
 )
-"""Engines' official images, and the engine each runs: vLLM's and llama.cpp's `server` images start the server
-(their arguments are its arguments); SGLang's takes the whole command."""
+"""Engines' official images (each engine's `official_images`), and the engine each runs: vLLM's and llama.cpp's
+`server` images start the server (their arguments are its arguments); SGLang's takes the whole command."""
 
 
 def image_engine(image: str) -> str | None:
@@ -630,7 +623,26 @@ def without_closing_fence(tokens: Sequence[str]) -> list[str]:
     return rest
 
 
-_ENGINE_WORDS = frozenset({"vllm", "llama-server", "sglang", "ollama", "lms", "mlx_lm.server", "mlx_lm"})
+_SERVER_SPELLINGS: tuple[tuple[str, tuple[str, ...]], ...] = tuple(
+    sorted(
+        (
+            (kind.name, spelling)
+            for kind in ENGINES.values()
+            for spelling in (kind.launcher, *kind.launcher_spellings)
+            if not _PYTHON.match(spelling[0])
+        ),
+        key=lambda item: -len(item[1]),
+    )
+)
+"""Each engine's server commands that start with its own executable (its `launcher` and `launcher_spellings`),
+longest first, so that `lms server start` is read before `lms server`."""
+_SCRIPT_LAUNCHERS = {
+    kind.launcher[1]: kind.name
+    for kind in ENGINES.values()
+    if kind.launcher[:1] == ("python",) and kind.launcher[1] != "-m"
+}
+"""Engines started as `python SCRIPT` (TabbyAPI's `python main.py`), by script name."""
+_ENGINE_WORDS = frozenset(spelling[0] for _, spelling in _SERVER_SPELLINGS)
 
 
 def mentions_an_engine(tokens: Sequence[str]) -> bool:
@@ -672,32 +684,20 @@ def _launcher_of(tokens: Sequence[str], source: str, field_name: str) -> tuple[s
     if _PYTHON.match(base):
         if second == "-m" and len(tokens) > 2 and tokens[2] in _PYTHON_MODULES:
             return _PYTHON_MODULES[tokens[2]], 3
-        if second is not None and posixpath.basename(second) == "main.py":
-            return "tabbyapi", 2
+        if second is not None and posixpath.basename(second) in _SCRIPT_LAUNCHERS:
+            return _SCRIPT_LAUNCHERS[posixpath.basename(second)], 2
         module = tokens[2] if second == "-m" and len(tokens) > 2 else second
         raise RecipeError(f"python runs {module!r}, which is no engine's server", source=source, field=field_name)
+    for engine, spelling in _SERVER_SPELLINGS:
+        if base == spelling[0] and tuple(tokens[1 : len(spelling)]) == spelling[1:]:
+            return engine, len(spelling)
     if base == "vllm":
-        if second == "serve":
-            return "vllm", 2
+        # vLLM's one executable runs other subcommands too (`vllm bench`, `vllm chat`), none of them a server
         raise RecipeError(
             f"expected 'vllm serve ...', got {second!r} after 'vllm'" if second else "expected 'vllm serve ...'",
             source=source,
             field=field_name,
         )
-    if base == "sglang" and second == "serve":
-        return "sglang", 2  # SGLang's own CLI: `sglang serve --model-path ...` launches the same server
-    if base == "llama-server":
-        return "llama.cpp", 1
-    if base == "mlx_lm.server":
-        return "mlx", 1
-    if base == "mlx_lm" and second == "server":
-        return "mlx", 2
-    if base == "ollama" and second == "serve":
-        return "ollama", 2
-    if base == "lms" and second == "load":
-        return "lmstudio", 2  # the load step names the model and how it is loaded; the server is the worker's
-    if base == "lms" and second == "server":
-        return "lmstudio", 3 if len(tokens) > 2 and tokens[2] == "start" else 2
     known = ", ".join(" ".join(launcher) for launcher in ENGINE_LAUNCHERS.values())
     raise RecipeError(
         f"executable {executable!r} is not a known engine's server (known: {known})", source=source, field=field_name
@@ -795,23 +795,10 @@ def model_in_argv(engine: str, argv: Sequence[str]) -> str | None:
 
 
 ENGINE_FLAG_OPTIONS: dict[str, dict[str, tuple[str, ...]]] = {
-    "vllm": {
-        "tensorParallel": ("--tensor-parallel-size",),
-        "kvCacheDtype": ("--kv-cache-dtype",),
-        "attentionBackend": ("--attention-backend",),
-    },
-    "sglang": {
-        "tensorParallel": ("--tp-size",),
-        "kvCacheDtype": ("--kv-cache-dtype",),
-        "attentionBackend": ("--attention-backend",),
-    },
-    "llama.cpp": {
-        "gpuLayers": ("--n-gpu-layers",),
-        "kvCacheDtype": ("--cache-type-k", "--cache-type-v"),
-        "flashAttn": ("--flash-attn",),
-    },
+    kind.name: dict(kind.registry_flags) for kind in ENGINES.values() if kind.registry_flags
 }
-"""How the registry's `metadata.localmaxxing.engine_flags` keys become each engine's options."""
+"""How the registry's `metadata.localmaxxing.engine_flags` keys become each engine's options (each engine's
+`registry_flags`)."""
 
 _FLAGS_WITHOUT_OPTION = frozenset({"tensorParallel"})
 

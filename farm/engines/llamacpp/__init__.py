@@ -43,6 +43,18 @@ ENGINE = EngineKind(
     default_version=RELEASES[-1],
     read_version=_read_version,
     launcher=("llama-server",),
+    not_servers={
+        "llama-bench": "llama.cpp's benchmark tool",
+        "llama-cli": "llama.cpp's interactive client",
+        "llama-batched-bench": "llama.cpp's benchmark tool",
+        "llama-perplexity": "llama.cpp's perplexity tool",
+    },
+    registry_flags={
+        "gpuLayers": ("--n-gpu-layers",),
+        "kvCacheDtype": ("--cache-type-k", "--cache-type-v"),
+        "flashAttn": ("--flash-attn",),
+    },
+    official_images=(r"^(?:ghcr\.io/)?ggml-org/llama\.cpp:server",),
     aliases=("llama-cpp", "llamacpp", "llama_cpp", "llama-server"),
     model_flags=("-m", "--model", "-hf", "--hf-repo"),
     context_flags=("-c", "--ctx-size", "--ctx_size"),

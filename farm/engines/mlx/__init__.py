@@ -29,6 +29,7 @@ ENGINE = EngineKind(
     spec_versions={"0.28": _spec_0_28, "0.32.2": _spec},
     default_version="0.32.2",
     launcher=("mlx_lm.server",),
+    launcher_spellings=(("mlx_lm", "server"),),
     aliases=("mlx-lm", "mlx_lm"),
     python_modules=("mlx_lm.server",),
     model_flags=("--model",),

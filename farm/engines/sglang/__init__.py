@@ -31,6 +31,13 @@ ENGINE = EngineKind(
     # lacks), so main at 001067ff judges by default; a worker that runs 0.5.23 says so in its profile.
     spec_versions={"0.5.23": _release_0_5_23},
     launcher=("python", "-m", "sglang.launch_server"),
+    launcher_spellings=(("sglang", "serve"),),  # SGLang's own CLI launches the same server
+    registry_flags={
+        "tensorParallel": ("--tp-size",),
+        "kvCacheDtype": ("--kv-cache-dtype",),
+        "attentionBackend": ("--attention-backend",),
+    },
+    official_images=(r"^(?:docker\.io/)?lmsysorg/sglang(?:[:@]|$)",),
     python_modules=("sglang.launch_server",),
     model_flags=("--model-path", "--model"),
     parallel_flags={

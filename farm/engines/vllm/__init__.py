@@ -32,6 +32,12 @@ ENGINE = EngineKind(
     spec_versions={version: _spec_of(version) for version in VERSIONS},
     default_version=VERSIONS[-1],
     launcher=("vllm", "serve"),
+    registry_flags={
+        "tensorParallel": ("--tensor-parallel-size",),
+        "kvCacheDtype": ("--kv-cache-dtype",),
+        "attentionBackend": ("--attention-backend",),
+    },
+    official_images=(r"^(?:docker\.io/)?vllm/vllm-openai(?:[:@]|$)",),
     aliases=("vllm-openai",),
     python_modules=("vllm.entrypoints.openai.api_server",),
     model_flags=("--model",),
