@@ -118,6 +118,14 @@ class EngineKind:
     official_images: tuple[str, ...] = ()
     """Regular expressions of its official container images (`lmsysorg/sglang`): a launch in one of them runs
     this engine, whatever the recipe's engine name says, when the arguments agree."""
+    repository_options: tuple[str, str] | None = None
+    """Where it loads one file of a repository (llama.cpp's GGUF): its options for the repository and for the
+    file (`--hf-repo`, `--hf-file`); a command the farm builds names a repository with the first. None: it loads
+    a whole repository with its first model flag."""
+    revision_option: str | None = None
+    """The option that pins the repository it loads to a commit (`--revision`); None: it has no such option."""
+    optional_positional_model: bool = False
+    """Its command may name the model as the first argument, or not at all (LM Studio's `lms load MODEL`)."""
     other_servers: Mapping[str, str] = field(default_factory=dict)
     """Other servers that recipes file under this engine's name, as their `engine.version` names them (a regular
     expression, matched case-insensitively, to what that server is): oMLX under `mlx`. A recipe run on one of them

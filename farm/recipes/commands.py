@@ -504,7 +504,7 @@ def read_command(
     )
 
 
-_OPTIONAL_POSITIONAL_MODEL = frozenset({"lmstudio"})
+_OPTIONAL_POSITIONAL_MODEL = frozenset(name for name, kind in ENGINES.items() if kind.optional_positional_model)
 """Engines whose command may name its model as the first argument (LM Studio's `lms load MODEL`), or none."""
 
 _OPTION_LIKE = re.compile(r"^-{1,2}[A-Za-z]")
@@ -906,11 +906,11 @@ def synthesize(
     return (*launcher, *model_args, *args)
 
 
-_SYNTH_MODEL_FLAG = {"llama.cpp": "--hf-repo"}
+_SYNTH_MODEL_FLAG = {name: kind.repository_options[0] for name, kind in ENGINES.items() if kind.repository_options}
 """The model flag a built command uses where it differs from MODEL_FLAGS' first (instance models are
 repositories, `REPO:QUANT` for llama.cpp)."""
 
-_REVISION_OPTION = {"vllm": "--revision", "sglang": "--revision"}
+_REVISION_OPTION = {name: kind.revision_option for name, kind in ENGINES.items() if kind.revision_option}
 """Engines that load a repository at a pinned commit, and the option that pins it."""
 
 _WINDOWS_PATH = re.compile(r"^[A-Za-z]:[\\/]")
@@ -929,7 +929,7 @@ _REPOSITORY_LAYOUT = re.compile(
 )
 """A relative model path of exactly three parts, `ORG/NAME-GGUF/FILE.gguf`: a GGUF repository downloaded into a
 folder of its own name, and the file in it."""
-_REPOSITORY_FILE_OPTIONS = {"llama.cpp": ("--hf-repo", "--hf-file")}
+_REPOSITORY_FILE_OPTIONS = {name: kind.repository_options for name, kind in ENGINES.items() if kind.repository_options}
 """Engines that load one file of a repository, and their options for the repository and the file."""
 
 

@@ -1196,7 +1196,7 @@ def _words_before_options(engine: str, tokens: list[str], source: str, field_nam
     note) only where the engine takes no argument before its options (no positional model), they are at most six,
     and one of them is a function word of English (`on`, `with`, `using`, ...), so that they cannot be a value.
     Otherwise the tokens are returned whole, for read_command and the judge to refuse what is stray."""
-    if engine in POSITIONAL_MODEL_ENGINES or engine == "lmstudio":
+    if engine in POSITIONAL_MODEL_ENGINES or ENGINES[engine].optional_positional_model:
         return tokens, []
     rest = split_environment(tokens, source, field_name)[1]
     if not starts_a_server(rest):

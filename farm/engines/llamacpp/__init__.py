@@ -57,6 +57,7 @@ ENGINE = EngineKind(
     official_images=(r"^(?:ghcr\.io/)?ggml-org/llama\.cpp:server",),
     aliases=("llama-cpp", "llamacpp", "llama_cpp", "llama-server"),
     model_flags=("-m", "--model", "-hf", "--hf-repo"),
+    repository_options=("--hf-repo", "--hf-file"),
     context_flags=("-c", "--ctx-size", "--ctx_size"),
     metric_prefix="llamacpp:",
     metric_names=METRICS,

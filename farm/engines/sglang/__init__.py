@@ -40,6 +40,7 @@ ENGINE = EngineKind(
     official_images=(r"^(?:docker\.io/)?lmsysorg/sglang(?:[:@]|$)",),
     python_modules=("sglang.launch_server",),
     model_flags=("--model-path", "--model"),
+    revision_option="--revision",
     parallel_flags={
         "tensor": ("--tp-size", "--tp", "--tensor-parallel-size"),
         "pipeline": ("--pp-size", "--pipeline-parallel-size"),

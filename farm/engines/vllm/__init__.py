@@ -41,6 +41,7 @@ ENGINE = EngineKind(
     aliases=("vllm-openai",),
     python_modules=("vllm.entrypoints.openai.api_server",),
     model_flags=("--model",),
+    revision_option="--revision",
     positional_model=True,
     parallel_flags={
         "tensor": ("--tensor-parallel-size", "--tensor_parallel_size", "-tp"),
