@@ -205,6 +205,9 @@ def parse_registry(text: str, source: str, *, content_sha256: str | None = None)
         raise RecipeError(f"expected a non-empty string, got {model_id!r}", source=source, field="model_id")
 
     serving = _serving(data.get("serving"), source)
+    serving, ceiling_note = _context_of_the_run(serving, data, source)
+    if ceiling_note is not None:
+        notes_on_command.append(ceiling_note)
     if engine.name in DEVICE_COUNTING_ENGINES:
         sizes = parallel_sizes(argv, source=source, field=argv_field, engine=engine.name)
         devices = sizes["tensor"] * sizes["pipeline"] * sizes["data"]
@@ -1151,6 +1154,36 @@ def _named_ollama_model(
 
 
 _PROSE_TOKEN = re.compile(r"^[\w][\w.:/,()'-]*$")
+
+
+_PROBE_CONTEXT = re.compile(r"\bnum_ctx\s*[=:]?\s*(\d{3,7})\b")
+
+
+def _context_of_the_run(
+    serving: ServingLimits, data: Mapping[str, Any], source: str
+) -> tuple[ServingLimits, str | None]:
+    """Rule "a context ceiling is not the run's context": where `serving.max_context_tokens` is the largest context
+    a separate ceiling search reached (`metadata.ctx_ceiling.max_ok_ctx`), the run itself was measured at the
+    context its probe states (`metadata.validation.probe`: "num_ctx 32768"); that is the context the farm serves,
+    noted. A ceiling with no stated context of the run is refused: serving the ceiling would be another run."""
+    ceiling = dig(data, "metadata.ctx_ceiling.max_ok_ctx")
+    if not isinstance(ceiling, int) or serving.max_context_tokens != ceiling:
+        return serving, None
+    probe = dig(data, "metadata.validation.probe")
+    stated = _PROBE_CONTEXT.search(probe) if isinstance(probe, str) else None
+    if stated is None:
+        raise RecipeError(
+            f"is {ceiling}, the largest context metadata.ctx_ceiling reached, not the context the run was measured "
+            "at, which the recipe does not state (metadata.validation.probe names no num_ctx)",
+            source=source,
+            field="serving.max_context_tokens",
+        )
+    context = int(stated.group(1))
+    note = (
+        f"serving.max_context_tokens {ceiling} is metadata.ctx_ceiling's largest working context; the run was "
+        f"measured at num_ctx {context} (metadata.validation.probe), which is served"
+    )
+    return serving.model_copy(update={"max_context_tokens": context}), note
 
 
 def _why_no_server_command(data: Mapping[str, Any], launch: Mapping[str, Any]) -> str | None:

@@ -226,3 +226,19 @@ def test_ollama_run_with_options_it_does_not_take_names_the_cause() -> None:
     document["metadata"]["localmaxxing"]["tokenized"]["arguments"] = ["ollama", "run", "qwen3.6:35b"]
     recipe = parse_registry(json.dumps(document), "bare-run.json")
     assert recipe.model_id == "qwen3.6:35b"
+
+
+def test_a_context_ceiling_is_not_the_runs_context() -> None:
+    """An Ollama validation record whose `serving.max_context_tokens` (262144) is the largest context a separate
+    ceiling search reached (`metadata.ctx_ceiling.max_ok_ctx`), while its probe ran at `num_ctx 32768`: the farm
+    serves 32768 (Ollama's num_ctx comes from the serving block), noted; without a stated probe context it refuses
+    rather than serving the ceiling."""
+    path = FIXTURES / "registry" / "lfm25-26b-q4-k-m-rtx-5090-32gb-ollama-tp1.json"
+    recipe = load_recipe(path)
+    assert recipe.serving.max_context_tokens == 32768
+    assert any("ctx_ceiling's largest working context" in note for note in recipe.provenance.command_notes)
+    document = _document(path)
+    document["metadata"]["validation"]["probe"] = "Exact 'validation-ok' completion probe on live server"
+    with pytest.raises(RecipeError, match=r"the largest context metadata\.ctx_ceiling reached") as caught:
+        parse_registry(json.dumps(document), "no-probe-context.json")
+    assert caught.value.field == "serving.max_context_tokens"
