@@ -698,6 +698,15 @@ def _launcher_of(tokens: Sequence[str], source: str, field_name: str) -> tuple[s
             source=source,
             field=field_name,
         )
+    if ALIASES.get(executable.lower()) is not None and len(tokens) > 1:
+        # `llama.cpp llama-server with -ngl 99, --jinja, reasoning off`: a note that names the engine, then its
+        # settings in words; no shell runs an executable named after the engine
+        raise RecipeError(
+            f"{executable!r} is the engine's name, not an executable: the recorded line is a note about the run "
+            f"({' '.join(tokens)[:80]!r}), not a command the farm can read",
+            source=source,
+            field=field_name,
+        )
     known = ", ".join(" ".join(launcher) for launcher in ENGINE_LAUNCHERS.values())
     raise RecipeError(
         f"executable {executable!r} is not a known engine's server (known: {known})", source=source, field=field_name

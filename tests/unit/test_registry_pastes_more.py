@@ -242,3 +242,12 @@ def test_a_context_ceiling_is_not_the_runs_context() -> None:
     with pytest.raises(RecipeError, match=r"the largest context metadata\.ctx_ceiling reached") as caught:
         parse_registry(json.dumps(document), "no-probe-context.json")
     assert caught.value.field == "serving.max_context_tokens"
+
+
+def test_a_note_that_starts_with_the_engines_name_is_called_a_note() -> None:
+    """`llama.cpp llama-server with -ngl 99, --jinja, reasoning off` names the engine, then its settings in words:
+    still refused (a command built from the engine would drop what it says), and the message says it is a note,
+    not that an executable named `llama.cpp` is unknown."""
+    path = FIXTURES / "registry_heldout_b" / "qwen3-6-27b-ud-q4-k-xl-rtx-5090-32gb-llama-cpp-tp1-z6k4gjcp.json"
+    with pytest.raises(RecipeError, match="is the engine's name, not an executable"):
+        load_recipe(path)
