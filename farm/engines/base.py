@@ -126,6 +126,12 @@ class EngineKind:
     """The option that pins the repository it loads to a commit (`--revision`); None: it has no such option."""
     optional_positional_model: bool = False
     """Its command may name the model as the first argument, or not at all (LM Studio's `lms load MODEL`)."""
+    serving_options: Mapping[str, str] = field(default_factory=dict)
+    """How the registry's `serving` block becomes its options in a command the farm builds (`max_context_tokens`:
+    `--max-model-len`); `max_context_tokens` is also the option a context the notes state is carried with."""
+    inherent_flags: Mapping[str, Callable[[object], bool]] = field(default_factory=dict)
+    """Registry `engine_flags` it always has that way, with no option to set them (MLX: flash attention, every
+    layer on the GPU): a value the test accepts needs no option."""
     other_servers: Mapping[str, str] = field(default_factory=dict)
     """Other servers that recipes file under this engine's name, as their `engine.version` names them (a regular
     expression, matched case-insensitively, to what that server is): oMLX under `mlx`. A recipe run on one of them

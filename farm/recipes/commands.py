@@ -812,29 +812,15 @@ ENGINE_FLAG_OPTIONS: dict[str, dict[str, tuple[str, ...]]] = {
 _FLAGS_WITHOUT_OPTION = frozenset({"tensorParallel"})
 
 _INHERENT_FLAGS: dict[tuple[str, str], Callable[[object], bool]] = {
-    ("mlx", "flashAttn"): lambda value: value is True,
-    ("mlx", "gpuLayers"): lambda value: isinstance(value, int) and value >= 99,
+    (kind.name, key): test for kind in ENGINES.values() for key, test in kind.inherent_flags.items()
 }
-"""engine_flags an engine always has that way, with no option to set: MLX's attention is always its fused kernel,
-and every layer runs on the (unified-memory) GPU."""
+"""engine_flags an engine always has that way, with no option to set (each engine's `inherent_flags`)."""
 """engine_flags keys that need no option where an engine has none for them (one device: nothing to split)."""
 
 
-SERVING_OPTIONS: dict[str, dict[str, str]] = {
-    "vllm": {
-        "tensor_parallel": "--tensor-parallel-size",
-        "max_context_tokens": "--max-model-len",
-        "gpu_memory_utilization": "--gpu-memory-utilization",
-    },
-    "sglang": {
-        "tensor_parallel": "--tp-size",
-        "max_context_tokens": "--context-length",
-        "gpu_memory_utilization": "--mem-fraction-static",
-    },
-    "llama.cpp": {"max_context_tokens": "--ctx-size"},
-    "mlx": {},
-}
-"""How the registry's `serving` block (how the run was served) becomes each engine's options."""
+SERVING_OPTIONS: dict[str, dict[str, str]] = {kind.name: dict(kind.serving_options) for kind in ENGINES.values()}
+"""How the registry's `serving` block (how the run was served) becomes each engine's options (its
+`serving_options`)."""
 
 _FLAG_OF_SERVING = {"tensor_parallel": "tensorParallel"}
 

@@ -861,12 +861,14 @@ _CONTEXT_STATED = (
 )
 _CONTEXT_STATED_K = re.compile(r"(?<![\w.,])(\d{1,4})\s?K(?:-token)?\s+(?:ctx|context)\b", re.IGNORECASE)
 """`8K ctx`, `256K context`: N x 1024 tokens."""
-_CONTEXT_OPTIONS = {"llama.cpp": "--ctx-size", "vllm": "--max-model-len", "sglang": "--context-length"}
-_CONTEXT_SPELLINGS = {
-    "llama.cpp": ("-c", "--ctx-size"),
-    "vllm": ("--max-model-len",),
-    "sglang": ("--context-length",),
+_CONTEXT_OPTIONS = {
+    name: kind.serving_options["max_context_tokens"]
+    for name, kind in ENGINES.items()
+    if "max_context_tokens" in kind.serving_options
 }
+"""The option a context stated in the notes is carried with (each engine's serving option for it)."""
+_CONTEXT_SPELLINGS = {name: (*ENGINES[name].context_flags, option) for name, option in _CONTEXT_OPTIONS.items()}
+"""Every spelling of that option a command may already hold (the engine's `context_flags`)."""
 
 
 def _prose(data: Mapping[str, Any]) -> str:

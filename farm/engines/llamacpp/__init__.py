@@ -49,6 +49,7 @@ ENGINE = EngineKind(
         "llama-batched-bench": "llama.cpp's benchmark tool",
         "llama-perplexity": "llama.cpp's perplexity tool",
     },
+    serving_options={"max_context_tokens": "--ctx-size"},
     registry_flags={
         "gpuLayers": ("--n-gpu-layers",),
         "kvCacheDtype": ("--cache-type-k", "--cache-type-v"),

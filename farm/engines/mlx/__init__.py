@@ -36,6 +36,11 @@ ENGINE = EngineKind(
     context_flags=("--max-kv-size",),
     artifact="mlx",
     adapter="farm.engines.mlx.adapter",
+    # MLX's attention is always its fused kernel, and every layer runs on the (unified-memory) GPU
+    inherent_flags={
+        "flashAttn": lambda value: value is True,
+        "gpuLayers": lambda value: isinstance(value, int) and value >= 99,
+    },
     other_servers={
         r"\bomlx\b": "oMLX, a server of its own on MLX with its own scheduler, caches and API, not mlx_lm.server",
     },

@@ -32,6 +32,11 @@ ENGINE = EngineKind(
     spec_versions={"0.5.23": _release_0_5_23},
     launcher=("python", "-m", "sglang.launch_server"),
     launcher_spellings=(("sglang", "serve"),),  # SGLang's own CLI launches the same server
+    serving_options={
+        "tensor_parallel": "--tp-size",
+        "max_context_tokens": "--context-length",
+        "gpu_memory_utilization": "--mem-fraction-static",
+    },
     registry_flags={
         "tensorParallel": ("--tp-size",),
         "kvCacheDtype": ("--kv-cache-dtype",),

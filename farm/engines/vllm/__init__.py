@@ -32,6 +32,11 @@ ENGINE = EngineKind(
     spec_versions={version: _spec_of(version) for version in VERSIONS},
     default_version=VERSIONS[-1],
     launcher=("vllm", "serve"),
+    serving_options={
+        "tensor_parallel": "--tensor-parallel-size",
+        "max_context_tokens": "--max-model-len",
+        "gpu_memory_utilization": "--gpu-memory-utilization",
+    },
     registry_flags={
         "tensorParallel": ("--tensor-parallel-size",),
         "kvCacheDtype": ("--kv-cache-dtype",),
