@@ -112,6 +112,11 @@ class EngineKind:
     not_servers: Mapping[str, str] = field(default_factory=dict)
     """Executables of its project that recipes name but that serve nothing (llama-bench, llama-cli), with what
     each is: a recipe starting one is refused, or translated where its home says how."""
+    tools: Mapping[str, str] = field(default_factory=dict)
+    """Tools among `not_servers` whose recorded run says how the model was loaded, by executable name, and how:
+    "benchmark" (llama-bench: its settings are the server's, its benchmark options the sweep's) or "client"
+    (llama-cli: its load options are the server's, its prompt is left out). The adapter's
+    `tool_to_server(argv)` rewrites such a run as the server's command."""
     registry_flags: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     """The registry's `metadata.localmaxxing.engine_flags` keys (`kvCacheDtype`) and the options each becomes in
     its command (a generated command carries them)."""

@@ -421,10 +421,10 @@ def _registry_command(
         step_note = f"{step_note}; " if step_note else ""
         step_note += f"chat text around the command was left out: {left_out!r}"
     deferred: RecipeError | None = None
-    if chosen is not None and engine == "llama.cpp" and _benchmark_tool(chosen[1]) == "llama-cli":
+    if chosen is not None and _tool_role(engine, chosen[1]) == "client":
         # Rule "a llama-cli run": the interactive client loaded the model the way the server would, with the same
         # common options; the server is launched with them, and the client's own (its prompt) are left out.
-        return _with_environment(_noted(_from_llama_cli(chosen, source), step_note), environment)
+        return _with_environment(_noted(_from_tool(engine, chosen, source), step_note), environment)
     if chosen is not None and _benchmark_tool(chosen[1]) is not None:
         # The run was measured with a benchmark tool (llama-bench), not a server: the registry's launch or
         # draft launch says how to serve the same model; without one, the tool's refusal stands.
@@ -479,16 +479,10 @@ def _registry_command(
         if arguments is None:
             continue
         generated = field_name == "draft_launch" and bool(section.get("synthesized"))
-        if (
-            generated
-            and deferred is not None
-            and chosen is not None
-            and engine == "llama.cpp"
-            and _benchmark_tool(chosen[1]) == "llama-bench"
-        ):
+        if generated and deferred is not None and chosen is not None and _tool_role(engine, chosen[1]) == "benchmark":
             # What ran beats what was generated: the registry wrote its draft from the instance and its own
             # defaults (a context of its choosing, no cache types or offload split), the recording is the run.
-            recorded = _noted(_from_llama_bench(chosen, source), step_note)
+            recorded = _noted(_from_tool(engine, chosen, source), step_note)
             return _with_environment(
                 _noted(
                     recorded,
@@ -545,8 +539,8 @@ def _registry_command(
 
     if deferred is not None:
         assert chosen is not None
-        if _benchmark_tool(chosen[1]) == "llama-bench" and engine == "llama.cpp":
-            return _with_environment(_noted(_from_llama_bench(chosen, source), step_note), environment)
+        if _tool_role(engine, chosen[1]) == "benchmark":
+            return _with_environment(_noted(_from_tool(engine, chosen, source), step_note), environment)
         raise deferred
     uncarried = _uncarried_command(launch, engine, source, data.get("metadata"))
     if raw_observed is not None and observed is None and isinstance(raw_observed, str) and raw_observed.strip():
@@ -1313,48 +1307,46 @@ def _noted(command: Command, note: str | None) -> Command:
     return command if note is None else dataclasses.replace(command, notes=(*command.notes, note))
 
 
-def _from_llama_bench(chosen: tuple[str, list[str]], source: str) -> Command:
-    """A llama-bench command (what LocalMaxxing records for llama.cpp runs) as the llama-server command that
-    loads the same model the same way (farm.engines.llamacpp.llama_bench_to_server)."""
-    from farm.engines.llamacpp.adapter import llama_bench_to_server
+def _tool_role(engine: str, tokens: list[str]) -> str | None:
+    """How the engine's table reads a recorded run of one of its project's tools ("benchmark", "client"), if the
+    command runs one (EngineKind.tools)."""
+    tool = _benchmark_tool(tokens)
+    return ENGINES[engine].tools.get(tool) if tool is not None and engine in ENGINES else None
+
+
+def _from_tool(engine: str, chosen: tuple[str, list[str]], source: str) -> Command:
+    """A recorded run of one of the engine's tools (llama-bench, what LocalMaxxing records for llama.cpp runs;
+    llama-cli) as the server command that loads the same model the same way: the engine's adapter translates it
+    (`tool_to_server`), and a note says what was dropped and what was made explicit."""
+    import importlib
+
     from farm.errors import ArgumentPolicyError
 
     field_name, tokens = chosen
+    kind = ENGINES[engine]
     environment, rest = split_environment(tokens, source, field_name)
+    tool = executable_name(rest[0])
+    role = kind.tools[tool]
+    assert kind.adapter is not None, f"{engine} reads tools but has no adapter to translate them"
+    translate = importlib.import_module(kind.adapter).tool_to_server
     try:
-        server, dropped, defaults = llama_bench_to_server(rest)
+        server, dropped, defaults = translate(rest)
     except ArgumentPolicyError as exc:
         raise RecipeError(
-            f"a llama-bench command the farm cannot serve the same way: {exc.detail}", source=source, field=field_name
+            f"a {tool} command the farm cannot serve the same way: {exc.detail}", source=source, field=field_name
         ) from exc
-    command = read_command(server, source, field_name, declared_engine="llama.cpp")
-    note = "translated from llama-bench to llama-server"
-    if dropped:
-        note += f"; its benchmark options ({' '.join(dropped)}) were dropped: the sweep plan replaces them"
-    if defaults:
-        note += f"; llama-bench's defaults made explicit: {' '.join(defaults)}"
-    return Command(
-        engine=command.engine,
-        argv=command.argv,
-        environment={**environment, **command.environment},
-        source_field=field_name,
-        source_tokens=tuple(tokens),
-        notes=(note,),
-    )
-
-
-def _from_llama_cli(chosen: tuple[str, list[str]], source: str) -> Command:
-    """A llama-cli run as the llama-server command with the same model and settings
-    (farm.engines.llamacpp.adapter.llama_cli_to_server), noted."""
-    from farm.engines.llamacpp.adapter import llama_cli_to_server
-
-    field_name, tokens = chosen
-    environment, rest = split_environment(tokens, source, field_name)
-    server, dropped = llama_cli_to_server(rest)
-    command = read_command(server, source, field_name, declared_engine="llama.cpp")
-    note = "llama-cli (llama.cpp's interactive client) ran the model: read as llama-server with the same options"
-    if dropped:
-        note += f"; the client's own ({' '.join(dropped)[:100]}) were left out: the sweep plan sends its prompts"
+    command = read_command(list(server), source, field_name, declared_engine=engine)
+    launcher = " ".join(kind.launcher)
+    if role == "client":
+        note = f"{tool} ({NOT_SERVERS[tool]}) ran the model: read as {launcher} with the same options"
+        if dropped:
+            note += f"; the client's own ({' '.join(dropped)[:100]}) were left out: the sweep plan sends its prompts"
+    else:
+        note = f"translated from {tool} to {launcher}"
+        if dropped:
+            note += f"; its benchmark options ({' '.join(dropped)}) were dropped: the sweep plan replaces them"
+        if defaults:
+            note += f"; {tool}'s defaults made explicit: {' '.join(defaults)}"
     return Command(
         engine=command.engine,
         argv=command.argv,

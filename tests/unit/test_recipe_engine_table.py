@@ -44,3 +44,20 @@ def test_registry_flags_and_images_come_from_the_table() -> None:
     assert image_engine("vllm/vllm-openai@sha256:" + "0" * 64) == "vllm"
     assert image_engine("ghcr.io/ggml-org/llama.cpp:server-cuda") == "llama.cpp"
     assert image_engine("example/vllm-openai:latest") is None
+
+
+@pytest.mark.parametrize(
+    ("engine", "tool", "role"),
+    [(kind.name, tool, role) for kind in ENGINES.values() for tool, role in kind.tools.items()],
+)
+def test_every_tool_the_table_reads_is_translated_by_the_engines_adapter(engine: str, tool: str, role: str) -> None:
+    """A tool in an engine's `tools` is one of its `not_servers`, read as a benchmark or a client, and its adapter
+    rewrites a run of it as the server's command (`tool_to_server`)."""
+    import importlib
+
+    kind = ENGINES[engine]
+    assert tool in kind.not_servers
+    assert role in ("benchmark", "client")
+    assert kind.adapter is not None
+    server, _, _ = importlib.import_module(kind.adapter).tool_to_server([tool, "-m", "/models/m.gguf"])
+    assert tuple(server[: len(kind.launcher)]) == kind.launcher

@@ -50,6 +50,7 @@ ENGINE = EngineKind(
         "llama-perplexity": "llama.cpp's perplexity tool",
     },
     serving_options={"max_context_tokens": "--ctx-size"},
+    tools={"llama-bench": "benchmark", "llama-cli": "client"},
     registry_flags={
         "gpuLayers": ("--n-gpu-layers",),
         "kvCacheDtype": ("--cache-type-k", "--cache-type-v"),

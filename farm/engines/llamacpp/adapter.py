@@ -374,6 +374,15 @@ def llama_cli_to_server(argv: Sequence[str]) -> tuple[tuple[str, ...], tuple[str
     return tuple(out), tuple(dropped)
 
 
+def tool_to_server(argv: Sequence[str]) -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]:
+    """A recorded run of one of llama.cpp's tools (the table's `tools`) as llama-server's command: the command, the
+    tool-only tokens dropped and the tool's defaults made explicit (farm.recipes reads these for provenance)."""
+    if argv and re.fullmatch(r"(?:.*[/\\])?llama-cli(?:\.exe)?", argv[0], flags=re.IGNORECASE):
+        server, dropped = llama_cli_to_server(argv)
+        return server, dropped, ()
+    return llama_bench_to_server(argv)
+
+
 def _known(table: Mapping[str, Any] | frozenset[str], strings: Sequence[str]) -> str | None:
     """The spelling under which one of this module's tables lists an option (newer dumps spell the option first
     in its newer name, `--spec-draft-model` for `--model-draft`); None: not listed."""
