@@ -117,6 +117,11 @@ class EngineKind:
     "benchmark" (llama-bench: its settings are the server's, its benchmark options the sweep's) or "client"
     (llama-cli: its load options are the server's, its prompt is left out). The adapter's
     `tool_to_server(argv)` rewrites such a run as the server's command."""
+    model_steps: tuple[str, ...] = ()
+    """Subcommands of its executable that name the one model its server then serves (`ollama pull MODEL`,
+    `ollama run MODEL`): a recorded step of that shape names the recipe's model plainly."""
+    model_name: str | None = None
+    """A regular expression of the model names those steps take (Ollama's `NAME[:TAG]` and `hf.co/ORG/REPO:QUANT`)."""
     registry_flags: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     """The registry's `metadata.localmaxxing.engine_flags` keys (`kvCacheDtype`) and the options each becomes in
     its command (a generated command carries them)."""

@@ -429,16 +429,17 @@ def _registry_command(
         # The run was measured with a benchmark tool (llama-bench), not a server: the registry's launch or
         # draft launch says how to serve the same model; without one, the tool's refusal stands.
         deferred = _not_a_server(chosen, source)
-    elif chosen is not None and engine == "ollama" and _ollama_model(chosen[1]) is not None:
-        pass  # `ollama pull MODEL` / `ollama run MODEL`: the model, named plainly; the server is `ollama serve`
-    elif chosen is not None and engine == "ollama" and _ollama_model(chosen[1][:3]) is not None:
+    elif chosen is not None and _step_model(engine, chosen[1]) is not None:
+        pass  # `ollama pull MODEL` / `ollama run MODEL`: the model, named plainly; the server is the engine's own
+    elif chosen is not None and _step_model(engine, chosen[1][:3]) is not None:
         # `ollama run qwen3.6:35b -c 32768`: the model is plain, but what follows it is no setting Ollama reads
         # there (`ollama run` sets no context; `-c` is no flag of it): as recorded the command fails, and which
         # context ran is unknown. Launching the model with a guessed context would be another run.
         raise RecipeError(
             f"{' '.join(chosen[1][:3])!r} names its model, then {' '.join(chosen[1][3:])[:60]!r}, which "
-            f"`ollama {chosen[1][1]}` does not take (Ollama sets the context with OLLAMA_CONTEXT_LENGTH or num_ctx, "
-            "not a flag of the client): what ran cannot be told from the command",
+            f"`{executable_name(chosen[1][0])} {chosen[1][1]}` does not take (that step names the model and nothing "
+            "else; Ollama sets the context with OLLAMA_CONTEXT_LENGTH or num_ctx): what ran cannot be told from the "
+            "command",
             source=source,
             field=chosen[0],
         )
@@ -549,7 +550,7 @@ def _registry_command(
         detail = ""
     model = _repository(data)
     model_source = "huggingface.repository" if data.get("model_id") is None else "model_id"
-    named = _named_ollama_model(engine, chosen, launch)
+    named = _named_step_model(engine, chosen, launch)
     if model is None and named is not None:
         model, model_source = named
     instance = data.get("model_instance_id")
@@ -598,7 +599,10 @@ def _registry_command(
     if model is None:
         notes = (*notes, f"the model is registry instance {instance!r}; the host maps it to its own file")
     elif named is not None and model_source == named[1]:
-        notes = (*notes, f"{named[1]} pulls {named[0]!r}: the model is named plainly there, and Ollama serves it")
+        notes = (
+            *notes,
+            f"{named[1]} pulls {named[0]!r}: the model is named plainly there, and {engine}'s server serves it",
+        )
     return Command(
         engine=engine,
         argv=argv,
@@ -1122,29 +1126,27 @@ def _uncarried_command(
     return None
 
 
-_OLLAMA_MODEL = re.compile(r"^(?:hf\.co/[A-Za-z0-9][\w.-]*/[\w.-]+|[a-z0-9][\w.-]*(?:/[\w.-]+)?)(?::[\w.-]+)?$")
+def _step_model(engine: str, tokens: list[str]) -> str | None:
+    """The model of a recorded step that names it for the engine's server, and nothing else (`[path/]ollama pull
+    MODEL`, `ollama run MODEL`: the table's `model_steps` and `model_name`): the recipe names its model plainly
+    (`hf.co/unsloth/Qwen3.6-35B-A3B-GGUF:UD-Q4_K_M`, `qwen3.6:35b`), whatever the snapshot of instances holds."""
+    kind = ENGINES.get(engine)
+    if kind is None or not kind.model_steps or kind.model_name is None or len(tokens) != 3:
+        return None
+    if executable_name(tokens[0]) != kind.launcher[0] or tokens[1] not in kind.model_steps:
+        return None
+    return tokens[2] if re.match(kind.model_name, tokens[2]) else None
 
 
-def _ollama_model(tokens: list[str]) -> str | None:
-    """The model of `[path/]ollama pull MODEL` or `ollama run MODEL` with nothing after it: the recipe names its
-    model plainly (`hf.co/unsloth/Qwen3.6-35B-A3B-GGUF:UD-Q4_K_M`, `qwen3.6:35b`), whatever the farm's snapshot of
-    the registry's instances holds."""
-    if len(tokens) == 3 and executable_name(tokens[0]) == "ollama" and tokens[1] in ("pull", "run"):
-        return tokens[2] if _OLLAMA_MODEL.match(tokens[2]) else None
-    return None
-
-
-def _named_ollama_model(
+def _named_step_model(
     engine: str, chosen: tuple[str, list[str]] | None, launch: Mapping[str, Any]
 ) -> tuple[str, str] | None:
-    """(model, field) where an Ollama recipe's recorded command, or its launch's `observed_command`, pulls or runs
-    one model by name."""
-    if engine != "ollama":
-        return None
-    if chosen is not None and (found := _ollama_model(chosen[1])) is not None:
+    """(model, field) where a recipe's recorded command, or its launch's `observed_command`, is a step that names one
+    model for its engine's server (`ollama pull MODEL`: the table's `model_steps`)."""
+    if chosen is not None and (found := _step_model(engine, chosen[1])) is not None:
         return found, chosen[0]
     observed = launch.get("observed_command")
-    if isinstance(observed, str) and (found := _ollama_model(observed.split())) is not None:
+    if isinstance(observed, str) and (found := _step_model(engine, observed.split())) is not None:
         return found, "launch.observed_command"
     return None
 
