@@ -123,6 +123,9 @@ def main() -> None:
     parser.add_argument("--template", type=Path, default=store_scale.TEMPLATE)
     parser.add_argument("--repeats", type=int, default=3, help="runs of each timed command (the fastest counts)")
     parser.add_argument("--fill-only", action="store_true", help="fill the store and stop (time it later)")
+    parser.add_argument(
+        "--seed", type=int, default=7, help="the figures' noise (a second filler of one store gives another)"
+    )
     args = parser.parse_args()
     configure("json", "warning")
 
@@ -133,7 +136,7 @@ def main() -> None:
         store.register_worker(f"host-{index}-w1", f"host-{index}", ["any"], public_key=key.public)
     have = store_scale.store_runs(store)
     fill_cpu = time.process_time()
-    fill_s = fill(store, args.runs, template, key)
+    fill_s = fill(store, args.runs, template, key, seed=args.seed)
     fill_cpu = time.process_time() - fill_cpu
     filled = args.runs - have if fill_s else 0
     store.trust_key(key.key_id)
