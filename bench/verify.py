@@ -55,11 +55,13 @@ def engine_log(job_id: str, worker: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-def fill(store: Store, runs: int, template: dict[str, Any], key: HostKey, seed: int = 7) -> float:
-    """Store signed runs until the store holds `runs`; returns the seconds it took (0 when it already did)."""
+def fill(store: Store, runs: int, template: dict[str, Any], key: HostKey, seed: int = 7) -> tuple[float, int]:
+    """Store signed runs until the store holds `runs` (another filler may add to it at once); returns the
+    seconds it took and how many runs this call stored (0, 0 when the store held enough)."""
     have = store_scale.store_runs(store)
     if have >= runs:
-        return 0.0
+        return 0.0, 0
+    stored = 0
     rng = random.Random(seed + have)
     figures = [figure_from_json(f) for f in template["figures"]]
     samples = template["samples"]
@@ -109,11 +111,14 @@ def fill(store: Store, runs: int, template: dict[str, Any], key: HostKey, seed: 
             signed = sign_result(job_id, claimed.attempt, worker, result, key, codec=codec)
             deliveries.append((job_id, claimed.attempt, worker, signed))
         store.complete_many(deliveries)
+        stored += len(deliveries)
         done = begin + len(deliveries)
         if done % 1000 < FILL_BATCH or done == runs:
             rate = (done - have) / (time.monotonic() - start)
             print(f"  filled {done}/{runs} runs ({rate:.0f} runs/s)", file=sys.stderr, flush=True)
-    return time.monotonic() - start
+        if store_scale.store_runs(store) >= runs:  # another filler's runs count too
+            break
+    return time.monotonic() - start, stored
 
 
 def main() -> None:
@@ -134,11 +139,9 @@ def main() -> None:
     store = Store.open(args.database_url, auto_upgrade=True)
     for index in range(WORKERS):
         store.register_worker(f"host-{index}-w1", f"host-{index}", ["any"], public_key=key.public)
-    have = store_scale.store_runs(store)
     fill_cpu = time.process_time()
-    fill_s = fill(store, args.runs, template, key, seed=args.seed)
+    fill_s, filled = fill(store, args.runs, template, key, seed=args.seed)
     fill_cpu = time.process_time() - fill_cpu
-    filled = args.runs - have if fill_s else 0
     store.trust_key(key.key_id)
     runs = store_scale.store_runs(store)
     if store.url.startswith("postgres"):
@@ -165,10 +168,12 @@ def main() -> None:
         verdicts: dict[str, int] = {}
         for item in checks:
             verdicts[item["verdict"]] = verdicts.get(item["verdict"], 0) + 1
+        validated = sum(1 for item in checks if item["validated"])
         n = max(len(checks), 1)
         print(
             f"farm verify ({label}): {len(checks)} runs in {seconds:.2f} s wall, {cpu_s:.2f} s CPU "
-            f"(all processes), {peak_mb:.0f} MB, exit {status}; verdicts {verdicts}"
+            f"(all processes), {peak_mb:.0f} MB, exit {status}; verdicts {verdicts}, {validated} validated; "
+            f"load average {os.getloadavg()[0]:.1f}"
         )
         print(
             f"  per run: {(cpu_s - base_cpu) / n * 1000:.3f} ms CPU, {(seconds - base_s) / n * 1000:.3f} ms wall "
