@@ -224,6 +224,7 @@ def run_host(
         idle_heartbeat=runtime.idle_heartbeat,
         check_host=runtime.check_host,
         watch=StoreWatch(settings.reap_grace_s),
+        worker_id=worker_id,
     )
     try:
         store.register_worker(worker_id, host=f"fleet-{worker_id}", hardware_classes=[klass])

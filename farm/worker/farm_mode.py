@@ -156,6 +156,7 @@ def run_farm_worker(settings: Settings, profile_path: Path, *, worker_id: str | 
         check_host=runtime.check_host,
         on_broker=worker.broker_answered,
         watch=worker.store_watch,
+        worker_id=worker.worker_id,
     )
     sweeper.start()
     try:

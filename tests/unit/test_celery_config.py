@@ -263,6 +263,12 @@ class FakeAnnouncer:
     def queue_length(self, hardware_class: str) -> int:
         return self.queue_lengths.get(hardware_class, 0)
 
+    turn_held_by_another: bool = False
+    """take_turn: another worker's sweeper holds every class's announcing turn."""
+
+    def take_turn(self, hardware_class: str, worker_id: str, seconds: float) -> bool:
+        return not self.turn_held_by_another
+
     broker_error: str | None = None
     """What ping() answers: None while the broker answers."""
 
@@ -451,6 +457,16 @@ def test_the_sweeper_announces_reaped_jobs_at_once_and_due_ones_of_its_classes()
         ("j-reaped", "sim:rtx-pro-6000-blackwell-96gb x 2", 1),
         ("j-due", "sim:h200-141gb x 1", 0),
     ]
+
+
+def test_a_sweeper_without_the_announcing_turn_reaps_but_looks_at_no_queued_job() -> None:
+    """Another worker's sweeper holds the class's turn: this one still reaps and announces what it reaped, but
+    reads no queued jobs and announces none of them (one sweeper of the fleet does, per interval)."""
+    store = FakeStore(reaped=["j-reaped"], queued=[_view("j-due")])
+    announcer = FakeAnnouncer(due={"j-due"}, turn_held_by_another=True)
+    report = _sweeper(store, announcer).sweep(now=NOW.timestamp())
+    assert report.announced == ["j-reaped"]
+    assert [job for job, _, _ in announcer.announced] == ["j-reaped"]
 
 
 def test_the_sweeper_stops_announcing_for_the_pass_after_a_broker_failure() -> None:
