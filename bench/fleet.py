@@ -3,19 +3,24 @@
 `--hosts` simulated hosts (default 100) take `--jobs` tiny jobs (default 10,000) that were stored and announced
 on one hardware class's queue beforehand (a backlog). Each host is the farm's coordination path for real, and
 nothing more: its own Store (the 2-connection pool every farm process has), its own Redis consumer of the
-class's queue with a prefetch of one and late acknowledgement, the real claim (`Store.claim_job` on the message's
-job id), the real result write (`Store.complete`, one figure with its summary, group stats and leaderboard
-rows), and the real sweeper thread of a farm worker (`farm.worker.sweeper.Sweeper`: reap, announce what is
-due, ping the broker, heartbeat) at the default 5-s interval. No engine runs: a job "measures" for about
-`--job-s` (0 by default: a saturation test; an engine is the host's own load, not the coordinator's). Hosts
-are threads, `--processes` processes of them, because a process per host does not fit 2 cores (a farm worker
-is a Celery worker, a Python process of ~80 MB).
+class's queue with a prefetch of one and late acknowledgement (standing in for Celery's), each message handed to
+the farm's task runtime (`farm.worker.celery.FarmRuntime.handle`: claim the message's job, run it, then claim
+the next queued job straight from the store while one is queued), an engine-less worker whose job writes its
+result with the real `Store.complete` (one figure with its summary, group stats and leaderboard rows), and the
+real sweeper thread of a farm worker (`farm.worker.sweeper.Sweeper`: reap, announce what is due in its turn,
+ping the broker, heartbeat) at the default 5-s interval. A job "measures" for about `--job-s` (0 by default: a
+saturation test of the coordinator's capacity, whose pickup is the queue in front of it; give `--job-s` to
+measure pickup at an offered load of hosts / job_s claims a second). Hosts are threads, `--processes` processes
+of them, because a process per host does not fit 2 cores (a farm worker is a Celery worker, a Python process of
+~80 MB). `--message-only` runs the design before straight claims (every job through its own message).
 
 Printed: claims per second (from the first claim to the last), pickup p50 / p99 (from a host being free, at the
-start or after acknowledging its previous job, to its next claim returning; and the claim's own part), the
-largest number of database connections the fleet held at once and per host (sampled every 0.25 s), Redis
-memory (peak, INFO), the leaderboard's time while the fleet writes (`Store.leaderboard`, every 2 s), and lost
-or doubled jobs.
+start or after its previous job's result was written, to its next claim returning), by path (straight from the
+store, or by a message) and what it is made of (before the claim query, the wait for a message, the claim query,
+the claim's CPU in the host's thread), the wake-up lag of a sleeping thread in each host process (its GIL and
+CPU queue), the largest number of database connections the fleet held at once and per host (sampled every
+0.25 s), Redis memory (peak, INFO), the leaderboard's time while the fleet writes (`Store.leaderboard`, every
+2 s), and lost or doubled jobs.
 
 PostgreSQL's default max_connections (100) cannot take 100 hosts at 2 connections each, so by default the fleet
 reaches it through a private PgBouncer in transaction mode (`--pooler pgbouncer`, `--server-connections` to
@@ -23,8 +28,9 @@ PostgreSQL), as docs/farm-mode.md advises for large fleets; the connections coun
 fleet's client connections to PgBouncer (its SHOW POOLS), and the server connections are printed apart.
 `--pooler none` connects the hosts to PostgreSQL directly (counted in pg_stat_activity): for small fleets.
 
-    uv run python bench/fleet.py                           # 100 hosts, 10,000 jobs, through PgBouncer
-    uv run python bench/fleet.py --hosts 20 --jobs 1000    # a quicker look
+    uv run python bench/fleet.py                                       # capacity: 100 hosts, 10,000 jobs
+    uv run python bench/fleet.py --processes 4 --job-s 10              # pickup at 10 claims/s offered
+    uv run python bench/fleet.py --hosts 100 --jobs 1000 --job-s 10    # the same, quicker
 
 Needs redis-server on PATH (a private one is started, AOF on, noeviction, as docs/farm-mode.md asks), pgbouncer
 on PATH or in /usr/sbin for the default pooler, and the PostgreSQL of FARM_TEST_POSTGRES_URL (default: local,
