@@ -129,7 +129,11 @@ class FarmRuntime:
         next_job: ClaimedJob | None = job
         while next_job is not None:
             self._run(next_job)
+            ended = next_job.id
             next_job = self.claim_next()
+            # After the next claim, so a pickup is one query: the ended job, if it went back to the queue, is
+            # announced for the other hosts a claim query later (this host may even have taken it again).
+            self.announce_if_requeued(ended)
         return "ran"
 
     def _run(self, job: ClaimedJob) -> None:
@@ -140,7 +144,6 @@ class FarmRuntime:
         finally:
             with self._lock:
                 self.current = None
-        self.announce_if_requeued(job.id)
 
     def claim_next(self) -> ClaimedJob | None:
         """The next queued job of this worker's classes, claimed straight from the store (module docstring), or
