@@ -612,6 +612,7 @@ def main() -> int:
                 sa.text("SELECT count(*) FROM (SELECT job_id FROM runs GROUP BY job_id HAVING count(*) > 1) d")
             ).scalar_one()
         records = [p for t in tallies.values() for p in t["pickups"]]
+        later = [p for t in tallies.values() for p in t["pickups"][1:]]
         firsts = [t["first_claim"] for t in tallies.values() if t["first_claim"]]
         lasts = [t["last_claim"] for t in tallies.values() if t["last_claim"]]
         claims = sum(t["claimed"] for t in tallies.values())
@@ -620,6 +621,11 @@ def main() -> int:
         succeeded = states.get(JobState.SUCCEEDED.value, 0)
         print(f"run: {elapsed:.1f} s; claims: {claims}, {claims / span:.0f} claims/s over {span:.1f} s")
         print_pickups(records, lags)
+        print(
+            f"  pickup after each host's first claim (the hosts all start at once, a burst the run's first claims "
+            f"pay): p50 {percentile([r[1] for r in later], 0.5) * 1000:.1f} / "
+            f"p99 {percentile([r[1] for r in later], 0.99) * 1000:.1f} ms over {len(later)} claims"
+        )
         print(
             f"database connections held by the fleet: peak {peak_connections} "
             f"({peak_connections / args.hosts:.2f} per host); PostgreSQL server connections: peak {peak_servers}"
