@@ -21,6 +21,8 @@ ENGINE = EngineKind(
     spec=_spec,
     spec_source="ollama cmd/cmd.go (serve, run, pull)",
     launcher=("ollama", "serve"),
+    model_steps=("pull", "run"),
+    model_name=r"^(?:hf\.co/[A-Za-z0-9][\w.-]*/[\w.-]+|[a-z0-9][\w.-]*(?:/[\w.-]+)?)(?::[\w.-]+)?$",
     artifact="gguf",
     adapter="farm.engines.ollama.adapter",
 )
