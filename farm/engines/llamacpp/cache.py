@@ -1,7 +1,8 @@
 """How llama-server's prompt cache is made cold before a measurement that must start cold.
 
 What its endpoints do, read in tools/server of the llama.cpp that llama-cpp-python 0.3.36 vendors
-(server-context.cpp, server.cpp) and checked on the built server (docs/cache-state.md):
+(server-context.cpp, server.cpp, server-task.cpp; docs/cache-state.md). Not yet run against a built server: the
+e2e test (tests/e2e/test_llamacpp_cpu.py) checks the 501, `cache_prompt: false` and `timings.cache_n` there.
 
 - `GET /slots` lists the slots (`id`, `n_ctx`, `is_processing`, ...); HTTP 501 when started with `--no-slots`.
 - `POST /slots/{id}?action=erase` drops slot `id`'s cached tokens (`{"id_slot": id, "n_erased": n}`), once the
