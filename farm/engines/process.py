@@ -35,6 +35,30 @@ READY_POLL_S = 0.2
 
 LOG_TAIL_LINES = 40
 
+ALWAYS_PASSED = ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")
+"""Passed whenever the worker has them: they only forbid downloads, so a host that set them is obeyed."""
+
+
+def _allowed(name: str, allowlist: Sequence[str]) -> bool:
+    return any(name == entry or (entry.endswith("*") and name.startswith(entry[:-1])) for entry in allowlist)
+
+
+def host_env(
+    base_env: Mapping[str, str],
+    allowlist: Sequence[str],
+    gpus: Sequence[int] | None,
+    extra: Mapping[str, str],
+) -> dict[str, str]:
+    """An engine's environment from the worker's: allowlisted names of the worker's own environment (an entry
+    ending in `*` is a prefix), the profile's `extra`, and CUDA_VISIBLE_DEVICES from the assigned GPUs (None: left
+    as it is; empty: no GPU visible)."""
+    env = {name: value for name, value in base_env.items() if _allowed(name, allowlist) or name in ALWAYS_PASSED}
+    env.update(extra)
+    if gpus is not None:
+        env["CUDA_VISIBLE_DEVICES"] = ",".join(str(index) for index in gpus)
+    return env
+
+
 GPU_FREE_THRESHOLD_MIB = 1024
 """A card counts as free under this much memory in use: the driver and a display hold a few hundred MiB."""
 

@@ -31,6 +31,7 @@ from farm.bench.runner import SweepOutcome, run_sweep
 from farm.domain import START_FAILURES, Artifact, ClaimedJob, FailureClass, Phase, RunResult
 from farm.engines.base import Engine
 from farm.engines.process import wait_gpus_free
+from farm.engines.registry import engine_kind
 from farm.errors import EngineError, FarmError, LeaseLost, MeasurementError, StoreError, StoreRefused
 from farm.hardware.probe import HardwareProbe, SimulatedProbe
 from farm.logs import get_logger
@@ -590,14 +591,18 @@ def _memory_figures(peaks_mib: tuple[int, ...], repeats: int) -> list[Figure]:
 
 
 def _self_check_recipe(profile: WorkerProfile) -> Recipe:
-    """A minimal recipe for a simulator host's self-check (the simulator serves any model name)."""
+    """A minimal recipe for a simulator host's self-check (the simulator serves any model name), of the first
+    engine the host runs."""
+    kind = engine_kind(profile.engine.runs()[0])
+    model = "farm/self-check"
+    argv = (*kind.launcher, model) if kind.positional_model else (*kind.launcher, kind.model_flags[0], model)
     return Recipe(
         id="farm-self-check",
         model_id="farm/self-check",
         hardware_id=profile.hardware.hardware_id,
         hardware_count=profile.hardware.count,
-        engine=RecipeEngine(name="vllm"),
-        argv=("vllm", "serve", "farm/self-check"),
+        engine=RecipeEngine(name=kind.name),
+        argv=argv,
         provenance=RecipeProvenance(source_format="local-ai-registry/v1", content_sha256="0" * 64),
     )
 

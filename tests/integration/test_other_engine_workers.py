@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from farm.demo import STAND_IN_DEMOS, run_demo
+from farm.demo import engine_demos, run_demo
 from farm.domain import JobState
 from farm.engines.admission import check_recipe_for_submit, check_runnable
 from farm.recipes.parse import load_recipe
@@ -19,6 +19,7 @@ from farm.recipes.spec import load_sweep
 from farm.store import Store
 from farm.submit import submit_sweep
 from farm.worker.daemon import Worker
+from farm.worker.engines import _read_version
 from farm.worker.profile import load_profile
 
 pytestmark = pytest.mark.slow
@@ -106,6 +107,24 @@ def test_mlx_worker_launches_exactly_the_judged_command(tmp_path: Path, store: S
     assert prov["argv"][4:] == call["argv"][1:]
 
 
+def test_the_worker_judges_against_the_version_its_executable_says(
+    tmp_path: Path, store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Asked at start, the stand-in answers `mlx_lm.server --version` as 0.32.5: the worker judges the recipe with
+    the nearest older spec shipped (0.32.2) and its provenance says which, and that the executable said so."""
+    monkeypatch.setenv("FARM_STANDIN_VERSION", "0.32.5")
+    _read_version.cache_clear()
+    try:
+        _, prov = run_job(tmp_path, store, "mlx", MLX_RECIPE, [])
+    finally:
+        _read_version.cache_clear()
+    note = prov["engine"]["argument_spec"]
+    assert note.startswith("mlx 0.32.2, the nearest older spec shipped for 0.32.5"), note
+    assert "0.32.5 read from the executable at start" in note
+    (call,) = recorded(tmp_path)  # the question was not a launch: only the server's argv is recorded
+    assert call["argv"][0] == "mlx_lm.server"
+
+
 def test_ollama_worker_serves_then_creates_the_model_from_the_hosts_gguf(tmp_path: Path, store: Store) -> None:
     """`ollama serve` on the worker's loopback port (OLLAMA_HOST), then `ollama create` with a Modelfile from the
     host's GGUF file and the recipe's context; the model is measured under the recipe's model id."""
@@ -177,7 +196,7 @@ def test_lmstudio_worker_starts_the_server_then_loads_the_judged_model(tmp_path:
 def test_demo_runs_through_the_engines_adapter(tmp_path: Path, store: Store, engine: str) -> None:
     """`farm demo --engine E`: the demo sweep of E's registry recipe through E's adapter, the simulator standing in
     for E; the job succeeds and its results are marked simulated."""
-    spec, profile = STAND_IN_DEMOS[engine]
+    spec, profile, _demo = engine_demos()[engine]
     job = run_demo(store, tmp_path / "data", spec=spec, profile=profile, simulate=True)
     assert job.state == JobState.SUCCEEDED, job.failure_message
     (run,) = store.runs(job.id)

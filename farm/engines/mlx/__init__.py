@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from farm.engines.base import EngineKind
+from farm.engines.base import EngineDemo, EngineKind
+from farm.engines.versions import version_reader
 
 if TYPE_CHECKING:
     from farm.engines.argspec import ArgSpec
@@ -35,4 +36,11 @@ ENGINE = EngineKind(
     context_flags=("--max-kv-size",),
     artifact="mlx",
     adapter="farm.engines.mlx.adapter",
+    loads_model_id=True,
+    demo=EngineDemo(
+        spec="demo-mlx.toml",
+        profile="demo-mlx.toml",
+        what="simulated: the simulator standing in for MLX behind its adapter",
+    ),
+    read_version=version_reader(command=("--version",), package="mlx-lm", modules=("mlx_lm.server",)),
 )

@@ -4,16 +4,24 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from farm.engines.base import EngineKind
+from farm.engines.base import EngineDemo, EngineImages, EngineKind
+from farm.engines.versions import version_reader
 
 if TYPE_CHECKING:
     from farm.engines.argspec import ArgSpec
+    from farm.engines.environment_names import EngineEnvironment
 
 
 def _spec() -> ArgSpec:
     from farm.engines.ollama.spec import OLLAMA
 
     return OLLAMA
+
+
+def _environment() -> EngineEnvironment:
+    from farm.engines.ollama.environment import ENVIRONMENT
+
+    return ENVIRONMENT
 
 
 ENGINE = EngineKind(
@@ -23,4 +31,12 @@ ENGINE = EngineKind(
     launcher=("ollama", "serve"),
     artifact="gguf",
     adapter="farm.engines.ollama.adapter",
+    environment=_environment,
+    images=EngineImages(repositories=("ollama/ollama",)),
+    demo=EngineDemo(
+        spec="demo-ollama.toml",
+        profile="demo-ollama.toml",
+        what="simulated: the simulator standing in for Ollama behind its adapter",
+    ),
+    read_version=version_reader(command=("--version",), drop=("serve",)),
 )

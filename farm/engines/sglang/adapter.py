@@ -13,7 +13,7 @@ from pathlib import Path
 from farm.engines.argspec import CanonicalCommand
 from farm.engines.base import LaunchRequest
 from farm.engines.process import GPU_FREE_DEADLINE_S, EngineProcess
-from farm.engines.reparse import check_launch
+from farm.engines.readback import check_launch
 from farm.engines.sglang.counters import METRICS
 from farm.errors import ArgumentPolicyError
 from farm.hardware.probe import HardwareProbe
