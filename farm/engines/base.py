@@ -127,6 +127,9 @@ class EngineKind:
     """The names a worker passes it from its own environment unless the host's profile lists others."""
     demo: EngineDemo | None = None
     """`farm demo --engine NAME`: its sweep, its worker profile, what it prepares first; None: no demo."""
+    own_timing: OwnTiming | None = None
+    """Its own per-request timing report and where it gives it (Ollama's `eval_count`/`eval_duration`): the
+    runner asks it beside the client's measurement, as the server's truth; None: it reports none apart."""
     container_adapter: str | None = None
     """The module whose `launch_container` runs a recipe's own image of it through docker (a worker of kind
     `<name>-container`); None: its images are judged at submit only."""
@@ -182,6 +185,29 @@ class EngineImages:
     subcommand: tuple[str, ...] = ()
     """Launcher tokens the registry writes as the container's first arguments though the entrypoint runs them
     (vLLM's `serve`): dropped before the arguments are judged."""
+
+
+@dataclass(frozen=True)
+class ServerTiming:
+    """One request as the engine itself timed it: prompt tokens and the time it spent reading them, generated
+    tokens and the time it spent generating them."""
+
+    prompt_tokens: int | None
+    prompt_s: float | None
+    output_tokens: int
+    decode_s: float
+
+
+@dataclass(frozen=True)
+class OwnTiming:
+    """How to ask an engine for its own timing of a request: a POST to its native `path` with `body(model,
+    prompt, max_tokens, temperature)`, whose answer `read` turns into a ServerTiming (None: it did not say)."""
+
+    path: str
+    body: Callable[[str, str, int, float], dict[str, object]]
+    read: Callable[[Mapping[str, object]], ServerTiming | None]
+    source: str
+    """What the figures are, in words (`ollama /api/generate eval_count/eval_duration`)."""
 
 
 @dataclass(frozen=True)

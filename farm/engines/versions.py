@@ -9,16 +9,19 @@ else the newest shipped spec, judges)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
+import signal
 import subprocess
 import tomllib
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-VERSION_TIMEOUT_S = 30.0
-"""A version command answers at once; an importing interpreter (vLLM's package) takes seconds."""
+VERSION_TIMEOUT_S = 15.0
+"""A version command answers at once, and `importlib.metadata` imports no engine; a loaded host still answers
+well within this."""
 
 _RELEASE = re.compile(r"(?<![\w.])v?(\d+\.\d+(?:\.\d+)?(?:[-.+]?(?:rc|post|dev|a|b)\d*)?)(?![\w.])")
 _INTERPRETER = re.compile(r"^python(\d+(\.\d+)?)?$")
@@ -31,14 +34,27 @@ def release_in(text: str) -> str | None:
 
 
 def ask(argv: Sequence[str], *, timeout_s: float = VERSION_TIMEOUT_S) -> str | None:
-    """What `argv` prints (stdout, then stderr) when it exits 0; None when it fails, is missing or hangs."""
+    """What `argv` prints (stdout, then stderr) when it exits 0; None when it fails, is missing or hangs (then its
+    whole process group is killed: an executable that does not know the question may start serving instead)."""
     try:
-        done = subprocess.run(
-            list(argv), capture_output=True, text=True, timeout=timeout_s, check=False, stdin=subprocess.DEVNULL
+        process = subprocess.Popen(
+            list(argv),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
         )
-    except (OSError, subprocess.TimeoutExpired):
+    except OSError:
         return None
-    return done.stdout + done.stderr if done.returncode == 0 else None
+    try:
+        out, err = process.communicate(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+        process.communicate()
+        return None
+    return out + err if process.returncode == 0 else None
 
 
 def is_interpreter(token: str) -> bool:

@@ -93,7 +93,7 @@ class SimApp:
             "/get_model_info": {"GET": sglang_model_info},
             "/flush_cache": {"GET": reset_prefix_cache, "POST": reset_prefix_cache},
         }
-        apply_dialect(self.routes, state.profile.dialect, sglang)
+        apply_dialect(self.routes, state.profile.dialect, sglang, generate)
         if state.profile.dialect != "vllm":
             self.routes.pop("/reset_prefix_cache", None)  # vLLM's own call
         if not state.profile.tokenize_endpoint:
@@ -269,8 +269,11 @@ def detokenize(state: SimState, request: Request, conn: Connection) -> Response:
     return json_response({"prompt": state.vocabulary.decode(body.tokens)})
 
 
-def generate(state: SimState, request: Request, conn: Connection, kind: str) -> Response | None:
+def generate(
+    state: SimState, request: Request, conn: Connection, kind: str, *, native: str | None = None
+) -> Response | None:
     """A completion or chat request: parse, plan and hand it to the scheduler (or queue it for a slot).
+    `native`: the dialect whose own form the whole answer takes (Ollama's /api/generate), else OpenAI's.
 
     Returns an error response, or None: the answer comes from the scheduler (`_finished`).
     """
@@ -313,6 +316,7 @@ def generate(state: SimState, request: Request, conn: Connection, kind: str) -> 
         step_rng=random.Random(profile.seed * 1_000_003 + state.request_counter)
         if profile.num_speculative_tokens > 0
         else None,
+        native=native,
     )
     admit(state, pending)
     return None

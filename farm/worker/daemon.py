@@ -46,7 +46,7 @@ from farm.signing.keys import HostKey
 from farm.signing.runs import sign_result
 from farm.store import Store, recipe_sha256
 from farm.worker.energy import ENERGY_SAMPLE_INTERVAL_S, EnergySampler
-from farm.worker.engines import EngineFactory, default_engine_factory, probe_for
+from farm.worker.engines import EngineFactory, default_engine_factory, engine_versions, probe_for
 from farm.worker.failures import classify_request_failure
 from farm.worker.memory import PeakMemorySampler
 from farm.worker.outage import StoreWatch
@@ -135,6 +135,7 @@ class Worker:
             host=self._host.name,
             hardware_classes=list(self.hardware_classes),
             public_key=self.host_key.public,
+            engine_versions=engine_versions(self.profile),
         )
         done = 0
         idle_since = time.monotonic()
@@ -354,6 +355,11 @@ class Worker:
                             should_stop=should_stop,
                             counter_names=getattr(engine, "metric_names", None),
                             on_window_edge=power.edge,
+                            # the engine's own timing report, where it gives one (the simulator of kind
+                            # `sim` speaks vLLM's API whatever the recipe's engine: none there)
+                            own_timing=None
+                            if self.profile.engine.kind == "sim"
+                            else engine_kind(recipe.engine.name).own_timing,
                         ),
                         should_stop,
                     )

@@ -103,12 +103,10 @@ def engine_policy(profile: WorkerProfile) -> EnginePolicy:
     )
 
 
-def _version_specs(profile: WorkerProfile) -> tuple[dict[str, ArgSpec], dict[str, str]]:
-    """For each engine this host runs: the spec of the version it runs (its profile's `version`, else what its
-    executable says when asked at start, else the newest shipped), and a line saying which and how it was known
-    (for provenance, `engine.argument_spec`)."""
-    specs: dict[str, ArgSpec] = {}
-    notes: dict[str, str] = {}
+def engine_versions(profile: WorkerProfile) -> dict[str, str]:
+    """The version of each engine this host runs, where it is known: its profile's `version`, else what its
+    executable says when asked at start (the workers' rows carry these: submit judges against them)."""
+    versions: dict[str, str] = {}
     engine = profile.engine
     for name in engine.runs():
         kind = ENGINES.get(name)
@@ -117,14 +115,34 @@ def _version_specs(profile: WorkerProfile) -> tuple[dict[str, ArgSpec], dict[str
         try:
             section = engine.process_section(name)
         except ValueError:
-            continue  # no process section: no worker of it here (its spec is the shipped default)
-        version, read = section.version, False
+            continue  # no process section: no worker of it here
+        version = section.version
         if version is None and kind.read_version is not None and engine.kind == name:
             # what the host's executable says (a stand-in answers as the engine would, where it is told to)
             version = _read_version(kind.name, _expand(section.executable))
-            read = version is not None
+        if version is not None:
+            versions[name] = version
+    return versions
+
+
+def _version_specs(profile: WorkerProfile) -> tuple[dict[str, ArgSpec], dict[str, str]]:
+    """For each engine this host runs: the spec of the version it runs (its profile's `version`, else what its
+    executable says when asked at start, else the newest shipped), and a line saying which and how it was known
+    (for provenance, `engine.argument_spec`)."""
+    specs: dict[str, ArgSpec] = {}
+    notes: dict[str, str] = {}
+    known = engine_versions(profile)
+    for name in profile.engine.runs():
+        kind = ENGINES.get(name)
+        if kind is None:
+            continue
+        try:
+            section = profile.engine.process_section(name)
+        except ValueError:
+            continue  # no process section: no worker of it here (its spec is the shipped default)
+        version = known.get(name)
         specs[name], notes[name] = kind.spec_at(version)
-        if read:
+        if version is not None and section.version is None:
             notes[name] += f"; {version} read from the executable at start"
     return specs, notes
 

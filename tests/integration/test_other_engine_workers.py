@@ -62,12 +62,19 @@ def write_profile(tmp_path: Path, engine: str, recipe_file: str, section: list[s
     return path
 
 
-def run_job(tmp_path: Path, store: Store, engine: str, recipe_file: str, section: list[str]) -> tuple[str, Any]:
+def run_job(
+    tmp_path: Path,
+    store: Store,
+    engine: str,
+    recipe_file: str,
+    section: list[str],
+    lengths: tuple[int, int] = (8, 32),
+) -> tuple[str, Any]:
     spec = tmp_path / "sweep.toml"
     spec.write_text(
         f'name = "standin"\nrecipe = {json.dumps(str(REGISTRY / recipe_file))}\nmax_attempts = 1\n'
         "[plan]\nrepeats = 1\nwarmup_requests = 1\ntime_budget_s = 120\nrequest_timeout_s = 30\n"
-        "[plan.decode]\nworkloads = ['code']\nshort_output_tokens = 8\nlong_output_tokens = 32\n"
+        f"[plan.decode]\nworkloads = ['code']\nshort_output_tokens = {lengths[0]}\nlong_output_tokens = {lengths[1]}\n"
     )
     (job_id,) = submit_sweep(store, load_sweep(spec), simulate=True)
     worker = Worker(store, load_profile(write_profile(tmp_path, engine, recipe_file, section)), data_dir=tmp_path / "d")
@@ -105,6 +112,25 @@ def test_mlx_worker_launches_exactly_the_judged_command(tmp_path: Path, store: S
     port = call["argv"][-1]
     assert call["argv"] == [*CANONICAL[MLX_RECIPE]["argv"], "--host", "127.0.0.1", "--port", port]
     assert prov["argv"][4:] == call["argv"][1:]
+
+
+def test_ollamas_own_eval_timing_agrees_with_the_clients_decode(tmp_path: Path, store: Store) -> None:
+    """Beside the two-point decode, the runner asks Ollama's native /api/generate for the same pair: its own
+    `eval_count`/`eval_duration` (the stand-in's from the simulator's truth) give the server's decode rate, and
+    the client's figure agrees with it within 1%."""
+    recipe = load_recipe(REGISTRY / OLLAMA_RECIPE)
+    gguf = tmp_path / "model.gguf"
+    gguf.write_bytes(b"GGUF")
+    section = [f"model_paths = {{{json.dumps(recipe.model_id)} = {json.dumps(str(gguf))}}}"]
+    # long enough that a millisecond of a loaded machine's jitter is well under 1% of the decode window
+    job_id, _ = run_job(tmp_path, store, "ollama", OLLAMA_RECIPE, section, lengths=(32, 544))
+    (decode,) = [f for f in store.results(job_id) if f.key == "decode/code/decode_tok_s"]
+    report = decode.params["server_report"]
+    assert report["source"].startswith("ollama /api/generate")
+    assert report["output_tokens"] == [32, 544]  # the plan's short and long lengths, as Ollama counted them
+    assert report["decode_tok_s"] > 0
+    assert abs(report["client_over_server"] - 1) < 0.01, report
+    assert abs(decode.summary.mean / report["decode_tok_s"] - 1) < 0.01
 
 
 def test_the_worker_judges_against_the_version_its_executable_says(

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from farm.engines.base import EngineDemo, EngineImages, EngineKind
+from farm.engines.ollama.timings import OWN_TIMING
 from farm.engines.versions import version_reader
 
 if TYPE_CHECKING:
@@ -39,4 +40,5 @@ ENGINE = EngineKind(
         what="simulated: the simulator standing in for Ollama behind its adapter",
     ),
     read_version=version_reader(command=("--version",), drop=("serve",)),
+    own_timing=OWN_TIMING,
 )
