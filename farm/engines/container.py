@@ -1,9 +1,6 @@
-"""vLLM in the recipe's digest-pinned container: the exact `docker run`, and its lifecycle as an Engine.
-
-`docker run` runs in the foreground as the supervised process (an EngineProcess: its own process group, its
-output is the engine log, its exit ends the readiness wait). Stopping asks Docker first (`docker stop -t
-GRACE`, then `docker rm -f`), because signalling the client alone may leave the container running; a stale
-container of the same name (a worker that died) is removed before the start.
+"""A recipe's digest-pinned container launch: the exact `docker run`, judged for any engine with official images
+(its table line's `images`: repositories, tag prefix, entrypoints, what the entrypoint runs). The Engine that
+supervises it is the engine's container adapter (vLLM's: farm.engines.vllm.container).
 
 The recipe's environment is an allowlist (farm.engines.environment) and goes to the container only, as
 `-e NAME=value`: the docker client itself runs with the worker's own DOCKER_* settings and PATH/HOME, never with
