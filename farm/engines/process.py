@@ -18,7 +18,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Self
 
 from farm.domain import FailureClass
 from farm.errors import EngineError
@@ -26,6 +26,7 @@ from farm.logs import get_logger
 from farm.private_files import open_private
 
 if TYPE_CHECKING:
+    from farm.engines.base import LaunchRequest
     from farm.hardware.probe import HardwareProbe
 
 log = get_logger(__name__)
@@ -121,6 +122,22 @@ class EngineProcess:
         self._cwd = cwd
         self._proc: subprocess.Popen[bytes] | None = None
         self._exit_status: int | None = None
+
+    @classmethod
+    def launched(cls, argv: Sequence[str], request: LaunchRequest, *, served_model: str | None = None) -> Self:
+        """The process of an adapter's launch: `argv`, and the request's environment, log, the worker's address,
+        the served name (unless the engine serves another), simulation mark, stop grace, probe and GPU deadline."""
+        return cls(
+            argv,
+            env=request.env,
+            log_path=request.log_path,
+            base_url=f"http://{request.host}:{request.port}",
+            served_model=served_model if served_model is not None else request.served_model,
+            simulated=request.simulated,
+            stop_grace_s=request.stop_grace_s,
+            probe=request.probe,
+            gpu_free_deadline_s=request.gpu_free_deadline_s,
+        )
 
     @property
     def base_url(self) -> str:

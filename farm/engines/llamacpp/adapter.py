@@ -20,7 +20,6 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 
 from farm.domain import FailureClass
 from farm.engines.argspec import CanonicalCommand, option_value
@@ -33,10 +32,9 @@ from farm.engines.llamacpp.spec import load_llamacpp_spec as load_llamacpp_spec
 from farm.engines.llamacpp.spec import release_of_build as release_of_build
 from farm.engines.llamacpp.spec import shipped_llamacpp_spec as shipped_llamacpp_spec
 from farm.engines.llamacpp.spec import spec_from_dump as spec_from_dump
-from farm.engines.process import GPU_FREE_DEADLINE_S, EngineProcess
+from farm.engines.process import EngineProcess
 from farm.engines.readback import check_launch
 from farm.errors import ArgumentPolicyError
-from farm.hardware.probe import HardwareProbe
 
 
 def llamacpp_process_argv(
@@ -117,59 +115,14 @@ class LlamaServerProcess(EngineProcess):
 
 def launch(request: LaunchRequest) -> LlamaServerProcess:
     """llama-server for one job attempt (the table's adapter entry point)."""
-    return llamacpp_engine(
+    argv = llamacpp_process_argv(
         request.command,
         executable=request.executable,
         host=request.host,
         port=request.port,
         served_model=request.served_model,
         model_path=request.model_path,
-        log_path=request.log_path,
-        env=request.env,
         extra_args=request.extra_args,
-        stop_grace_s=request.stop_grace_s,
         draft_paths=request.draft_paths,
-        probe=request.probe,
-        gpu_free_deadline_s=request.gpu_free_deadline_s,
-        simulated=request.simulated,
     )
-
-
-def llamacpp_engine(
-    command: CanonicalCommand,
-    *,
-    executable: Sequence[str],
-    host: str,
-    port: int,
-    served_model: str,
-    model_path: str | None,
-    log_path: Path,
-    env: Mapping[str, str],
-    extra_args: Sequence[str] = (),
-    stop_grace_s: float = 15.0,
-    draft_paths: Mapping[str, str] = {},
-    probe: HardwareProbe | None = None,
-    gpu_free_deadline_s: float = GPU_FREE_DEADLINE_S,
-    simulated: bool = False,
-) -> LlamaServerProcess:
-    argv = llamacpp_process_argv(
-        command,
-        executable=executable,
-        host=host,
-        port=port,
-        served_model=served_model,
-        model_path=model_path,
-        extra_args=extra_args,
-        draft_paths=draft_paths,
-    )
-    return LlamaServerProcess(
-        argv,
-        env=env,
-        log_path=log_path,
-        base_url=f"http://{host}:{port}",
-        served_model=served_model,
-        simulated=simulated,
-        stop_grace_s=stop_grace_s,
-        probe=probe,
-        gpu_free_deadline_s=gpu_free_deadline_s,
-    )
+    return LlamaServerProcess.launched(argv, request)
