@@ -31,6 +31,7 @@ REAL_PARTS: dict[str, tuple[str, ...]] = {
     "tests/integration/test_endpoint_bench.py": ("quiet_machine",),
     "tests/integration/test_multiproc_loadgen.py": ("quiet_machine",),
     "tests/integration/test_rate_sweep.py": ("quiet_machine",),
+    "tests/integration/test_kernel_stamps.py": ("quiet_machine",),
 }
 """Which real part each test module needs beyond SQLite and the simulator: `make test-fast` leaves these out."""
 

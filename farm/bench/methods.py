@@ -23,6 +23,8 @@ import aiohttp
 import openai
 
 from farm.bench import metrics
+from farm.bench.capture import KernelStamps
+from farm.bench.multiproc import monotonic_offset_ns
 from farm.bench.prompts import WORKLOAD_PROMPTS
 from farm.bench.promptsize import (
     FILLERS,
@@ -847,6 +849,7 @@ async def measure_concurrency(ctx: MeasureContext, level: int, concurrency: Conc
     """`level` streams started at once, each repeat with fresh prompts; figures per `CONCURRENCY_METRICS`."""
     plan = ctx.plan
     rounds = ConcurrencyRounds(level)
+    stamps: list[dict[str, Any]] = []
     async with ctx.client(concurrency=level) as client:
         for repeat in range(plan.repeats):
             sized = await concurrency_prompts(ctx, level, concurrency)
@@ -855,14 +858,27 @@ async def measure_concurrency(ctx: MeasureContext, level: int, concurrency: Conc
             ctx.check()
             timeout = ctx.timeout_s()
             ctx.on_window_edge()
-            samples = list(await asyncio.gather(*(client.stream(request, timeout_s=timeout) for request in requests)))
+            with KernelStamps(ctx.base_url) as capture:  # the kernel's receive stamps where a capture can run
+                samples = list(
+                    await asyncio.gather(*(client.stream(request, timeout_s=timeout) for request in requests))
+                )
             ctx.on_window_edge()
+            restamped = capture.restamp(samples, monotonic_to_sample_ns=monotonic_offset_ns())
+            samples = restamped.samples
+            stamps.append(
+                {
+                    "timestamps": restamped.timestamps,
+                    "reason": restamped.reason,
+                    "client_lag": restamped.lag_summary(),
+                    "client_bound_reasons": restamped.throttled,
+                }
+            )
             ctx.record(samples)
             rounds.add(samples)
             ctx.on_step(f"concurrency {level}: repeat {repeat + 1} of {plan.repeats}")
-    return rounds.measurement(
-        plan, concurrency, concurrency_params(plan, concurrency, level, prompt_sized_by=ctx.prompt_sized_by)
-    )
+    params = concurrency_params(plan, concurrency, level, prompt_sized_by=ctx.prompt_sized_by)
+    params["client_timestamps"] = stamps
+    return rounds.measurement(plan, concurrency, params)
 
 
 async def engine_version(ctx: MeasureContext) -> str | None:

@@ -13,6 +13,11 @@ Each shard measures its own event-loop lag (a 1 ms ticker: how late each tick wo
 CPU time over the round's wall time). A shard whose loop lag p99 exceeds `CLIENT_LAG_LIMIT_MS`, or that was
 busy more than `CLIENT_CPU_LIMIT` of the time, was a bottleneck itself: the result is flagged `client_bound`
 with the reasons, and the figures should not be read as the server's.
+
+Kernel stamps (`timestamps="auto"` where the server is on loopback and the capture can run, `farm.bench.capture`):
+the parent captures the packets while the shards run and moves every sample onto the kernel's receive stamps.
+Then a lagging loop bends nothing that is used: the shards' lag and CPU are kept as notes, and the result is
+client-bound only when the capture shows the client throttled the server (its receive window closed).
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from farm.bench import metrics
+from farm.bench.capture import KernelStamps, Timestamps
 from farm.bench.records import RequestSample
 from farm.bench.stream import StreamClient, StreamRequest
 
@@ -63,6 +69,8 @@ def shift_sample(sample: RequestSample, delta_ns: int) -> RequestSample:
         first_token_ns=None if sample.first_token_ns is None else sample.first_token_ns + delta_ns,
         last_token_ns=None if sample.last_token_ns is None else sample.last_token_ns + delta_ns,
         chunk_ns=tuple(stamp + delta_ns for stamp in sample.chunk_ns),
+        user_started_ns=None if sample.user_started_ns is None else sample.user_started_ns + delta_ns,
+        user_chunk_ns=tuple(stamp + delta_ns for stamp in sample.user_chunk_ns),
     )
 
 
@@ -100,6 +108,13 @@ class ShardedResult:
     samples: list[RequestSample]
     shards: list[ShardReport]
     reasons: list[str] = field(default_factory=list)
+    timestamps: str = "user"
+    """`kernel` (the capture's receive stamps) or `user` (the shards' own clocks; `timestamps_reason` says why)."""
+    timestamps_reason: str | None = None
+    client_lag: dict[str, float] = field(default_factory=dict)
+    """With kernel stamps: the client's lag in reading, p50 / p99 / max (ms) over every content chunk."""
+    notes: list[str] = field(default_factory=list)
+    """With kernel stamps: the shards' loop lag or CPU beyond the limits, which no longer bend the figures."""
 
     @property
     def client_bound(self) -> bool:
@@ -243,6 +258,7 @@ def _sample_from_json(data: dict[str, Any]) -> RequestSample:
         error=data["error"],
         text_sha256=data["text_sha256"],
         cached_tokens=data.get("cached_tokens"),
+        connection=(data["connection"][0], data["connection"][1]) if data.get("connection") else None,
     )
 
 
@@ -254,9 +270,11 @@ def run_sharded(
     cpus: Sequence[int] | None = None,
     processes: int | None = None,
     timeout_s: float = 600.0,
+    timestamps: Timestamps = "auto",
 ) -> ShardedResult:
     """Send `requests` at once from `processes` processes (default: one per CPU of `cpus`, by default
-    `default_processes()`); shard i is pinned to cpus[i % len(cpus)]. Blocks until every shard is done."""
+    `default_processes()`); shard i is pinned to cpus[i % len(cpus)]. Blocks until every shard is done.
+    `timestamps`: kernel receive stamps from a capture in this process (`auto`: where it can run), or `user`."""
     cpu_list = list(cpus) if cpus is not None else default_processes()
     count = processes or len(cpu_list)
     context = multiprocessing.get_context("spawn")
@@ -277,18 +295,19 @@ def run_sharded(
             if not conn.poll(60):
                 raise RuntimeError(f"load-generator process {process.pid} did not start within 60 s")
             conn.recv()
-        start = time.clock_gettime_ns(time.CLOCK_MONOTONIC) + START_LEAD_NS
-        for _, conn in shards:
-            conn.send(start)
-        here = monotonic_offset_ns()
-        merged: list[RequestSample] = []
-        reports: list[ShardReport] = []
-        for process, conn in shards:
-            if not conn.poll(timeout_s + 60):
-                raise RuntimeError(f"load-generator process {process.pid} did not finish")
-            _, samples, report = conn.recv()
-            merged.extend(shift_sample(_sample_from_json(sample), here) for sample in samples)
-            reports.append(report)
+        with KernelStamps(base_url, timestamps) as stamps:
+            start = time.clock_gettime_ns(time.CLOCK_MONOTONIC) + START_LEAD_NS
+            for _, conn in shards:
+                conn.send(start)
+            here = monotonic_offset_ns()
+            merged: list[RequestSample] = []
+            reports: list[ShardReport] = []
+            for process, conn in shards:
+                if not conn.poll(timeout_s + 60):
+                    raise RuntimeError(f"load-generator process {process.pid} did not finish")
+                _, samples, report = conn.recv()
+                merged.extend(shift_sample(_sample_from_json(sample), here) for sample in samples)
+                reports.append(report)
     finally:
         for process, conn in shards:
             conn.close()
@@ -296,5 +315,15 @@ def run_sharded(
             if process.is_alive():
                 process.kill()
                 process.join()
-    reasons = [reason for report in reports if (reason := report.bottleneck()) is not None]
-    return ShardedResult(merged, reports, reasons)
+    loop_reasons = [reason for report in reports if (reason := report.bottleneck()) is not None]
+    restamped = stamps.restamp(merged, monotonic_to_sample_ns=here)
+    if restamped.timestamps == "kernel":
+        return ShardedResult(
+            restamped.samples,
+            reports,
+            restamped.throttled,
+            timestamps="kernel",
+            client_lag=restamped.lag_summary(),
+            notes=loop_reasons,
+        )
+    return ShardedResult(merged, reports, loop_reasons, timestamps_reason=restamped.reason)

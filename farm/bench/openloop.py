@@ -8,6 +8,12 @@ latency) and from when it was scheduled (what a user arriving on schedule waits:
 scheduled send), goodput is judged from the schedule, and a round where the client fell behind its schedule is
 flagged `client_bound`.
 
+Where the server is on loopback and a packet capture can run (`farm.bench.capture.KernelStamps`), the round's samples
+are moved onto the kernel's receive stamps (the actual send is the kernel's stamp of the request's last byte), so the
+client's own lag bends no latency; a round is flagged client-bound when its sends fell behind the schedule (another
+offered load than asked, which no stamp undoes) or the capture shows the client throttled the server (its receive
+window closed), not because its loop read late.
+
 `measure_open_loop` measures every rate of an `OpenLoopPlan` (and the rate sweep, when asked) and returns a
 `farm.bench.methods.Measurement` with the figures of kinds `open_loop` and `rate_sweep`.
 """
@@ -20,6 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from farm.bench import metrics
+from farm.bench.capture import KernelStamps
 from farm.bench.load import (
     OpenLoopPlan,
     RatePoint,
@@ -30,6 +37,7 @@ from farm.bench.load import (
     load_figures,
 )
 from farm.bench.methods import MeasureContext, Measurement, concurrency_prompts
+from farm.bench.multiproc import monotonic_offset_ns
 from farm.bench.records import Figure, RequestSample, figure_key
 from farm.bench.stream import StreamRequest
 from farm.recipes.sweep import ConcurrencyPlan
@@ -53,6 +61,13 @@ class OpenLoopRound:
     send_lag_ms: list[float]
     scheduled_ns: list[int]
     """Each request's scheduled send time (perf_counter_ns, the samples' clock)."""
+    timestamps: str = "user"
+    """`kernel` (the capture's receive stamps) or `user` (`timestamps_reason` says why)."""
+    timestamps_reason: str | None = None
+    client_lag: dict[str, float] | None = None
+    """With kernel stamps: the client's lag in reading (ms, p50 / p99 / max over the content chunks)."""
+    throttled: tuple[str, ...] = ()
+    """With kernel stamps: why the client throttled the server (its receive window closed); empty when it did not."""
 
     @property
     def send_lag_ms_p99(self) -> float:
@@ -60,7 +75,9 @@ class OpenLoopRound:
 
     @property
     def client_bound(self) -> bool:
-        return self.send_lag_ms_p99 > CLIENT_BOUND_LAG_MS
+        # A schedule the client did not keep is a different offered load, which no time stamp undoes: flagged with
+        # either stamps. With kernel stamps a loop that read late bends nothing, unless it throttled the server.
+        return self.send_lag_ms_p99 > CLIENT_BOUND_LAG_MS or bool(self.throttled)
 
 
 async def run_round(ctx: MeasureContext, plan: OpenLoopPlan, rate_rps: float, seed: int) -> OpenLoopRound:
@@ -88,20 +105,31 @@ async def run_round(ctx: MeasureContext, plan: OpenLoopPlan, rate_rps: float, se
     lags: list[float] = []
     scheduled: list[int] = []
     clock = time.perf_counter_ns
-    async with ctx.client(concurrency=plan.max_in_flight) as client:
-        tasks: list[asyncio.Task[RequestSample]] = []
-        start = clock() + START_LEAD_NS
-        for offset, request in zip(offsets, requests, strict=True):
-            due = start + round(offset * metrics.NS_PER_S)
-            scheduled.append(due)
-            wait = due - clock()
-            if wait > 0:
-                await asyncio.sleep(wait / metrics.NS_PER_S)
-            lags.append(max(0, clock() - due) / 1e6)
-            tasks.append(asyncio.create_task(client.stream(request, timeout_s=timeout)))
-        samples = list(await asyncio.gather(*tasks))
-    ctx.record(samples)
-    return OpenLoopRound(rate_rps, samples, lags, scheduled)
+    with KernelStamps(ctx.base_url) as stamps:
+        async with ctx.client(concurrency=plan.max_in_flight) as client:
+            tasks: list[asyncio.Task[RequestSample]] = []
+            start = clock() + START_LEAD_NS
+            for offset, request in zip(offsets, requests, strict=True):
+                due = start + round(offset * metrics.NS_PER_S)
+                scheduled.append(due)
+                wait = due - clock()
+                if wait > 0:
+                    await asyncio.sleep(wait / metrics.NS_PER_S)
+                lags.append(max(0, clock() - due) / 1e6)
+                tasks.append(asyncio.create_task(client.stream(request, timeout_s=timeout)))
+            samples = list(await asyncio.gather(*tasks))
+    restamped = stamps.restamp(samples, monotonic_to_sample_ns=monotonic_offset_ns())
+    ctx.record(restamped.samples)
+    return OpenLoopRound(
+        rate_rps,
+        restamped.samples,
+        lags,
+        scheduled,
+        timestamps=restamped.timestamps,
+        timestamps_reason=restamped.reason,
+        client_lag=restamped.lag_summary() or None,
+        throttled=tuple(restamped.throttled),
+    )
 
 
 def _point(rate_rps: float) -> str:
@@ -140,7 +168,12 @@ def _round_figures(
         **common,
         "rate_rps": rate,
         "client_bound": any(one.client_bound for one in rounds),
-        "client_bound_rule": f"send lag p99 above {CLIENT_BOUND_LAG_MS:g} ms",
+        "client_bound_rule": f"send lag p99 above {CLIENT_BOUND_LAG_MS:g} ms, or (kernel stamps) the client's "
+        "receive window closed",
+        "timestamps": sorted({one.timestamps for one in rounds}),
+        "timestamps_reason": next((one.timestamps_reason for one in rounds if one.timestamps_reason), None),
+        "client_lag": [one.client_lag for one in rounds],
+        "client_bound_reasons": [reason for one in rounds for reason in one.throttled],
     }
     point = _point(rate)
     return [

@@ -63,14 +63,24 @@ class RequestSample:
     text_sha256: str | None = None
     cached_tokens: int | None = None
     """Prompt tokens the server says it served from its prefix cache (in its answer); None: it did not say."""
+    connection: tuple[int, int] | None = None
+    """(the client's local port, which response on that connection) for matching a packet capture; None: unknown."""
+    timestamps: str = "user"
+    """Where the time stamps come from: `user` (the client's clock when its loop read the bytes) or `kernel` (the
+    kernel's receive stamps of the packets that carried them, `farm.bench.kstamps`)."""
+    user_started_ns: int | None = None
+    """With kernel stamps: the client's own send stamp, kept beside the kernel's (None otherwise)."""
+    user_chunk_ns: tuple[int, ...] = ()
+    """With kernel stamps: the client's own stamp of each content chunk; minus `chunk_ns`, its lag in reading."""
 
     @property
     def ok(self) -> bool:
         return self.error is None and self.first_token_ns is not None and bool(self.completion_tokens)
 
     def to_json(self) -> dict[str, Any]:
-        """The sample as JSON; `cached_tokens` only where the server said it (the store's packed codec keeps
-        the other fields, and a repeat with this one is kept whole as compressed JSON)."""
+        """The sample as JSON; `cached_tokens`, `connection` and the user-space stamps beside kernel ones only where
+        set (the store's packed codec keeps the other fields, and a repeat with these is kept whole as compressed
+        JSON)."""
         data: dict[str, Any] = {
             "started_ns": self.started_ns,
             "first_token_ns": self.first_token_ns,
@@ -83,6 +93,12 @@ class RequestSample:
         }
         if self.cached_tokens is not None:
             data["cached_tokens"] = self.cached_tokens
+        if self.connection is not None:
+            data["connection"] = list(self.connection)
+        if self.timestamps != "user":
+            data["timestamps"] = self.timestamps
+            data["user_started_ns"] = self.user_started_ns
+            data["user_chunk_ns"] = list(self.user_chunk_ns)
         return data
 
 

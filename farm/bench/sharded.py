@@ -2,7 +2,8 @@
 
 The same figures as `farm.bench.methods.measure_concurrency` (same prompts, same math), measured by N
 processes on one clock; each figure's parameters say how many processes measured it, what each shard saw of
-its own loop lag and CPU, and whether the client was the bottleneck (`client_bound`, with the reasons).
+its own loop lag and CPU, whether the stamps were the kernel's (`client_timestamps`: per repeat, with the client's
+lag in reading) and whether the client was the bottleneck (`client_bound`, with the reasons).
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ async def measure_concurrency_sharded(
     rounds = ConcurrencyRounds(level)
     shards: list[list[dict[str, Any]]] = []
     reasons: list[str] = []
+    stamps: list[dict[str, Any]] = []
     for repeat in range(plan.repeats):
         sized = await concurrency_prompts(ctx, level, concurrency)
         rounds.prompts[f"{rounds.point}#{repeat}"] = hashlib.sha256(
@@ -57,6 +59,14 @@ async def measure_concurrency_sharded(
         rounds.add(list(result.samples))
         shards.append([asdict(report) | {"cpu_fraction": report.cpu_fraction} for report in result.shards])
         reasons += [f"repeat {repeat}: {reason}" for reason in result.reasons]
+        stamps.append(
+            {
+                "timestamps": result.timestamps,
+                "reason": result.timestamps_reason,
+                "client_lag": result.client_lag,
+                "notes": result.notes,
+            }
+        )
         ctx.on_step(f"concurrency {level} ({client.processes} client processes): repeat {repeat + 1}")
     params = {
         **concurrency_params(plan, concurrency, level, prompt_sized_by=ctx.prompt_sized_by),
@@ -66,5 +76,8 @@ async def measure_concurrency_sharded(
         "client_shards": shards,
         "client_bound": bool(reasons),
         "client_bound_reasons": reasons,
+        "client_timestamps": stamps,
+        "client_bound_rule": "kernel stamps: the client's receive window closed; user stamps: a shard's loop lag "
+        "or CPU over its limits",
     }
     return rounds.measurement(plan, concurrency, params)

@@ -10,15 +10,21 @@ Every read of the body is stamped with `time.perf_counter_ns()` as soon as aioht
 
 A request that fails (HTTP status, connection, timeout, a stream without usage) returns a `RequestSample` with
 `error` set: failures are data. The `openai` package is not used here; its per-chunk cost is ten times ours.
+
+Each sample names its connection (the local port, and which response on that connection it was), so that a
+packet capture (`farm.bench.kstamps`) can put the kernel's receive stamps in place of these user-space ones.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gc
 import json
+import socket
 import time
-from dataclasses import dataclass
+import weakref
+from dataclasses import dataclass, replace
 from types import SimpleNamespace, TracebackType
 from typing import Any, Literal
 
@@ -31,6 +37,12 @@ Api = Literal["chat", "completions"]
 
 IDLE_KEEPALIVE_S = 4.0
 """Seconds an idle client connection is kept: under cpp-httplib's 5 s keep-alive (llama-server)."""
+
+RECEIVE_BUFFER_BYTES = 4 * 1024 * 1024
+"""Each connection's socket receive buffer (the kernel caps it at `net.core.rmem_max`). A client that falls behind
+reading leaves the bytes in the kernel; with the default buffer (128 KiB, and each small loopback packet costs its
+whole buffer's truesize) a stream of 5 ms tokens closed its window after about half a second of lag, which throttles
+the server, the one lag kernel receive stamps cannot undo (`farm.bench.kstamps`)."""
 
 ERROR_BODY_BYTES = 500
 """How much of an error response's body a failed sample keeps."""
@@ -110,12 +122,18 @@ class StreamClient:
         self.concurrency = concurrency
         self.request_timeout_s = request_timeout_s
         self._session: aiohttp.ClientSession | None = None
+        self._answered: weakref.WeakKeyDictionary[object, int] = weakref.WeakKeyDictionary()
+        """Responses received so far on each connection (by its protocol object): the index of the next one."""
 
     async def __aenter__(self) -> StreamClient:
         # An idle connection is dropped after 4 s, before llama-server's HTTP library (cpp-httplib) closes it at
         # 5 s: a request written into a connection the server had closed fails ("Can not write request body").
         connector = aiohttp.TCPConnector(
-            limit=self.concurrency, limit_per_host=0, ttl_dns_cache=None, keepalive_timeout=IDLE_KEEPALIVE_S
+            limit=self.concurrency,
+            limit_per_host=0,
+            ttl_dns_cache=None,
+            keepalive_timeout=IDLE_KEEPALIVE_S,
+            socket_factory=_roomy_socket,
         )
         tracing = aiohttp.TraceConfig()
         tracing.on_request_chunk_sent.append(_stamp_send)
@@ -149,6 +167,7 @@ class StreamClient:
         limit = self.request_timeout_s if timeout_s is None else min(timeout_s, self.request_timeout_s)
         clock = time.perf_counter_ns
         called_ns = clock()
+        connection: tuple[int, int] | None = None
         for attempt in range(2):
             sent = _SendStamp()
             answered = False
@@ -156,6 +175,7 @@ class StreamClient:
                 async with asyncio.timeout(limit):
                     async with session.post(url, data=payload, trace_request_ctx=sent) as response:
                         answered = True
+                        connection = self._connection_of(response)
                         if response.status != 200:
                             body = await response.content.read(ERROR_BODY_BYTES)
                             text = body.decode("utf-8", "replace").strip()
@@ -176,7 +196,34 @@ class StreamClient:
             except StreamFormatError as error:
                 return _failed(sent.ns or called_ns, f"bad stream: {error}", accumulator)
             break
-        return accumulator.sample(sent.ns or called_ns)
+        return replace(accumulator.sample(sent.ns or called_ns), connection=connection)
+
+    def _connection_of(self, response: aiohttp.ClientResponse) -> tuple[int, int] | None:
+        """(local port, index of this response on its connection), counted per connection; None when unknown."""
+        # The response's protocol, not its connection: a body that had all arrived by the time the head was read
+        # has already released the connection (None) back to the pool; the protocol is that socket's still.
+        protocol = getattr(response, "_protocol", None)
+        if protocol is None and response.connection is not None:
+            protocol = response.connection.protocol
+        transport = getattr(protocol, "transport", None)
+        if protocol is None or transport is None:
+            return None
+        name = transport.get_extra_info("sockname")
+        if not isinstance(name, tuple) or len(name) < 2:
+            return None
+        index = self._answered.get(protocol, 0)
+        self._answered[protocol] = index + 1
+        return (int(name[1]), index)
+
+
+def _roomy_socket(address: tuple[Any, ...]) -> socket.socket:
+    """A client socket with a receive buffer of `RECEIVE_BUFFER_BYTES` (set before connect, so the window scale
+    is chosen for it)."""
+    family, kind, proto = address[0], address[1], address[2]
+    sock = socket.socket(family, kind, proto)
+    with contextlib.suppress(OSError):  # a platform that refuses it keeps its default; a capture shows the cost
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, RECEIVE_BUFFER_BYTES)
+    return sock
 
 
 class _SendStamp:
