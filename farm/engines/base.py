@@ -107,6 +107,47 @@ class EngineKind:
     default_version: str | None = None
     """The version `spec` is of (what submit judges against), where the engine ships specs per version; None
     with `spec_versions`: `spec` is newer than every release among them (a main branch's)."""
+    launcher_spellings: tuple[tuple[str, ...], ...] = ()
+    """Other ways recipes start its server, besides `launcher` and `python -m` (`python_modules`): an executable's
+    name (matched wherever the executable lies) and the subcommands after it (`sglang serve`, `mlx_lm server`,
+    `lms load`). The first token of `launcher` or of one of these, alone, is its executable for messages."""
+    not_servers: Mapping[str, str] = field(default_factory=dict)
+    """Executables of its project that recipes name but that serve nothing (llama-bench, llama-cli), with what
+    each is: a recipe starting one is refused, or translated where its home says how."""
+    tools: Mapping[str, str] = field(default_factory=dict)
+    """Tools among `not_servers` whose recorded run says how the model was loaded, by executable name, and how:
+    "benchmark" (llama-bench: its settings are the server's, its benchmark options the sweep's) or "client"
+    (llama-cli: its load options are the server's, its prompt is left out). The adapter's
+    `tool_to_server(argv)` rewrites such a run as the server's command."""
+    model_steps: tuple[str, ...] = ()
+    """Subcommands of its executable that name the one model its server then serves (`ollama pull MODEL`,
+    `ollama run MODEL`): a recorded step of that shape names the recipe's model plainly."""
+    model_name: str | None = None
+    """A regular expression of the model names those steps take (Ollama's `NAME[:TAG]` and `hf.co/ORG/REPO:QUANT`)."""
+    registry_flags: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    """The registry's `metadata.localmaxxing.engine_flags` keys (`kvCacheDtype`) and the options each becomes in
+    its command (a generated command carries them)."""
+    official_images: tuple[str, ...] = ()
+    """Regular expressions of its official container images (`lmsysorg/sglang`): a launch in one of them runs
+    this engine, whatever the recipe's engine name says, when the arguments agree."""
+    repository_options: tuple[str, str] | None = None
+    """Where it loads one file of a repository (llama.cpp's GGUF): its options for the repository and for the
+    file (`--hf-repo`, `--hf-file`); a command the farm builds names a repository with the first. None: it loads
+    a whole repository with its first model flag."""
+    revision_option: str | None = None
+    """The option that pins the repository it loads to a commit (`--revision`); None: it has no such option."""
+    optional_positional_model: bool = False
+    """Its command may name the model as the first argument, or not at all (LM Studio's `lms load MODEL`)."""
+    serving_options: Mapping[str, str] = field(default_factory=dict)
+    """How the registry's `serving` block becomes its options in a command the farm builds (`max_context_tokens`:
+    `--max-model-len`); `max_context_tokens` is also the option a context the notes state is carried with."""
+    inherent_flags: Mapping[str, Callable[[object], bool]] = field(default_factory=dict)
+    """Registry `engine_flags` it always has that way, with no option to set them (MLX: flash attention, every
+    layer on the GPU): a value the test accepts needs no option."""
+    other_servers: Mapping[str, str] = field(default_factory=dict)
+    """Other servers that recipes file under this engine's name, as their `engine.version` names them (a regular
+    expression, matched case-insensitively, to what that server is): oMLX under `mlx`. A recipe run on one of them
+    is refused, since the farm would launch this engine's own server instead of the one that ran."""
     read_version: Callable[[tuple[str, ...]], str | None] | None = None
     """Asks the host's executable which of `spec_versions` it is (llama-server --version); None: the profile
     says (`version`), or the default stands."""

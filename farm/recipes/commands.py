@@ -29,13 +29,8 @@ one alias table (farm.engines.registry.ALIASES)."""
 MODEL_FLAGS: dict[str, tuple[str, ...]] = {name: kind.model_flags for name, kind in ENGINES.items() if kind.model_flags}
 """Flags that name the model an engine serves (the first is what the engine's docs use)."""
 
-NOT_SERVERS: dict[str, str] = {
-    "llama-bench": "llama.cpp's benchmark tool",
-    "llama-cli": "llama.cpp's interactive client",
-    "llama-batched-bench": "llama.cpp's benchmark tool",
-    "llama-perplexity": "llama.cpp's perplexity tool",
-}
-"""Executables recipes name that do not start a server, with what they are."""
+NOT_SERVERS: dict[str, str] = {name: what for kind in ENGINES.values() for name, what in kind.not_servers.items()}
+"""Executables recipes name that do not start a server, with what they are (each engine's `not_servers`)."""
 
 _ENV_WORD = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -197,18 +192,33 @@ _DOCKER_REFUSED = {
     "--entrypoint": "replaces the image's entrypoint: what it runs is not the engine's server",
     "--env-file": "reads variables from a file the recipe does not carry",
 }
-_IMAGE_ENGINES = (
-    (re.compile(r"^(?:docker\.io/)?vllm/vllm-openai(?:[:@]|$)"), "vllm"),
-    (re.compile(r"^(?:ghcr\.io/)?ggml-org/llama\.cpp:server"), "llama.cpp"),
-    (re.compile(r"^(?:docker\.io/)?lmsysorg/sglang(?:[:@]|$)"), "sglang"),
+_IMAGE_ENGINES = tuple(
+    (re.compile(pattern), kind.name) for kind in ENGINES.values() for pattern in kind.official_images
 )
-"""Engines' official images, and the engine each runs: vLLM's and llama.cpp's `server` images start the server
-(their arguments are its arguments); SGLang's takes the whole command."""
+"""Engines' official images (each engine's `official_images`), and the engine each runs: vLLM's and llama.cpp's
+`server` images start the server (their arguments are its arguments); SGLang's takes the whole command."""
 
 
 def image_engine(image: str) -> str | None:
     """The engine an official engine image runs, or None for any other image."""
     return next((name for pattern, name in _IMAGE_ENGINES if pattern.match(image)), None)
+
+
+def engine_of_the_image(declared: str, image: object, arguments: object) -> str | None:
+    """Rule "another engine's image and arguments": the engine a docker launch ran where the recipe's engine name
+    says another, or None. Both must say it: the image is that engine's official image (lmsysorg/sglang) and the
+    arguments name the model with that engine's own model option (`--model-path`), never the declared engine's.
+    One of the two alone (an SGLang image given vLLM arguments, a stray option) proves nothing and changes nothing."""
+    if not isinstance(image, str) or not isinstance(arguments, list):
+        return None
+    other = image_engine(image)
+    if other is None or other == declared:
+        return None
+    names = {str(argument).partition("=")[0] for argument in arguments}
+    theirs = set(MODEL_FLAGS.get(other, ())) - set(MODEL_FLAGS.get(declared, ()))
+    if names & theirs and not names & set(MODEL_FLAGS.get(declared, ())):
+        return other
+    return None
 
 
 def is_docker_run(tokens: Sequence[str]) -> bool:
@@ -494,7 +504,7 @@ def read_command(
     )
 
 
-_OPTIONAL_POSITIONAL_MODEL = frozenset({"lmstudio"})
+_OPTIONAL_POSITIONAL_MODEL = frozenset(name for name, kind in ENGINES.items() if kind.optional_positional_model)
 """Engines whose command may name its model as the first argument (LM Studio's `lms load MODEL`), or none."""
 
 _OPTION_LIKE = re.compile(r"^-{1,2}[A-Za-z]")
@@ -613,7 +623,26 @@ def without_closing_fence(tokens: Sequence[str]) -> list[str]:
     return rest
 
 
-_ENGINE_WORDS = frozenset({"vllm", "llama-server", "sglang", "ollama", "lms", "mlx_lm.server", "mlx_lm"})
+_SERVER_SPELLINGS: tuple[tuple[str, tuple[str, ...]], ...] = tuple(
+    sorted(
+        (
+            (kind.name, spelling)
+            for kind in ENGINES.values()
+            for spelling in (kind.launcher, *kind.launcher_spellings)
+            if not _PYTHON.match(spelling[0])
+        ),
+        key=lambda item: -len(item[1]),
+    )
+)
+"""Each engine's server commands that start with its own executable (its `launcher` and `launcher_spellings`),
+longest first, so that `lms server start` is read before `lms server`."""
+_SCRIPT_LAUNCHERS = {
+    kind.launcher[1]: kind.name
+    for kind in ENGINES.values()
+    if kind.launcher[:1] == ("python",) and kind.launcher[1] != "-m"
+}
+"""Engines started as `python SCRIPT` (TabbyAPI's `python main.py`), by script name."""
+_ENGINE_WORDS = frozenset(spelling[0] for _, spelling in _SERVER_SPELLINGS)
 
 
 def mentions_an_engine(tokens: Sequence[str]) -> bool:
@@ -655,32 +684,29 @@ def _launcher_of(tokens: Sequence[str], source: str, field_name: str) -> tuple[s
     if _PYTHON.match(base):
         if second == "-m" and len(tokens) > 2 and tokens[2] in _PYTHON_MODULES:
             return _PYTHON_MODULES[tokens[2]], 3
-        if second is not None and posixpath.basename(second) == "main.py":
-            return "tabbyapi", 2
+        if second is not None and posixpath.basename(second) in _SCRIPT_LAUNCHERS:
+            return _SCRIPT_LAUNCHERS[posixpath.basename(second)], 2
         module = tokens[2] if second == "-m" and len(tokens) > 2 else second
         raise RecipeError(f"python runs {module!r}, which is no engine's server", source=source, field=field_name)
+    for engine, spelling in _SERVER_SPELLINGS:
+        if base == spelling[0] and tuple(tokens[1 : len(spelling)]) == spelling[1:]:
+            return engine, len(spelling)
     if base == "vllm":
-        if second == "serve":
-            return "vllm", 2
+        # vLLM's one executable runs other subcommands too (`vllm bench`, `vllm chat`), none of them a server
         raise RecipeError(
             f"expected 'vllm serve ...', got {second!r} after 'vllm'" if second else "expected 'vllm serve ...'",
             source=source,
             field=field_name,
         )
-    if base == "sglang" and second == "serve":
-        return "sglang", 2  # SGLang's own CLI: `sglang serve --model-path ...` launches the same server
-    if base == "llama-server":
-        return "llama.cpp", 1
-    if base == "mlx_lm.server":
-        return "mlx", 1
-    if base == "mlx_lm" and second == "server":
-        return "mlx", 2
-    if base == "ollama" and second == "serve":
-        return "ollama", 2
-    if base == "lms" and second == "load":
-        return "lmstudio", 2  # the load step names the model and how it is loaded; the server is the worker's
-    if base == "lms" and second == "server":
-        return "lmstudio", 3 if len(tokens) > 2 and tokens[2] == "start" else 2
+    if ALIASES.get(executable.lower()) is not None and len(tokens) > 1:
+        # `llama.cpp llama-server with -ngl 99, --jinja, reasoning off`: a note that names the engine, then its
+        # settings in words; no shell runs an executable named after the engine
+        raise RecipeError(
+            f"{executable!r} is the engine's name, not an executable: the recorded line is a note about the run "
+            f"({' '.join(tokens)[:80]!r}), not a command the farm can read",
+            source=source,
+            field=field_name,
+        )
     known = ", ".join(" ".join(launcher) for launcher in ENGINE_LAUNCHERS.values())
     raise RecipeError(
         f"executable {executable!r} is not a known engine's server (known: {known})", source=source, field=field_name
@@ -778,50 +804,23 @@ def model_in_argv(engine: str, argv: Sequence[str]) -> str | None:
 
 
 ENGINE_FLAG_OPTIONS: dict[str, dict[str, tuple[str, ...]]] = {
-    "vllm": {
-        "tensorParallel": ("--tensor-parallel-size",),
-        "kvCacheDtype": ("--kv-cache-dtype",),
-        "attentionBackend": ("--attention-backend",),
-    },
-    "sglang": {
-        "tensorParallel": ("--tp-size",),
-        "kvCacheDtype": ("--kv-cache-dtype",),
-        "attentionBackend": ("--attention-backend",),
-    },
-    "llama.cpp": {
-        "gpuLayers": ("--n-gpu-layers",),
-        "kvCacheDtype": ("--cache-type-k", "--cache-type-v"),
-        "flashAttn": ("--flash-attn",),
-    },
+    kind.name: dict(kind.registry_flags) for kind in ENGINES.values() if kind.registry_flags
 }
-"""How the registry's `metadata.localmaxxing.engine_flags` keys become each engine's options."""
+"""How the registry's `metadata.localmaxxing.engine_flags` keys become each engine's options (each engine's
+`registry_flags`)."""
 
 _FLAGS_WITHOUT_OPTION = frozenset({"tensorParallel"})
 
 _INHERENT_FLAGS: dict[tuple[str, str], Callable[[object], bool]] = {
-    ("mlx", "flashAttn"): lambda value: value is True,
-    ("mlx", "gpuLayers"): lambda value: isinstance(value, int) and value >= 99,
+    (kind.name, key): test for kind in ENGINES.values() for key, test in kind.inherent_flags.items()
 }
-"""engine_flags an engine always has that way, with no option to set: MLX's attention is always its fused kernel,
-and every layer runs on the (unified-memory) GPU."""
+"""engine_flags an engine always has that way, with no option to set (each engine's `inherent_flags`)."""
 """engine_flags keys that need no option where an engine has none for them (one device: nothing to split)."""
 
 
-SERVING_OPTIONS: dict[str, dict[str, str]] = {
-    "vllm": {
-        "tensor_parallel": "--tensor-parallel-size",
-        "max_context_tokens": "--max-model-len",
-        "gpu_memory_utilization": "--gpu-memory-utilization",
-    },
-    "sglang": {
-        "tensor_parallel": "--tp-size",
-        "max_context_tokens": "--context-length",
-        "gpu_memory_utilization": "--mem-fraction-static",
-    },
-    "llama.cpp": {"max_context_tokens": "--ctx-size"},
-    "mlx": {},
-}
-"""How the registry's `serving` block (how the run was served) becomes each engine's options."""
+SERVING_OPTIONS: dict[str, dict[str, str]] = {kind.name: dict(kind.serving_options) for kind in ENGINES.values()}
+"""How the registry's `serving` block (how the run was served) becomes each engine's options (its
+`serving_options`)."""
 
 _FLAG_OF_SERVING = {"tensor_parallel": "tensorParallel"}
 
@@ -902,11 +901,11 @@ def synthesize(
     return (*launcher, *model_args, *args)
 
 
-_SYNTH_MODEL_FLAG = {"llama.cpp": "--hf-repo"}
+_SYNTH_MODEL_FLAG = {name: kind.repository_options[0] for name, kind in ENGINES.items() if kind.repository_options}
 """The model flag a built command uses where it differs from MODEL_FLAGS' first (instance models are
 repositories, `REPO:QUANT` for llama.cpp)."""
 
-_REVISION_OPTION = {"vllm": "--revision", "sglang": "--revision"}
+_REVISION_OPTION = {name: kind.revision_option for name, kind in ENGINES.items() if kind.revision_option}
 """Engines that load a repository at a pinned commit, and the option that pins it."""
 
 _WINDOWS_PATH = re.compile(r"^[A-Za-z]:[\\/]")
@@ -918,6 +917,15 @@ _HF_CACHE = re.compile(
 )
 """A path into a Hugging Face cache (`.../hub/models--Org--Name/snapshots/<commit>/<file>`): it names the
 repository, the revision and the file as surely as `--hf-repo` would."""
+
+
+_REPOSITORY_LAYOUT = re.compile(
+    r"^(?:\./)?(?P<repository>[A-Za-z0-9][\w.-]*/[\w.-]*GGUF[\w.-]*)/(?P<file>[\w.-]+\.gguf)$", re.IGNORECASE
+)
+"""A relative model path of exactly three parts, `ORG/NAME-GGUF/FILE.gguf`: a GGUF repository downloaded into a
+folder of its own name, and the file in it."""
+_REPOSITORY_FILE_OPTIONS = {name: kind.repository_options for name, kind in ENGINES.items() if kind.repository_options}
+"""Engines that load one file of a repository, and their options for the repository and the file."""
 
 
 def draft_model(draft_launch: Mapping[str, object], engine: str) -> str | None:
@@ -961,7 +969,18 @@ def resolve_model(
             return args, f"the model is registry instance {instance!r}; the host maps it to its own file"
         return [*args, "--hf-repo", replacement], f"the model is registry instance {instance!r}: {replacement}"
     placeholder = _PLACEHOLDER.match(model) is not None
-    if not placeholder and not model.startswith(("/", "~")) and not _WINDOWS_PATH.match(model):
+    laid_out = _REPOSITORY_LAYOUT.match(model) if engine in _REPOSITORY_FILE_OPTIONS else None
+    if laid_out is not None:
+        # Rule "a repository's download laid out as a path": `hf download ORG/REPO --local-dir ORG/REPO` leaves
+        # `ORG/REPO/FILE.gguf`, and that relative path names the repository and its file as surely as -hf does.
+        repository, file = laid_out["repository"], laid_out["file"]
+        repository_option, file_option = _REPOSITORY_FILE_OPTIONS[engine]
+        note = (
+            f"the relative path {model!r} is repository {repository}'s file {file!r} as a download lays it out: "
+            f"{repository_option} {repository} {file_option} {file}"
+        )
+        return _with_model(engine, args, launcher, flags, [repository_option, repository, file_option, file]), note
+    if not placeholder and not model.startswith(("/", "~", "$HOME/", "${HOME}/")) and not _WINDOWS_PATH.match(model):
         return args, None
     cached = None if placeholder else _HF_CACHE.search(model)
     if cached is not None:

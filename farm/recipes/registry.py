@@ -11,6 +11,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from farm.engines.registry import ENGINES
 from farm.errors import ArgumentPolicyError, RecipeError
 from farm.recipes import assets, instances
 from farm.recipes.commands import (
@@ -21,6 +22,7 @@ from farm.recipes.commands import (
     before_prose_fence,
     check_environment,
     draft_model,
+    engine_of_the_image,
     executable_name,
     from_docker_run,
     from_yaml_items,
@@ -62,6 +64,7 @@ from farm.recipes.fields import (
 from farm.recipes.limits import load_json
 from farm.recipes.model import (
     ENGINE_LAUNCHERS,
+    POSITIONAL_MODEL_ENGINES,
     ContainerLaunch,
     Recipe,
     ServingLimits,
@@ -107,6 +110,25 @@ def parse_registry(text: str, source: str, *, content_sha256: str | None = None)
     tokenized = mapping(localmaxxing.get("tokenized"), source, f"{_REGISTRY_LM}.tokenized")
     draft_launch = mapping(data.get("draft_launch"), source, "draft_launch")
     launch = mapping(data.get("launch"), source, "launch")
+    other = ENGINES[engine.name].other_servers if engine.name in ENGINES else {}
+    for pattern, what in other.items():
+        if engine.version is not None and re.search(pattern, engine.version, re.IGNORECASE):
+            raise RecipeError(
+                f"{engine.version!r}: the run was served by {what}; the farm has no adapter for it, and launching "
+                f"{' '.join(ENGINES[engine.name].launcher)} instead would benchmark another server than the one "
+                "that ran",
+                source=source,
+                field="engine.version",
+            )
+    engine_notes: list[str] = []
+    if launch.get("kind") == "docker":
+        ran = engine_of_the_image(engine.name, launch.get("image"), launch.get("arguments"))
+        if ran is not None:
+            engine_notes.append(
+                f"engine.name says {engine.name}, but launch.image {launch.get('image')!r} is {ran}'s official image "
+                f"and launch.arguments name the model with {ran}'s own option: the run was {ran}'s, read as such"
+            )
+            engine = engine.model_copy(update={"name": ran})
     instance = data.get("model_instance_id")
     if instance is not None and (not isinstance(instance, str) or not instance.strip()):
         raise RecipeError(f"expected a non-empty string, got {instance!r}", source=source, field="model_instance_id")
@@ -146,7 +168,7 @@ def parse_registry(text: str, source: str, *, content_sha256: str | None = None)
             source=source,
             field=argv_field,
         )
-    notes_on_command = [*command.notes, *repeated, *notes_repaired]
+    notes_on_command = [*engine_notes, *command.notes, *repeated, *notes_repaired]
     if config_asset is not None:
         notes_on_command.append(
             f"TabbyAPI's --config is registry asset {config_asset.name} (sha256 {config_asset.sha256[:12]}), read "
@@ -183,6 +205,9 @@ def parse_registry(text: str, source: str, *, content_sha256: str | None = None)
         raise RecipeError(f"expected a non-empty string, got {model_id!r}", source=source, field="model_id")
 
     serving = _serving(data.get("serving"), source)
+    serving, ceiling_note = _context_of_the_run(serving, data, source)
+    if ceiling_note is not None:
+        notes_on_command.append(ceiling_note)
     if engine.name in DEVICE_COUNTING_ENGINES:
         sizes = parallel_sizes(argv, source=source, field=argv_field, engine=engine.name)
         devices = sizes["tensor"] * sizes["pipeline"] * sizes["data"]
@@ -384,17 +409,40 @@ def _registry_command(
     step_note: str | None = None
     if chosen is not None:
         chosen, step_note = _server_step(chosen, source)
+    prose_note: str | None = None
+    if chosen is not None and _prose_without_settings(chosen[1]):
+        # Rule "a prose note without settings": `LM Studio serving MODEL on port 1234` names no option, so a
+        # command built from the engine and the recipe's model instance drops nothing the note says (a context or
+        # cache type said in words is held by _held_to_prose); the note is named, never run.
+        prose_note = f"{chosen[0]} is a note, not a command ({' '.join(chosen[1])[:80]!r}), and names no setting"
+        chosen = None
     if chat:
         left_out = "; ".join(text[:100] for text in chat)
         step_note = f"{step_note}; " if step_note else ""
         step_note += f"chat text around the command was left out: {left_out!r}"
     deferred: RecipeError | None = None
+    if chosen is not None and _tool_role(engine, chosen[1]) == "client":
+        # Rule "a llama-cli run": the interactive client loaded the model the way the server would, with the same
+        # common options; the server is launched with them, and the client's own (its prompt) are left out.
+        return _with_environment(_noted(_from_tool(engine, chosen, source), step_note), environment)
     if chosen is not None and _benchmark_tool(chosen[1]) is not None:
         # The run was measured with a benchmark tool (llama-bench), not a server: the registry's launch or
         # draft launch says how to serve the same model; without one, the tool's refusal stands.
         deferred = _not_a_server(chosen, source)
-    elif chosen is not None and engine == "ollama" and _ollama_model(chosen[1]) is not None:
-        pass  # `ollama pull MODEL` / `ollama run MODEL`: the model, named plainly; the server is `ollama serve`
+    elif chosen is not None and _step_model(engine, chosen[1]) is not None:
+        pass  # `ollama pull MODEL` / `ollama run MODEL`: the model, named plainly; the server is the engine's own
+    elif chosen is not None and _step_model(engine, chosen[1][:3]) is not None:
+        # `ollama run qwen3.6:35b -c 32768`: the model is plain, but what follows it is no setting Ollama reads
+        # there (`ollama run` sets no context; `-c` is no flag of it): as recorded the command fails, and which
+        # context ran is unknown. Launching the model with a guessed context would be another run.
+        raise RecipeError(
+            f"{' '.join(chosen[1][:3])!r} names its model, then {' '.join(chosen[1][3:])[:60]!r}, which "
+            f"`{executable_name(chosen[1][0])} {chosen[1][1]}` does not take (that step names the model and nothing "
+            "else; Ollama sets the context with OLLAMA_CONTEXT_LENGTH or num_ctx): what ran cannot be told from the "
+            "command",
+            source=source,
+            field=chosen[0],
+        )
     elif chosen is not None and _only_options(chosen[1]):
         # A page that recorded only the options it added (`-b 1024 -ub 1024 ...`): the recipe's engine's server
         # with them, its model the recipe's instance.
@@ -415,7 +463,14 @@ def _registry_command(
         # refused as such: falling back would run another command than the recorded one.
         deferred = _not_a_server(chosen, source)
     elif chosen is not None:
-        command = read_command(chosen[1], source, chosen[0], declared_engine=engine)
+        tokens, words = _words_before_options(engine, chosen[1], source, chosen[0])
+        command = read_command(tokens, source, chosen[0], declared_engine=engine)
+        if words:
+            command = _noted(
+                command,
+                f"the words {' '.join(words)!r} between the server and its first option are a sentence around the "
+                f"options, not arguments ({engine}'s server takes none before its options): left out",
+            )
         return _with_environment(_noted(command, step_note), environment)
 
     flags_field = f"{_REGISTRY_LM}.engine_flags"
@@ -425,16 +480,10 @@ def _registry_command(
         if arguments is None:
             continue
         generated = field_name == "draft_launch" and bool(section.get("synthesized"))
-        if (
-            generated
-            and deferred is not None
-            and chosen is not None
-            and engine == "llama.cpp"
-            and _benchmark_tool(chosen[1]) == "llama-bench"
-        ):
+        if generated and deferred is not None and chosen is not None and _tool_role(engine, chosen[1]) == "benchmark":
             # What ran beats what was generated: the registry wrote its draft from the instance and its own
             # defaults (a context of its choosing, no cache types or offload split), the recording is the run.
-            recorded = _noted(_from_llama_bench(chosen, source), step_note)
+            recorded = _noted(_from_tool(engine, chosen, source), step_note)
             return _with_environment(
                 _noted(
                     recorded,
@@ -491,8 +540,8 @@ def _registry_command(
 
     if deferred is not None:
         assert chosen is not None
-        if _benchmark_tool(chosen[1]) == "llama-bench" and engine == "llama.cpp":
-            return _with_environment(_noted(_from_llama_bench(chosen, source), step_note), environment)
+        if _tool_role(engine, chosen[1]) == "benchmark":
+            return _with_environment(_noted(_from_tool(engine, chosen, source), step_note), environment)
         raise deferred
     uncarried = _uncarried_command(launch, engine, source, data.get("metadata"))
     if raw_observed is not None and observed is None and isinstance(raw_observed, str) and raw_observed.strip():
@@ -501,7 +550,7 @@ def _registry_command(
         detail = ""
     model = _repository(data)
     model_source = "huggingface.repository" if data.get("model_id") is None else "model_id"
-    named = _named_ollama_model(engine, chosen, launch)
+    named = _named_step_model(engine, chosen, launch)
     if model is None and named is not None:
         model, model_source = named
     instance = data.get("model_instance_id")
@@ -515,6 +564,15 @@ def _registry_command(
                     f"registry instance, and {exc}",
                     source=source,
                     field=uncarried.field,
+                ) from exc
+            why = _why_no_server_command(data, launch)
+            if why is not None:
+                # The real cause is the missing command; the instance snapshot only says why no command is built.
+                raise RecipeError(
+                    f"the recipe carries no server command: {why}; nor can the farm build one from its engine and "
+                    f"model instance, since {exc}",
+                    source=source,
+                    field="launch",
                 ) from exc
             raise RecipeError(
                 f"no launch command{detail}; the recipe names its model only by its registry instance, and {exc}",
@@ -532,7 +590,7 @@ def _registry_command(
         )
     serving = mapping(data.get("serving"), source, "serving")
     argv = synthesize(engine, model, flags, source, flags_field, serving=serving, hardware_count=hardware_count)
-    notes: tuple[str, ...] = ()
+    notes: tuple[str, ...] = () if prose_note is None else (f"{prose_note}: {engine}'s server with the recipe's model",)
     if uncarried is not None:
         notes = (
             f"{uncarried.detail}: the farm launches {engine}'s server with the recipe's model and its serving block "
@@ -541,7 +599,10 @@ def _registry_command(
     if model is None:
         notes = (*notes, f"the model is registry instance {instance!r}; the host maps it to its own file")
     elif named is not None and model_source == named[1]:
-        notes = (*notes, f"{named[1]} pulls {named[0]!r}: the model is named plainly there, and Ollama serves it")
+        notes = (
+            *notes,
+            f"{named[1]} pulls {named[0]!r}: the model is named plainly there, and {engine}'s server serves it",
+        )
     return Command(
         engine=engine,
         argv=argv,
@@ -798,12 +859,14 @@ _CONTEXT_STATED = (
 )
 _CONTEXT_STATED_K = re.compile(r"(?<![\w.,])(\d{1,4})\s?K(?:-token)?\s+(?:ctx|context)\b", re.IGNORECASE)
 """`8K ctx`, `256K context`: N x 1024 tokens."""
-_CONTEXT_OPTIONS = {"llama.cpp": "--ctx-size", "vllm": "--max-model-len", "sglang": "--context-length"}
-_CONTEXT_SPELLINGS = {
-    "llama.cpp": ("-c", "--ctx-size"),
-    "vllm": ("--max-model-len",),
-    "sglang": ("--context-length",),
+_CONTEXT_OPTIONS = {
+    name: kind.serving_options["max_context_tokens"]
+    for name, kind in ENGINES.items()
+    if "max_context_tokens" in kind.serving_options
 }
+"""The option a context stated in the notes is carried with (each engine's serving option for it)."""
+_CONTEXT_SPELLINGS = {name: (*ENGINES[name].context_flags, option) for name, option in _CONTEXT_OPTIONS.items()}
+"""Every spelling of that option a command may already hold (the engine's `context_flags`)."""
 
 
 def _prose(data: Mapping[str, Any]) -> str:
@@ -1063,31 +1126,124 @@ def _uncarried_command(
     return None
 
 
-_OLLAMA_MODEL = re.compile(r"^(?:hf\.co/[A-Za-z0-9][\w.-]*/[\w.-]+|[a-z0-9][\w.-]*(?:/[\w.-]+)?)(?::[\w.-]+)?$")
+def _step_model(engine: str, tokens: list[str]) -> str | None:
+    """The model of a recorded step that names it for the engine's server, and nothing else (`[path/]ollama pull
+    MODEL`, `ollama run MODEL`: the table's `model_steps` and `model_name`): the recipe names its model plainly
+    (`hf.co/unsloth/Qwen3.6-35B-A3B-GGUF:UD-Q4_K_M`, `qwen3.6:35b`), whatever the snapshot of instances holds."""
+    kind = ENGINES.get(engine)
+    if kind is None or not kind.model_steps or kind.model_name is None or len(tokens) != 3:
+        return None
+    if executable_name(tokens[0]) != kind.launcher[0] or tokens[1] not in kind.model_steps:
+        return None
+    return tokens[2] if re.match(kind.model_name, tokens[2]) else None
 
 
-def _ollama_model(tokens: list[str]) -> str | None:
-    """The model of `[path/]ollama pull MODEL` or `ollama run MODEL` with nothing after it: the recipe names its
-    model plainly (`hf.co/unsloth/Qwen3.6-35B-A3B-GGUF:UD-Q4_K_M`, `qwen3.6:35b`), whatever the farm's snapshot of
-    the registry's instances holds."""
-    if len(tokens) == 3 and executable_name(tokens[0]) == "ollama" and tokens[1] in ("pull", "run"):
-        return tokens[2] if _OLLAMA_MODEL.match(tokens[2]) else None
-    return None
-
-
-def _named_ollama_model(
+def _named_step_model(
     engine: str, chosen: tuple[str, list[str]] | None, launch: Mapping[str, Any]
 ) -> tuple[str, str] | None:
-    """(model, field) where an Ollama recipe's recorded command, or its launch's `observed_command`, pulls or runs
-    one model by name."""
-    if engine != "ollama":
-        return None
-    if chosen is not None and (found := _ollama_model(chosen[1])) is not None:
+    """(model, field) where a recipe's recorded command, or its launch's `observed_command`, is a step that names one
+    model for its engine's server (`ollama pull MODEL`: the table's `model_steps`)."""
+    if chosen is not None and (found := _step_model(engine, chosen[1])) is not None:
         return found, chosen[0]
     observed = launch.get("observed_command")
-    if isinstance(observed, str) and (found := _ollama_model(observed.split())) is not None:
+    if isinstance(observed, str) and (found := _step_model(engine, observed.split())) is not None:
         return found, "launch.observed_command"
     return None
+
+
+_PROSE_TOKEN = re.compile(r"^[\w][\w.:/,()'-]*$")
+
+
+_PROBE_CONTEXT = re.compile(r"\bnum_ctx\s*[=:]?\s*(\d{3,7})\b")
+
+
+def _context_of_the_run(
+    serving: ServingLimits, data: Mapping[str, Any], source: str
+) -> tuple[ServingLimits, str | None]:
+    """Rule "a context ceiling is not the run's context": where `serving.max_context_tokens` is the largest context
+    a separate ceiling search reached (`metadata.ctx_ceiling.max_ok_ctx`), the run itself was measured at the
+    context its probe states (`metadata.validation.probe`: "num_ctx 32768"); that is the context the farm serves,
+    noted. A ceiling with no stated context of the run is refused: serving the ceiling would be another run."""
+    ceiling = dig(data, "metadata.ctx_ceiling.max_ok_ctx")
+    if not isinstance(ceiling, int) or serving.max_context_tokens != ceiling:
+        return serving, None
+    probe = dig(data, "metadata.validation.probe")
+    stated = _PROBE_CONTEXT.search(probe) if isinstance(probe, str) else None
+    if stated is None:
+        raise RecipeError(
+            f"is {ceiling}, the largest context metadata.ctx_ceiling reached, not the context the run was measured "
+            "at, which the recipe does not state (metadata.validation.probe names no num_ctx)",
+            source=source,
+            field="serving.max_context_tokens",
+        )
+    context = int(stated.group(1))
+    note = (
+        f"serving.max_context_tokens {ceiling} is metadata.ctx_ceiling's largest working context; the run was "
+        f"measured at num_ctx {context} (metadata.validation.probe), which is served"
+    )
+    return serving.model_copy(update={"max_context_tokens": context}), note
+
+
+def _why_no_server_command(data: Mapping[str, Any], launch: Mapping[str, Any]) -> str | None:
+    """Why a recipe that records no server command has none, where the document says it: the only command it
+    records (metadata.observed_command) runs something else (a benchmark client), or its launch contract lives
+    upstream (launch.container.reason). None: the document does not say."""
+    metadata = data.get("metadata")
+    observed = metadata.get("observed_command") if isinstance(metadata, Mapping) else None
+    if isinstance(observed, str) and observed.strip():
+        try:
+            tokens = split_environment(split_command(observed, "", ""), "", "")[1]
+        except RecipeError:
+            tokens = []
+        if tokens and not starts_a_server(tokens):
+            shown = " ".join(tokens[:3])[:80]
+            return f"the only command it records, metadata.observed_command, runs {shown!r}, which serves nothing"
+    container = launch.get("container")
+    reason = container.get("reason") if isinstance(container, Mapping) else None
+    if isinstance(reason, str) and "upstream" in reason:
+        upstream = metadata.get("upstream_recipe_id") if isinstance(metadata, Mapping) else None
+        where = f" ({upstream})" if isinstance(upstream, str) else ""
+        return f"launch.container.reason is {reason!r}: the launch lives in another recipe{where}"
+    return None
+
+
+def _prose_without_settings(tokens: list[str]) -> bool:
+    """Whether a recorded 'command' is a sentence that names no setting: at least three words, none an option
+    (`-x`, `--x`), an assignment (`a=b`), a shell operator or a path to an executable, and its first word not an
+    engine's or a benchmark tool's executable. Such a line says which server ran, in words; it is no command."""
+    if len(tokens) < 3 or starts_a_server(tokens) or mentions_an_engine(tokens) or _benchmark_tool(tokens):
+        return False
+    if "/" in tokens[0] or "." in tokens[0] or tokens[0].islower():
+        return False  # `./run.sh`, `llama-cli`, `python3`: an executable, not the first word of a sentence
+    return all(_PROSE_TOKEN.match(token) and not token.startswith("-") and "=" not in token for token in tokens)
+
+
+_FUNCTION_WORDS = frozenset({"on", "with", "using", "via", "for", "at", "and", "in", "from", "over", "against"})
+
+
+def _words_before_options(engine: str, tokens: list[str], source: str, field_name: str) -> tuple[list[str], list[str]]:
+    """Rule "options inside a sentence": `llama-server on GPU0/one B70 with --parallel 1 ...` is the server and its
+    options, told in a sentence. The words between the launcher and the first option are cut (and returned, for a
+    note) only where the engine takes no argument before its options (no positional model), they are at most six,
+    and one of them is a function word of English (`on`, `with`, `using`, ...), so that they cannot be a value.
+    Otherwise the tokens are returned whole, for read_command and the judge to refuse what is stray."""
+    if engine in POSITIONAL_MODEL_ENGINES or ENGINES[engine].optional_positional_model:
+        return tokens, []
+    rest = split_environment(tokens, source, field_name)[1]
+    if not starts_a_server(rest):
+        return tokens, []
+    prefix = tokens[: len(tokens) - len(rest)]  # the VAR=value words before the executable, as they were
+    launcher = len(ENGINE_LAUNCHERS[engine])
+    words: list[str] = []
+    for token in rest[launcher:]:
+        if token.startswith("-"):
+            break
+        words.append(token)
+    if not words or len(words) > 6 or len(words) == len(rest) - launcher:
+        return tokens, []
+    if not any(word.lower() in _FUNCTION_WORDS for word in words):
+        return tokens, []
+    return [*prefix, *rest[:launcher], *rest[launcher + len(words) :]], words
 
 
 def _only_options(tokens: list[str]) -> bool:
@@ -1153,26 +1309,46 @@ def _noted(command: Command, note: str | None) -> Command:
     return command if note is None else dataclasses.replace(command, notes=(*command.notes, note))
 
 
-def _from_llama_bench(chosen: tuple[str, list[str]], source: str) -> Command:
-    """A llama-bench command (what LocalMaxxing records for llama.cpp runs) as the llama-server command that
-    loads the same model the same way (farm.engines.llamacpp.llama_bench_to_server)."""
-    from farm.engines.llamacpp.adapter import llama_bench_to_server
+def _tool_role(engine: str, tokens: list[str]) -> str | None:
+    """How the engine's table reads a recorded run of one of its project's tools ("benchmark", "client"), if the
+    command runs one (EngineKind.tools)."""
+    tool = _benchmark_tool(tokens)
+    return ENGINES[engine].tools.get(tool) if tool is not None and engine in ENGINES else None
+
+
+def _from_tool(engine: str, chosen: tuple[str, list[str]], source: str) -> Command:
+    """A recorded run of one of the engine's tools (llama-bench, what LocalMaxxing records for llama.cpp runs;
+    llama-cli) as the server command that loads the same model the same way: the engine's adapter translates it
+    (`tool_to_server`), and a note says what was dropped and what was made explicit."""
+    import importlib
+
     from farm.errors import ArgumentPolicyError
 
     field_name, tokens = chosen
+    kind = ENGINES[engine]
     environment, rest = split_environment(tokens, source, field_name)
+    tool = executable_name(rest[0])
+    role = kind.tools[tool]
+    assert kind.adapter is not None, f"{engine} reads tools but has no adapter to translate them"
+    translate = importlib.import_module(kind.adapter).tool_to_server
     try:
-        server, dropped, defaults = llama_bench_to_server(rest)
+        server, dropped, defaults = translate(rest)
     except ArgumentPolicyError as exc:
         raise RecipeError(
-            f"a llama-bench command the farm cannot serve the same way: {exc.detail}", source=source, field=field_name
+            f"a {tool} command the farm cannot serve the same way: {exc.detail}", source=source, field=field_name
         ) from exc
-    command = read_command(server, source, field_name, declared_engine="llama.cpp")
-    note = "translated from llama-bench to llama-server"
-    if dropped:
-        note += f"; its benchmark options ({' '.join(dropped)}) were dropped: the sweep plan replaces them"
-    if defaults:
-        note += f"; llama-bench's defaults made explicit: {' '.join(defaults)}"
+    command = read_command(list(server), source, field_name, declared_engine=engine)
+    launcher = " ".join(kind.launcher)
+    if role == "client":
+        note = f"{tool} ({NOT_SERVERS[tool]}) ran the model: read as {launcher} with the same options"
+        if dropped:
+            note += f"; the client's own ({' '.join(dropped)[:100]}) were left out: the sweep plan sends its prompts"
+    else:
+        note = f"translated from {tool} to {launcher}"
+        if dropped:
+            note += f"; its benchmark options ({' '.join(dropped)}) were dropped: the sweep plan replaces them"
+        if defaults:
+            note += f"; {tool}'s defaults made explicit: {' '.join(defaults)}"
     return Command(
         engine=command.engine,
         argv=command.argv,

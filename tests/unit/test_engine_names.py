@@ -136,3 +136,18 @@ def test_the_recipes_room_names_no_engine() -> None:
         name: sorted(path for path in files_naming(kind) if path.startswith(RECIPES)) for name, kind in ENGINES.items()
     }
     assert not any(named.values()), named
+
+
+@pytest.mark.parametrize("name", sorted(ENGINES))
+def test_the_images_the_recipes_room_knows_are_the_ones_the_container_judge_allows(name: str) -> None:
+    """An engine's line says its images twice, for two rooms: `official_images` (patterns the recipes room
+    recognises an image's engine by) and `images` (the repositories and tag prefix the container judge allows).
+    Every pattern must match one of the allowed repositories, so the two cannot drift apart."""
+    kind = ENGINES[name]
+    if not kind.official_images:
+        return
+    assert kind.images is not None, f"{name} recognises images the container judge does not know"
+    suffix = f":{kind.images.tag_prefix}" if kind.images.tag_prefix else ""
+    references = [f"{repository}{suffix}" for repository in kind.images.repositories]
+    for pattern in kind.official_images:
+        assert any(re.search(pattern, reference) for reference in references), (pattern, references)

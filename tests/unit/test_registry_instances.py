@@ -343,7 +343,7 @@ def test_a_recorded_note_falls_back_to_the_draft_launch() -> None:
     assert recipe.argv == ("llama-server", "-hf", "org/Model-GGUF:Q4_K_M")
     assert recipe.provenance.command_source == "draft_launch.arguments"
     assert "serves nothing the farm runs" in recipe.provenance.command_notes[-1]
-    with pytest.raises(RecipeError, match="not a known engine's server") as caught:
+    with pytest.raises(RecipeError, match="is the engine's name, not an executable") as caught:
         parse_registry(_recipe("llama.cpp", GGUF.id, metadata=page), "r.json")
     assert caught.value.field == "metadata.localmaxxing.observed_command"
 

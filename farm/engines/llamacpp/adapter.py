@@ -28,10 +28,12 @@ from farm.engines.llamacpp.counters import METRICS
 from farm.engines.llamacpp.spec import MODEL_OPTIONS
 from farm.engines.llamacpp.spec import SPEC_FILES as SPEC_FILES
 from farm.engines.llamacpp.spec import llama_bench_to_server as llama_bench_to_server
+from farm.engines.llamacpp.spec import llama_cli_to_server as llama_cli_to_server
 from farm.engines.llamacpp.spec import load_llamacpp_spec as load_llamacpp_spec
 from farm.engines.llamacpp.spec import release_of_build as release_of_build
 from farm.engines.llamacpp.spec import shipped_llamacpp_spec as shipped_llamacpp_spec
 from farm.engines.llamacpp.spec import spec_from_dump as spec_from_dump
+from farm.engines.llamacpp.spec import tool_to_server as tool_to_server
 from farm.engines.process import EngineProcess
 from farm.engines.readback import check_launch
 from farm.errors import ArgumentPolicyError

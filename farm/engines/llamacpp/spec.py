@@ -309,6 +309,61 @@ def llama_bench_to_server(argv: Sequence[str]) -> tuple[tuple[str, ...], tuple[s
     return (*out, *defaults), tuple(dropped), tuple(defaults)
 
 
+CLI_ONLY_VALUES = frozenset(
+    {"-p", "--prompt", "-f", "--file", "-sys", "--system-prompt", "-sysf", "--system-prompt-file", "--in-prefix",
+     "--in-suffix", "-r", "--reverse-prompt", "-n", "--n-predict"}
+)  # fmt: skip
+"""llama-cli's options that take a value and say what to ask, not how to load or run the model (llama.cpp's
+`tools/main` and `common/arg.cpp`, LLAMA_EXAMPLE_MAIN only): the sweep plan sends its own prompts. `-n` is the
+client's answer length; given to llama-server it would cap every request of the sweep, so it is the client's."""
+CLI_ONLY_SWITCHES = frozenset(
+    {"-i", "--interactive", "-if", "--interactive-first", "-cnv", "--conversation", "-no-cnv", "--no-conversation",
+     "-st", "--single-turn", "-mli", "--multiline-input", "--no-display-prompt", "--verbose-prompt", "--color",
+     "-e", "--escape", "--no-escape"}
+)  # fmt: skip
+"""llama-cli's switches of the same kind: how the interactive client talks to its user."""
+
+
+def llama_cli_to_server(argv: Sequence[str]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """A `llama-cli ...` run as the `llama-server` command that loads the same model the same way, and the
+    client-only tokens it dropped. llama-cli and llama-server read the same common options (model, context, GPU
+    layers, flash attention, cache types, threads, batch sizes, sampling defaults); what only the client reads
+    (its prompt, its conversation mode) is dropped, and everything else is kept for the server's spec to judge."""
+    tokens = list(argv)
+    if not tokens or not re.fullmatch(r"(?:.*[/\\])?llama-cli(?:\.exe)?", tokens[0], flags=re.IGNORECASE):
+        raise ArgumentPolicyError(f"not a llama-cli command: {' '.join(tokens[:2])!r}", field="argv")
+    out: list[str] = ["llama-server"]
+    dropped: list[str] = []
+    i = 1
+    while i < len(tokens):
+        token = tokens[i]
+        name, eq, _ = token.partition("=")
+        if name in CLI_ONLY_VALUES:
+            width = 1 if eq or i + 1 >= len(tokens) else 2
+            dropped += tokens[i : i + width]
+            i += width
+            continue
+        if name in CLI_ONLY_SWITCHES:
+            dropped.append(token)
+            i += 1
+            if name == "--color" and not eq and i < len(tokens) and tokens[i] in ("on", "off", "auto"):
+                dropped.append(tokens[i])  # newer builds take `--color on|off|auto`
+                i += 1
+            continue
+        out.append(token)
+        i += 1
+    return tuple(out), tuple(dropped)
+
+
+def tool_to_server(argv: Sequence[str]) -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]:
+    """A recorded run of one of llama.cpp's tools (the table's `tools`) as llama-server's command: the command, the
+    tool-only tokens dropped and the tool's defaults made explicit (farm.recipes reads these for provenance)."""
+    if argv and re.fullmatch(r"(?:.*[/\\])?llama-cli(?:\.exe)?", argv[0], flags=re.IGNORECASE):
+        server, dropped = llama_cli_to_server(argv)
+        return server, dropped, ()
+    return llama_bench_to_server(argv)
+
+
 def _known(table: Mapping[str, Any] | frozenset[str], strings: Sequence[str]) -> str | None:
     """The spelling under which one of this module's tables lists an option (newer dumps spell the option first
     in its newer name, `--spec-draft-model` for `--model-draft`); None: not listed."""

@@ -22,6 +22,9 @@ ENGINE = EngineKind(
     spec=_spec,
     spec_source="lmstudio-ai/lms (server start, load)",
     launcher=("lms", "server", "start"),
+    optional_positional_model=True,
+    # `lms load` names the model and how it is loaded (the server is the worker's); `lms server` alone starts it
+    launcher_spellings=(("lms", "load"), ("lms", "server")),
     aliases=("lm-studio", "lm studio", "lms"),
     artifact="gguf",
     adapter="farm.engines.lmstudio.adapter",

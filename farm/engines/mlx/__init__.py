@@ -30,6 +30,7 @@ ENGINE = EngineKind(
     spec_versions={"0.28": _spec_0_28, "0.32.2": _spec},
     default_version="0.32.2",
     launcher=("mlx_lm.server",),
+    launcher_spellings=(("mlx_lm", "server"),),
     aliases=("mlx-lm", "mlx_lm"),
     python_modules=("mlx_lm.server",),
     model_flags=("--model",),
@@ -43,4 +44,12 @@ ENGINE = EngineKind(
         what="simulated: the simulator standing in for MLX behind its adapter",
     ),
     read_version=version_reader(command=("--version",), package="mlx-lm", modules=("mlx_lm.server",)),
+    # MLX's attention is always its fused kernel, and every layer runs on the (unified-memory) GPU
+    inherent_flags={
+        "flashAttn": lambda value: value is True,
+        "gpuLayers": lambda value: isinstance(value, int) and value >= 99,
+    },
+    other_servers={
+        r"\bomlx\b": "oMLX, a server of its own on MLX with its own scheduler, caches and API, not mlx_lm.server",
+    },
 )

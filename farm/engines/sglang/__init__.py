@@ -46,8 +46,21 @@ ENGINE = EngineKind(
     # lacks), so main at 001067ff judges by default; a worker that runs 0.5.23 says so in its profile.
     spec_versions={"0.5.23": _release_0_5_23},
     launcher=("python", "-m", "sglang.launch_server"),
+    launcher_spellings=(("sglang", "serve"),),  # SGLang's own CLI launches the same server
+    serving_options={
+        "tensor_parallel": "--tp-size",
+        "max_context_tokens": "--context-length",
+        "gpu_memory_utilization": "--mem-fraction-static",
+    },
+    registry_flags={
+        "tensorParallel": ("--tp-size",),
+        "kvCacheDtype": ("--kv-cache-dtype",),
+        "attentionBackend": ("--attention-backend",),
+    },
+    official_images=(r"^(?:docker\.io/)?lmsysorg/sglang(?:[:@]|$)",),
     python_modules=("sglang.launch_server",),
     model_flags=("--model-path", "--model"),
+    revision_option="--revision",
     parallel_flags={
         "tensor": ("--tp-size", "--tp", "--tensor-parallel-size"),
         "pipeline": ("--pp-size", "--pipeline-parallel-size"),

@@ -60,9 +60,21 @@ ENGINE = EngineKind(
     spec_versions={version: _spec_of(version) for version in VERSIONS},
     default_version=VERSIONS[-1],
     launcher=("vllm", "serve"),
+    serving_options={
+        "tensor_parallel": "--tensor-parallel-size",
+        "max_context_tokens": "--max-model-len",
+        "gpu_memory_utilization": "--gpu-memory-utilization",
+    },
+    registry_flags={
+        "tensorParallel": ("--tensor-parallel-size",),
+        "kvCacheDtype": ("--kv-cache-dtype",),
+        "attentionBackend": ("--attention-backend",),
+    },
+    official_images=(r"^(?:docker\.io/)?vllm/vllm-openai(?:[:@]|$)",),
     aliases=("vllm-openai",),
     python_modules=("vllm.entrypoints.openai.api_server",),
     model_flags=("--model",),
+    revision_option="--revision",
     positional_model=True,
     parallel_flags={
         "tensor": ("--tensor-parallel-size", "--tensor_parallel_size", "-tp"),
