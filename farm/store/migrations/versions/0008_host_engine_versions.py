@@ -1,8 +1,8 @@
 """The engine versions a worker runs, read from its executables at its start: what submit judges a recipe's
 command against (each distinct version the workers of the recipe's engine and hardware run).
 
-Revision ID: 0007_host_engine_versions
-Revises: 0006_host_health
+Revision ID: 0008_host_engine_versions
+Revises: 0007_signed_artifacts
 Create Date: 2026-12-02
 
 - hosts.engine_versions: canonical engine name -> the version its executable said (or its profile named);
@@ -17,8 +17,8 @@ import sqlalchemy as sa
 from alembic import op
 from sqlalchemy.dialects import postgresql
 
-revision: str = "0007_host_engine_versions"
-down_revision: str | None = "0006_host_health"
+revision: str = "0008_host_engine_versions"
+down_revision: str | None = "0007_signed_artifacts"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
