@@ -53,7 +53,7 @@ from farm.bench.records import (
     figure_key,
 )
 from farm.bench.stream import Api, StreamClient, StreamRequest
-from farm.engines.base import PrefixCacheReset
+from farm.engines.base import OwnTiming, PrefixCacheReset, ServerTiming
 from farm.errors import MeasurementError
 from farm.recipes.sweep import ConcurrencyPlan, DecodePlan, SweepPlan
 
@@ -89,8 +89,11 @@ class MeasureContext:
         on_window_edge: Callable[[], None] = lambda: None,
         cache_resets: Mapping[str, str | None] | None = None,
         cache_resetters: Mapping[str, str] | None = None,
+        own_timing: OwnTiming | None = None,
     ) -> None:
-        """`counter_names` maps the farm's counter names (vLLM's, metrics.TOKEN_COUNTERS) to the engine's; None
+        """`own_timing`: how to ask the engine for its own timing of a request (its table line's), asked beside
+        the client's two-point decode as the server's truth; None: it reports none apart.
+        `counter_names` maps the farm's counter names (vLLM's, metrics.TOKEN_COUNTERS) to the engine's; None
         learns them from the first /metrics page whose names carry a prefix of `counter_families`.
         `on_window_edge` is called just before timed requests go out and just after they end (it must not block:
         the worker's energy sampler takes a reading then, farm.worker.energy).
@@ -98,6 +101,7 @@ class MeasureContext:
         has none); `cache_resetters` maps one to the module of its engine's own reset procedure, used instead
         (farm.engines.registry.cache_resetters); the engine is known from its /metrics page."""
         self.on_window_edge = on_window_edge
+        self.own_timing = own_timing
         self.counter_names = counter_names
         self.counter_families = counter_families or {}
         self.cache_resets = cache_resets or {}
@@ -441,8 +445,10 @@ async def measure_decode(ctx: MeasureContext, workload: str, decode: DecodePlan)
             key = figure_key(KIND_DECODE, workload, "decode_tok_s")
             return _unmeasured(point, key, repeats, decode_absent, prompt)
         raise _first_failure(point, [sample for pair in repeats for sample in pair])
+    own = await own_decode_report(ctx, prompt, decode) if ctx.own_timing is not None else None
     params = {
         **common_params(plan, plan.api),
+        **({"server_report": own.params(sum(decode_values) / len(decode_values))} if own is not None else {}),
         "workload": workload,
         "short_output_tokens": decode.short_output_tokens,
         "long_output_tokens": decode.long_output_tokens,
@@ -487,6 +493,64 @@ async def measure_decode(ctx: MeasureContext, workload: str, decode: DecodePlan)
     return Measurement(
         figures=tuple(figures), samples=samples, prompt_sha256={point: _sha256(prompt)}, output_sha256=outputs
     )
+
+
+@dataclass(frozen=True)
+class OwnDecodeReport:
+    """The engine's own timing of the decode pair (short, long), asked through its native API."""
+
+    source: str
+    short: ServerTiming
+    long: ServerTiming
+
+    def decode_tok_s(self) -> float:
+        """The two-point decode rate by the engine's own counts and durations (its prefill cancels as the
+        client's does)."""
+        return metrics.two_point_decode_tok_s(
+            self.short.output_tokens, self.short.decode_s, self.long.output_tokens, self.long.decode_s
+        )
+
+    def params(self, client_tok_s: float) -> dict[str, Any]:
+        """What the decode figure says of it: the engine's figures, and the client's rate over the engine's."""
+        server = self.decode_tok_s()
+        return {
+            "source": self.source,
+            "decode_tok_s": server,
+            "long_eval_tok_s": self.long.output_tokens / self.long.decode_s,
+            "output_tokens": [self.short.output_tokens, self.long.output_tokens],
+            "decode_s": [self.short.decode_s, self.long.decode_s],
+            "prompt_tokens": self.long.prompt_tokens,
+            "client_over_server": client_tok_s / server,
+        }
+
+
+async def own_decode_report(ctx: MeasureContext, prompt: str, decode: DecodePlan) -> OwnDecodeReport | None:
+    """Ask the engine for its own timing of the decode pair (after the client's repeats, on the same prompt);
+    None where it does not answer or its answer carries none (the decode figure stands on the client's)."""
+    own = ctx.own_timing
+    if own is None:
+        return None
+    timings: list[ServerTiming] = []
+    for tokens in (decode.short_output_tokens, decode.long_output_tokens):
+        body = own.body(ctx.model, prompt, tokens, ctx.plan.temperature)
+        try:
+            async with asyncio.timeout(ctx.control_timeout_s()):
+                async with ctx.control.post(ctx.base_url + own.path, json=body) as response:
+                    if response.status != 200:
+                        return None
+                    document = await response.json(content_type=None)
+        except (aiohttp.ClientError, TimeoutError, ValueError):
+            return None
+        timing = own.read(document) if isinstance(document, dict) else None
+        if timing is None:
+            return None
+        timings.append(timing)
+    report = OwnDecodeReport(own.source, timings[0], timings[1])
+    try:
+        report.decode_tok_s()
+    except MeasurementError:
+        return None  # no difference to time between the two
+    return report
 
 
 @dataclass

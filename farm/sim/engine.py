@@ -15,6 +15,7 @@ from time import perf_counter_ns
 from typing import Any
 
 from farm.sim import protocol, timing, tokenizer
+from farm.sim.dialects import ollama_final_message
 from farm.sim.faults import ErrorDraw, FaultPlan
 from farm.sim.http import Connection, json_response
 from farm.sim.metrics import EngineMetrics, LatenessRecorder
@@ -40,6 +41,8 @@ class Pending:
     completion_tokens: int
     finish_reason: str
     step_rng: random.Random | None
+    native: str | None = None
+    """The dialect whose own form a whole answer takes (`ollama`: /api/generate's final message)."""
 
 
 class SimState:
@@ -182,7 +185,13 @@ def _finished(state: SimState, pending: Pending, stream: Stream) -> None:
     state.running -= 1
     conn = pending.conn
     record = stream.record
-    if record.status == "ok" and not stream.req.stream:
+    if record.status == "ok" and not stream.req.stream and pending.native == "ollama":
+        text = protocol.output_text(stream.text_offset, 0, pending.completion_tokens).decode("ascii")
+        model = state.profile.served_model_name
+        conn.send(
+            json_response(ollama_final_message(model, text, pending.finish_reason, record, pending.completion_tokens))
+        )
+    elif record.status == "ok" and not stream.req.stream:
         req = pending.req
         text = protocol.output_text(stream.text_offset, 0, pending.completion_tokens).decode("ascii")
         body = protocol.full_response(

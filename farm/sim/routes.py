@@ -95,7 +95,7 @@ class SimApp:
             "/get_model_info": {"GET": sglang_model_info},
             "/flush_cache": {"GET": reset_prefix_cache, "POST": reset_prefix_cache},
         }
-        apply_dialect(self.routes, state.profile.dialect, sglang)
+        apply_dialect(self.routes, state.profile.dialect, sglang, generate)
         if state.profile.dialect != "vllm" or not state.profile.dev_mode:
             self.routes.pop("/reset_prefix_cache", None)  # vLLM's own call, in its dev mode only
         if not state.profile.tokenize_endpoint:
@@ -284,8 +284,11 @@ def detokenize(state: SimState, request: Request, conn: Connection) -> Response:
     return json_response({"prompt": state.vocabulary.decode(body.tokens)})
 
 
-def generate(state: SimState, request: Request, conn: Connection, kind: str) -> Response | None:
+def generate(
+    state: SimState, request: Request, conn: Connection, kind: str, *, native: str | None = None
+) -> Response | None:
     """A completion or chat request: parse, plan and hand it to the scheduler (or queue it for a slot).
+    `native`: the dialect whose own form the whole answer takes (Ollama's /api/generate), else OpenAI's.
 
     Returns an error response, or None: the answer comes from the scheduler (`_finished`).
     """
@@ -328,6 +331,7 @@ def generate(state: SimState, request: Request, conn: Connection, kind: str) -> 
         step_rng=random.Random(profile.seed * 1_000_003 + state.request_counter)
         if profile.num_speculative_tokens > 0
         else None,
+        native=native,
     )
     admit(state, pending)
     return None

@@ -77,18 +77,50 @@ class SimEngineSection(_Section):
     faults: tuple[str, ...] = Field((), description="fault flags passed to `farm sim serve` (tests)")
 
 
-class VllmSection(_Section):
-    """How this host runs vLLM. The executable is the host's, never a job's."""
+class ContainerSection(_Section):
+    docker: str = Field("docker", description="the docker client executable")
+    model_cache: str | None = Field(None, description="host directory mounted as the container's HF cache")
+    model_cache_writable: bool = Field(
+        False, description="mount the model cache read-write (the engine downloads into it); default read-only"
+    )
+
+
+class ProcessEngineSection(_Section):
+    """How this host runs one engine as a process (`[engine.<name without dots>]`). The executable is the
+    host's, never a job's: it replaces the recipe's own executable and subcommand."""
+
+    executable: tuple[str, ...] = Field(min_length=1, description="the host's executable; `~` is expanded")
+    extra_args: tuple[str, ...] = Field((), description="host-specific options appended (e.g. --threads 2)")
+    env_allowlist: tuple[str, ...] | None = Field(
+        None,
+        description="names passed from the worker's environment (an entry ending in `*` is a prefix); unset: the "
+        "engine's own list (its line in farm.engines.registry, `host_env_allowlist`)",
+    )
+    extra_env: dict[str, str] = Field(default_factory=dict, description="set for every engine on this host")
+    model_paths: dict[str, str] = Field(
+        default_factory=dict,
+        description="model id -> local file or directory; served under the id",
+    )
+    draft_paths: dict[str, str] = Field(
+        default_factory=dict,
+        description="a draft model's file name, as a recipe names it (`-md NAME.gguf`) -> this host's file",
+    )
+    version: str | None = Field(
+        None,
+        description="the engine version this host runs (a release, e.g. 0.3.36): commands are judged against its "
+        "spec, or the nearest older one shipped; unset: read from the executable at start (each engine's "
+        "adapter asks it: `--version` or its package), else the newest shipped",
+    )
+
+
+class VllmSection(ProcessEngineSection):
+    """How this host runs vLLM."""
 
     executable: tuple[str, ...] = Field(
         ("vllm", "serve"), min_length=1, description="replaces the recipe's `vllm serve`; `~` is expanded"
     )
     extra_args: tuple[str, ...] = Field((), description="host-specific flags appended (e.g. --dtype on the CPU)")
-    env_allowlist: tuple[str, ...] | None = Field(None, description="unset: farm.engines.vllm.adapter's default list")
-    extra_env: dict[str, str] = Field(default_factory=dict, description="set for every engine on this host")
-    model_paths: dict[str, str] = Field(
-        default_factory=dict, description="model id -> local directory; the engine serves it under the id"
-    )
+    gpu_free_deadline_s: float = Field(30.0, ge=0, description="after stop: time for the cards to empty (every engine)")
     dev_mode_reset: bool = Field(
         False,
         description="serve vLLM with VLLM_SERVER_DEV_MODE=1, so its prefix cache is reset before each cold "
@@ -107,51 +139,9 @@ class VllmSection(_Section):
             )
         return value
 
-    gpu_free_deadline_s: float = Field(30.0, ge=0, description="after stop: time for the cards to empty")
-    version: str | None = Field(
-        None,
-        description="the engine version this host runs (a release, e.g. 0.3.36): commands are judged against its "
-        "spec, or the nearest older one shipped; unset: read from the executable at start where the engine says "
-        "(llama-server --version), else the newest shipped",
-    )
-
-
-class ContainerSection(_Section):
-    docker: str = Field("docker", description="the docker client executable")
-    model_cache: str | None = Field(None, description="host directory mounted as the container's HF cache")
-    model_cache_writable: bool = Field(
-        False, description="mount the model cache read-write (the engine downloads into it); default read-only"
-    )
-
-
-class ProcessEngineSection(_Section):
-    """How this host runs one engine as a process (llama.cpp, SGLang). The executable is the host's, never a
-    job's: it replaces the recipe's own executable and subcommand."""
-
-    executable: tuple[str, ...] = Field(min_length=1, description="the host's executable; `~` is expanded")
-    extra_args: tuple[str, ...] = Field((), description="host-specific options appended (e.g. --threads 2)")
-    env_allowlist: tuple[str, ...] = Field(
-        ("PATH", "HOME", "LANG", "LC_ALL", "TMPDIR"), description="names passed from the worker's environment"
-    )
-    extra_env: dict[str, str] = Field(default_factory=dict, description="set for every engine on this host")
-    model_paths: dict[str, str] = Field(
-        default_factory=dict,
-        description="model id -> local file or directory; served under the id",
-    )
-    version: str | None = Field(
-        None,
-        description="the engine version this host runs (a release, e.g. 0.3.36): commands are judged against its "
-        "spec, or the nearest older one shipped; unset: read from the executable at start where the engine says "
-        "(llama-server --version), else the newest shipped",
-    )
-
 
 class LlamaCppSection(ProcessEngineSection):
     executable: tuple[str, ...] = Field(("llama-server",), min_length=1, description="`~` is expanded")
-    draft_paths: dict[str, str] = Field(
-        default_factory=dict,
-        description="a draft model's file name, as a recipe names it (`-md NAME.gguf`) -> this host's file",
-    )
 
 
 class SglangSection(ProcessEngineSection):
@@ -209,6 +199,11 @@ class PolicySection(_Section):
     path_roots: tuple[str, ...] | None = Field(
         None, description="the host's model and cache roots: every path an engine gets lies under one (unset: default)"
     )
+
+    def host_spec_files(self) -> dict[str, str]:
+        """The argument lists generated on this host, by canonical engine name (read by its `host_spec`)."""
+        files = {"vllm": self.serve_args_file, "llama.cpp": self.llamacpp_args_file}
+        return {engine: path for engine, path in files.items() if path is not None}
 
     @field_validator("allow_trust_remote_code_models")
     @classmethod
@@ -293,6 +288,11 @@ class EngineSection(_Section):
         if self.kind in ("sim", "vllm-container", "endpoint"):
             return ("vllm",)
         return (self.kind,)
+
+    @property
+    def gpu_free_deadline_s(self) -> float:
+        """After stop: the time the cards have to empty, for every engine this host runs."""
+        return self.vllm.gpu_free_deadline_s
 
     def process_section(self, engine: str) -> ProcessEngineSection:
         """How this host runs `engine` (a table name) as a process: its `[engine.<name without dots>]` section."""
