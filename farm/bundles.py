@@ -29,13 +29,22 @@ from typing import IO, Any
 from sqlalchemy import Connection, LargeBinary, bindparam, insert, select, type_coerce
 
 import farm
-from farm.domain import Figure, JobState, RunSignature, summarize
+from farm.domain import Artifact, Figure, JobState, RunSignature, summarize
 from farm.errors import BundleRefused, FarmError, InputError, OutputError
 from farm.filters import ResultFilter
 from farm.signing.keys import PublicKey
-from farm.signing.runs import RunContent, Verdict, check
+from farm.signing.runs import RunContent, Verdict, artifact_digests, check
 from farm.store import Store, signatures
-from farm.store.models import Job, MeasurementRow, RecipeRow, Run, RunSignatureRow, RunSummary, Sample
+from farm.store.models import (
+    ArtifactRow,
+    Job,
+    MeasurementRow,
+    RecipeRow,
+    Run,
+    RunSignatureRow,
+    RunSummary,
+    Sample,
+)
 from farm.store.params_codec import decode as decode_params
 from farm.store.params_codec import encode as encode_params
 from farm.store.records import RunState
@@ -156,6 +165,14 @@ def _export_lines(
     ):
         if data is not None:
             samples.setdefault(run_id, {}).setdefault(figure_key, {})[index] = base64.b64encode(data).decode("ascii")
+    artifacts: dict[int, list[dict[str, str]]] = {}
+    for run_id, artifact_name, media_type, text in conn.execute(
+        select(ArtifactRow.run_id, ArtifactRow.name, ArtifactRow.media_type, ArtifactRow.content)
+        .where(ArtifactRow.run_id.in_(ids))
+        .order_by(ArtifactRow.id),
+        {"run_ids": run_ids},
+    ):
+        artifacts.setdefault(run_id, []).append({"name": artifact_name, "media_type": media_type, "content": text})
     params: dict[tuple[int, str], str] = {
         (run_id, key): base64.b64encode(data).decode("ascii")
         for run_id, key, data in conn.execute(
@@ -215,6 +232,7 @@ def _export_lines(
                     k: [by_index[i] for i in sorted(by_index)] for k, by_index in samples.get(run_id, {}).items()
                 },
                 "provenance": content.provenance,
+                "artifacts": artifacts.get(run_id, []),
                 "signature": signatures.signature_of(row).__dict__,
             },
             None,
@@ -236,6 +254,7 @@ class _BundleRun:
     provenance: dict[str, Any]
     signature: RunSignature
     origin_farm: str | None
+    artifacts: tuple[Artifact, ...] = ()
 
     @property
     def name(self) -> str:
@@ -251,6 +270,7 @@ class _BundleRun:
             provenance=self.provenance,
             failed_requests=int(self.run.get("failed_requests") or 0),
             total_requests=int(self.run.get("total_requests") or 0),
+            artifacts=artifact_digests(self.artifacts),
         )
 
 
@@ -317,6 +337,12 @@ def read_bundle(path: Path) -> _Bundle:
                                 provenance=dict(item["provenance"]),
                                 signature=RunSignature(**item["signature"]),
                                 origin_farm=item.get("origin_farm"),
+                                artifacts=tuple(
+                                    Artifact(
+                                        name=str(a["name"]), content=str(a["content"]), media_type=str(a["media_type"])
+                                    )
+                                    for a in item.get("artifacts") or ()
+                                ),
                             )
                         )
                     else:
@@ -503,6 +529,7 @@ def _store_run(
     ]
     if rows:
         conn.execute(insert(Sample), rows)
+    StoreClass._insert_artifacts(conn, run_id, run.artifacts)
     summary = StoreClass._insert_summary(conn, run_id, str(job["id"]), attempt, worker_id, finished, run.provenance)
     StoreClass._add_to_group_stats(conn, summary, figures)
     key = bundle.keys.get(run.signature.key_id)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import enum
 import math
 from collections.abc import Sequence
-from dataclasses import astuple, dataclass, field
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -204,7 +204,8 @@ class Figure:
     def __post_init__(self) -> None:
         # An undefined figure is left out with its reason, never stored as NaN or infinity: the store, the
         # exports and the API then cannot carry one (JSON has no such numbers, and no mean survives one).
-        numbers = (*self.values, *astuple(self.summary))
+        summary = self.summary  # its fields by name: dataclasses.astuple deep-copies, and a run has ~150 figures
+        numbers = (*self.values, summary.mean, summary.median, summary.min, summary.max, summary.stdev, summary.spread)
         if not self.values or not all(math.isfinite(number) for number in numbers):
             raise MeasurementError(f"{self.key}: a figure needs one value or more, all finite, got {self.values}")
 
@@ -319,6 +320,9 @@ class RunSignature:
     samples_sha256: str
     provenance_sha256: str
     scheme: str = "farm-run/v1"
+    artifacts_sha256: str | None = None
+    """The sha256 of the run's artifacts (engine log, ...) when it has any; None for a run with none, whose
+    statement then has no artifacts part (docs/signing.md)."""
 
 
 @dataclass(frozen=True)

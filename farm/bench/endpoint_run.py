@@ -19,6 +19,7 @@ import socket
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -39,6 +40,9 @@ from farm.errors import FarmError, MeasurementError, SweepSpecError
 from farm.provenance import HostInfo, Provenance, farm_commit, farm_version, now_utc
 from farm.recipes.sweep import SweepPlan
 from farm.store import Store, recipe_sha256
+
+if TYPE_CHECKING:
+    from farm.signing.keys import HostKey
 
 ENDPOINT_CLASS_PREFIX = "endpoint/"
 """Jobs of endpoint runs are filed under `endpoint/<hardware class>`, a class no worker claims."""
@@ -135,8 +139,12 @@ def bench_endpoint(
     hardware_id: str,
     hardware_count: int = 1,
     worker_id: str | None = None,
+    host_key: HostKey | None = None,
 ) -> EndpointRun:
-    """Probe the server, run the spec against it, store the run; FarmError when it cannot be measured."""
+    """Probe the server, run the spec against it, store the run; FarmError when it cannot be measured.
+
+    With `host_key` (the CLI passes this host's, farm.signing.keys), the run is signed here where it was measured,
+    as a worker signs its runs, and the key becomes known to the store (not trusted: `farm keys trust`)."""
     spec = loaded.spec
     info = asyncio.run(probe_endpoint(url))
     if model not in info.models:
@@ -207,5 +215,10 @@ def bench_endpoint(
         failed_requests=outcome.failed_requests,
         total_requests=outcome.total_requests,
     )
+    if host_key is not None:
+        from farm.signing.runs import sign_result
+
+        store.know_key(host_key.public, label=worker, source="bench")
+        result = sign_result(job_id, job.attempt, worker, result, host_key)
     store.complete(job_id, job.attempt, worker, result)
     return EndpointRun(job_id, info, outcome.figures, outcome.failed_requests, outcome.total_requests, info.simulated)

@@ -27,8 +27,18 @@ def bench(
     s = settings()
     with farm_errors():
         loaded = load_endpoint_spec(spec or default_spec_path())
+        from farm.signing.keys import HostKey
+
         store = open_store(s)
-        run = bench_endpoint(store, url, model, loaded, hardware_id=hardware, hardware_count=hardware_count)
+        run = bench_endpoint(
+            store,
+            url,
+            model,
+            loaded,
+            hardware_id=hardware,
+            hardware_count=hardware_count,
+            host_key=HostKey.load_or_create(s.data_dir),
+        )
     if as_json:
         print_json(
             {

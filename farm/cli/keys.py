@@ -105,6 +105,7 @@ def verify(
                     "worker_id": c.worker_id,
                     "key_id": c.key_id,
                     "verdict": c.verdict.value,
+                    "validated": c.validated,
                     "reason": c.reason,
                 }
                 for c in checks

@@ -6,6 +6,8 @@ A run's statement is a small JSON object that binds, by sha256, four parts:
 - `samples`: the sha256 of each repeat's stored raw samples (farm.store.sample_codec's bytes), by figure key;
 - `provenance`: the whole provenance document (host, GPUs, engine and image digest, canonical argv, recipe id
   and hash, model and revision, farm version, method, prompt and output hashes, worker, attempt, ...);
+- `artifacts`: each artifact's name, media type and the sha256 of its text (the engine log, ...): in every
+  statement signed since artifacts are (a signature without it, older, does not cover them);
 - the run's identity (job, attempt, worker) and its request counts, written in the statement itself.
 
 The digest is sha256 of the statement's canonical JSON; the signature is Ed25519 over `SIGNED_PREFIX` + digest.
@@ -61,6 +63,22 @@ def normalized(value: Any) -> Any:
     raise CanonicalError(f"a {type(value).__name__} has no canonical form")
 
 
+def normalized_floats(values: Iterable[float]) -> list[float | int]:
+    """`normalized` of a figure's values (each made a float first), without walking a general value."""
+    out: list[float | int] = []
+    for value in values:
+        number = float(value)
+        if number == 0.0:
+            out.append(0.0)
+        elif abs(number) < 1e16:
+            if not math.isfinite(number):
+                raise CanonicalError(f"{number!r} has no canonical form")
+            out.append(number)
+        else:
+            out.append(normalized(number))
+    return out
+
+
 def canonical_json(value: Any) -> bytes:
     """The canonical JSON bytes of a normalized JSON-like value (see the module docstring)."""
     try:
@@ -109,6 +127,21 @@ def samples_sha256(repeat_digests: Mapping[str, Sequence[str]]) -> str:
     return sha256_hex(canonical_json({key: list(digests) for key, digests in repeat_digests.items()}))
 
 
+def artifacts_sha256(artifacts: Iterable[tuple[str, str, str]]) -> str:
+    """sha256 of the canonical JSON list of the run's artifacts, (name, media type, sha256 of the UTF-8 text)
+    each, ordered by name, media type and hash (`[]` for a run with none)."""
+    documents = [
+        {"name": name, "media_type": media_type, "content_sha256": content}
+        for name, media_type, content in sorted(artifacts)
+    ]
+    return sha256_hex(canonical_json(documents))
+
+
+def artifact_digest(content: str) -> str:
+    """The sha256 (hex) of an artifact's text as the store keeps it (UTF-8, NUL already made U+FFFD)."""
+    return sha256_hex(content.encode("utf-8"))
+
+
 def provenance_sha256(provenance: Mapping[str, Any] | None) -> str:
     return sha256_hex(canonical_json(dict(provenance or {})))
 
@@ -123,9 +156,13 @@ def statement(
     provenance: str,
     failed_requests: int,
     total_requests: int,
+    artifacts: str | None = None,
 ) -> dict[str, Any]:
-    """The statement a run's digest is taken over (its parts as their sha256)."""
+    """The statement a run's digest is taken over (its parts as their sha256). `artifacts` None: a statement
+    of a signature made before artifacts were signed, which has no `artifacts_sha256` (and covers none)."""
+    optional = {} if artifacts is None else {"artifacts_sha256": artifacts}
     return {
+        **optional,
         "scheme": SCHEME,
         "job_id": job_id,
         "attempt": attempt,

@@ -2,7 +2,8 @@
 
 The worker signs its RunResult before delivery (`sign_result`); the store checks it at delivery, `farm verify`
 checks stored runs, and `farm import` checks every run of a bundle, all through `check`, on the parts a
-`RunContent` holds: figure documents, the sha256 of each repeat's stored sample bytes, the provenance.
+`RunContent` holds: figure documents, the sha256 of each repeat's stored sample bytes, the provenance, and the
+sha256 of each artifact's text (the engine log).
 """
 
 from __future__ import annotations
@@ -15,11 +16,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from farm.domain import Figure, RunResult, RunSignature
+from farm.domain import Artifact, Figure, RunResult, RunSignature
 from farm.signing import canonical
 from farm.signing.keys import HostKey, PublicKey
-from farm.store.params_codec import encode as encode_params
-from farm.store.sample_codec import encode as encode_samples
+from farm.store.encode_once import EncodeOnce
 
 
 class Verdict(enum.StrEnum):
@@ -54,6 +54,8 @@ class RunContent:
     provenance: dict[str, Any]
     failed_requests: int
     total_requests: int
+    artifacts: tuple[tuple[str, str, str], ...] = ()
+    """(name, media type, sha256 of its text) of each artifact (farm.signing.canonical.artifacts_sha256)."""
     figures_json: bytes | None = None
     """Optional: bytes a reader built from the stored text of the figures (farm.store.signatures), which are
     the figures' canonical JSON when the store kept the values' numbers as they were written. `parts` uses them
@@ -72,7 +74,13 @@ class RunContent:
             canonical.provenance_sha256(self.provenance),
         )
 
-    def digest(self, parts: tuple[str, str, str] | None = None) -> bytes:
+    def artifacts_part(self) -> str:
+        """The artifacts' sha256 (of `[]` for a run without any)."""
+        return canonical.artifacts_sha256(self.artifacts)
+
+    def digest(self, parts: tuple[str, str, str] | None = None, *, artifacts: bool = True) -> bytes:
+        """The statement's digest; `artifacts` False for a signature made before artifacts were signed (its
+        statement has no artifacts part)."""
         figures, samples, provenance = parts or self.parts()
         return canonical.digest(
             canonical.statement(
@@ -84,43 +92,55 @@ class RunContent:
                 provenance=provenance,
                 failed_requests=self.failed_requests,
                 total_requests=self.total_requests,
+                artifacts=self.artifacts_part() if artifacts else None,
             )
         )
 
 
-def figure_document(figure: Figure) -> dict[str, Any]:
+def figure_document(figure: Figure, codec: EncodeOnce | None = None) -> dict[str, Any]:
     """A figure as it is signed (its values normalized, its params by the sha256 of the bytes the store keeps)."""
+    encode_params = (codec or EncodeOnce()).params
     return canonical.figure_document(
         key=figure.key,
         kind=figure.kind,
         metric=figure.metric,
         unit=figure.unit,
         workload=figure.workload,
-        values=canonical.normalized([float(value) for value in figure.values]),
-        params_sha256=hashlib.sha256(encode_params(dict(figure.params))).hexdigest(),
+        values=canonical.normalized_floats(figure.values),
+        params_sha256=hashlib.sha256(encode_params(figure.params)).hexdigest(),
         requested_repeats=figure.requested_repeats,
     )
 
 
-def sample_digests(samples: Mapping[str, Sequence[Sequence[Any]]]) -> dict[str, list[str]]:
+def sample_digests(
+    samples: Mapping[str, Sequence[Sequence[Any]]], codec: EncodeOnce | None = None
+) -> dict[str, list[str]]:
     """The sha256 of each repeat's samples as the store keeps them (farm.store.sample_codec's bytes)."""
-    return {
-        key: [hashlib.sha256(encode_samples(repeat)).hexdigest() for repeat in repeats]
-        for key, repeats in samples.items()
-    }
+    encode = (codec or EncodeOnce()).samples
+    return {key: [hashlib.sha256(encode(repeat)).hexdigest() for repeat in repeats] for key, repeats in samples.items()}
 
 
-def content_of(job_id: str, attempt: int, worker_id: str, result: RunResult) -> RunContent:
-    """A result's signed content, as the worker has it and as the store will keep it."""
+def artifact_digests(artifacts: Sequence[Artifact]) -> tuple[tuple[str, str, str], ...]:
+    """(name, media type, sha256 of the text) of each artifact, as RunContent holds them."""
+    return tuple((item.name, item.media_type, canonical.artifact_digest(item.content)) for item in artifacts)
+
+
+def content_of(
+    job_id: str, attempt: int, worker_id: str, result: RunResult, codec: EncodeOnce | None = None
+) -> RunContent:
+    """A result's signed content, as the worker has it and as the store will keep it (`codec`: one shared by
+    calls over results whose parts never change, so each part is encoded once)."""
+    codec = codec or EncodeOnce()
     return RunContent(
         job_id=job_id,
         attempt=attempt,
         worker_id=worker_id,
-        figures=tuple(figure_document(figure) for figure in result.figures),
-        sample_digests=sample_digests(result.samples),
+        figures=tuple(figure_document(figure, codec) for figure in result.figures),
+        sample_digests=sample_digests(result.samples, codec),
         provenance=dict(result.provenance),
         failed_requests=result.failed_requests,
         total_requests=result.total_requests,
+        artifacts=artifact_digests(result.artifacts),
     )
 
 
@@ -136,6 +156,7 @@ def sign(content: RunContent, key: HostKey) -> RunSignature:
         samples_sha256=parts[1],
         provenance_sha256=parts[2],
         scheme=canonical.SCHEME,
+        artifacts_sha256=content.artifacts_part(),
     )
 
 
@@ -151,16 +172,29 @@ def _normalized_figure(figure: Figure) -> Figure:
     return replace(figure, values=tuple(values))
 
 
-def sign_result(job_id: str, attempt: int, worker_id: str, result: RunResult, key: HostKey) -> RunResult:
-    """The result, normalized (canonical.normalized: what every store gives back unchanged), with its signature
-    (made over everything but its artifacts, which are not signed). CanonicalError (a ValueError) for a result
-    with no canonical form."""
+def sign_result(
+    job_id: str,
+    attempt: int,
+    worker_id: str,
+    result: RunResult,
+    key: HostKey,
+    *,
+    codec: EncodeOnce | None = None,
+) -> RunResult:
+    """The result, normalized (canonical.normalized: what every store gives back unchanged; each artifact's
+    NUL made U+FFFD, as the store keeps it), with its signature over all of it, artifacts included.
+    CanonicalError (a ValueError) for a result with no canonical form (UnicodeEncodeError, also a ValueError,
+    for an artifact whose text cannot be UTF-8)."""
     normal = replace(
         result,
         provenance=canonical.normalized(dict(result.provenance)),
         figures=tuple(_normalized_figure(figure) for figure in result.figures),
+        artifacts=tuple(
+            replace(item, content=canonical.normalized(item.content), name=canonical.normalized(item.name))
+            for item in result.artifacts
+        ),
     )
-    return replace(normal, signature=sign(content_of(job_id, attempt, worker_id, normal), key))
+    return replace(normal, signature=sign(content_of(job_id, attempt, worker_id, normal, codec), key))
 
 
 @dataclass(frozen=True)
@@ -193,17 +227,18 @@ def check(
         return Check(Verdict.CHANGED, (f"unknown signature scheme {signature.scheme!r}",))
     parts = content.parts(signature.figures_sha256)
     problems = list(extra_problems)
+    covers_artifacts = signature.artifacts_sha256 is not None  # None: signed before artifacts were
     for name, now, signed in zip(
-        ("figures", "samples", "provenance"),
-        parts,
-        (signature.figures_sha256, signature.samples_sha256, signature.provenance_sha256),
+        ("figures", "samples", "provenance", "artifacts"),
+        (*parts, content.artifacts_part() if covers_artifacts else None),
+        (signature.figures_sha256, signature.samples_sha256, signature.provenance_sha256, signature.artifacts_sha256),
         strict=True,
     ):
         if now != signed:
             problems.append(f"its {name} changed")
-    digest = content.digest(parts)
+    digest = content.digest(parts, artifacts=covers_artifacts)
     if digest.hex() != signature.digest and not problems:
-        problems.append("its identity or request counts changed")
+        problems.append("its identity or request counts changed (or the record of its signature)")
     if key is None:
         return Check(Verdict.UNKNOWN_KEY, (f"signed by unknown key {signature.key_id}",))
     if key.key_id != signature.key_id:

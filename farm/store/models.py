@@ -366,6 +366,9 @@ class RunSummary(Base):
     verified: Col[bool] = Column(Boolean, nullable=False, server_default="0")
     """Signed by a trusted key and matching its signature at its last check (run_signatures.status): what
     readers mark, kept here so no reader checks a signature."""
+    validated: Col[bool] = Column(Boolean, nullable=False, server_default="0")
+    """Verified, and its recipe and provenance meet the registry's rules (farm.signing.validated), at its last
+    check: kept with `verified`, for the same reason."""
 
 
 class GroupFigureStat(Base):
@@ -447,6 +450,8 @@ class RunSignatureRow(Base):
     figures_sha256: Col[str] = Column(String(64), nullable=False)
     samples_sha256: Col[str] = Column(String(64), nullable=False)
     provenance_sha256: Col[str] = Column(String(64), nullable=False)
+    artifacts_sha256: Col[str | None] = Column(String(64))
+    """None: signed before artifacts were (the signature covers none)."""
     status: Col[str] = Column(String(16), nullable=False)
     """farm.signing.runs.Verdict of the last check (delivery, `farm verify`, import, `farm keys trust`)."""
     checked_at: Col[datetime] = Column(UTCDateTime, nullable=False)

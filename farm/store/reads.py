@@ -704,9 +704,9 @@ def latest_provenance(store: Store, filters: ResultFilter) -> dict[GroupKey, dic
 
 
 def latest_signatures(store: Store, filters: ResultFilter) -> dict[GroupKey, dict[str, Any]]:
-    """The signature (None when unsigned), verdict and recipe document of each sweep group's latest selected run,
-    by the entries' group key, as `latest_provenance` picks it: what the LocalMaxxing export carries of a
-    verified run. One short row per run is read, then one signature row per group."""
+    """The signature (None when unsigned), verdict, stored `validated` and recipe document of each sweep group's
+    latest selected run, by the entries' group key, as `latest_provenance` picks it: what the LocalMaxxing export
+    carries of a verified run. One short row per run is read, then one signature row per group."""
     from farm.store.models import RunSignatureRow
 
     query = _filtered(
@@ -719,19 +719,20 @@ def latest_signatures(store: Store, filters: ResultFilter) -> dict[GroupKey, dic
             RunSummary.origin,
             RunSummary.run_id,
             RunSummary.verified,
+            RunSummary.validated,
         ).order_by(RunSummary.finished_at, RunSummary.run_id),
         filters,
     )
     with store._read("cannot read results") as conn:
-        latest: dict[GroupKey, tuple[int, bool, str]] = {}
-        for recipe_id, sha, hardware_class, engine, version, origin, run_id, verified in conn.execute(query):
+        latest: dict[GroupKey, tuple[int, bool, str, bool]] = {}
+        for recipe_id, sha, hardware_class, engine, version, origin, run_id, verified, validated in conn.execute(query):
             key = (recipe_id, sha, hardware_class, engine, version, origin == Origin.SIMULATED.value)
-            latest[key] = (run_id, bool(verified), sha)
+            latest[key] = (run_id, bool(verified), sha, bool(validated))
         by_id = select(RunSignatureRow).where(RunSignatureRow.run_id.in_(bindparam("run_ids", expanding=True)))
-        rows = {row.run_id: row for row in _by_chunks(conn, by_id, [run_id for run_id, _, _ in latest.values()])}
-    recipes = _recipes(store, sorted({sha for _, _, sha in latest.values()}))
+        rows = {row.run_id: row for row in _by_chunks(conn, by_id, [run_id for run_id, *_ in latest.values()])}
+    recipes = _recipes(store, sorted({sha for _, _, sha, _ in latest.values()}))
     out: dict[GroupKey, dict[str, Any]] = {}
-    for key, (run_id, verified, sha) in latest.items():
+    for key, (run_id, verified, sha, validated) in latest.items():
         row = rows.get(run_id)
         signature = None
         if row is not None:
@@ -743,5 +744,10 @@ def latest_signatures(store: Store, filters: ResultFilter) -> dict[GroupKey, dic
                 "status": row.status,
                 "originFarm": row.origin_farm,
             }
-        out[key] = {"verified": verified, "signature": signature, "recipe": recipes.get(sha, {})}
+        out[key] = {
+            "verified": verified,
+            "validated": validated,
+            "signature": signature,
+            "recipe": recipes.get(sha, {}),
+        }
     return out

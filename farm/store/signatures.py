@@ -7,7 +7,8 @@
   change made behind the store's back is caught by. It keeps each run's new verdict.
 - `trust` marks a key trusted and re-checks the runs it signed, so they become verified.
 
-Readers never check a signature: they read `run_summaries.verified`, which every check above keeps up to date.
+Readers never check a signature: they read `run_summaries.verified`, which every check above keeps up to date,
+and `run_summaries.validated` beside it (verified, and the recipe and provenance meet the registry's rules).
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from farm.errors import SigningError
 from farm.signing.keys import PublicKey, is_fingerprint
 from farm.signing.runs import Check, RunContent, Verdict, check
 from farm.store.db import upsert
-from farm.store.models import Host, RunSignatureRow, RunSummary, SigningKey
+from farm.store.models import Host, Job, RecipeRow, Run, RunSignatureRow, RunSummary, SigningKey
 from farm.store.sample_codec import encode as encode_samples
 
 VERIFY_BATCH = 250
@@ -69,14 +70,17 @@ class StoredSignature:
     figures_sha256: str | None = None
     samples_sha256: str | None = None
     provenance_sha256: str | None = None
+    artifacts_sha256: str | None = None
     checked_at: datetime | None = None
     origin_farm: str | None = None
+    validated: bool = False
+    """The registry's `validated` status (run_summaries.validated)."""
 
 
 def stored_signature(conn: Connection, job_id: str) -> StoredSignature | None:
     """The signature of the job's succeeded run (None when it has none)."""
     row = conn.execute(
-        select(RunSummary.job_id, RunSummary.attempt, RunSummary.worker_id, RunSignatureRow)
+        select(RunSummary.job_id, RunSummary.attempt, RunSummary.worker_id, RunSummary.validated, RunSignatureRow)
         .join(RunSignatureRow, RunSignatureRow.run_id == RunSummary.run_id, isouter=True)
         .where(RunSummary.job_id == job_id)
     ).first()
@@ -96,8 +100,10 @@ def stored_signature(conn: Connection, job_id: str) -> StoredSignature | None:
         figures_sha256=row.figures_sha256,
         samples_sha256=row.samples_sha256,
         provenance_sha256=row.provenance_sha256,
+        artifacts_sha256=row.artifacts_sha256,
         checked_at=row.checked_at,
         origin_farm=row.origin_farm,
+        validated=bool(row.validated),
     )
 
 
@@ -112,6 +118,12 @@ class RunCheck:
     key_id: str | None
     verdict: Verdict
     reason: str = ""
+    validated: bool = False
+    """Verified, and its recipe and provenance meet the registry's rules (farm.signing.validated)."""
+
+
+Before = tuple[str, bool] | None
+"""What a run's record said before a check: its verdict and `validated` (None for an unsigned run)."""
 
 
 def signature_of(row: Any) -> RunSignature:
@@ -123,6 +135,7 @@ def signature_of(row: Any) -> RunSignature:
         samples_sha256=row.samples_sha256,
         provenance_sha256=row.provenance_sha256,
         scheme=row.scheme,
+        artifacts_sha256=row.artifacts_sha256,
     )
 
 
@@ -213,13 +226,35 @@ def insert_signature(
             figures_sha256=signature.figures_sha256,
             samples_sha256=signature.samples_sha256,
             provenance_sha256=signature.provenance_sha256,
+            artifacts_sha256=signature.artifacts_sha256,
             status=verdict.value,
             checked_at=now,
             origin_farm=origin_farm,
             imported_at=imported_at,
         )
     )
-    conn.execute(update(RunSummary).where(RunSummary.run_id == run_id).values(verified=verdict is Verdict.VERIFIED))
+    verified = verdict is Verdict.VERIFIED
+    validated = verified and validated_runs(conn, [run_id]).get(run_id, False)
+    conn.execute(update(RunSummary).where(RunSummary.run_id == run_id).values(verified=verified, validated=validated))
+
+
+def validated_runs(conn: Connection, run_ids: Sequence[int]) -> dict[int, bool]:
+    """Whether each of these runs, taken as verified, meets the registry's rules (farm.signing.validated) on its
+    recipe document and its provenance. The caller keeps `validated` false for runs that are not verified."""
+    from farm.signing.validated import validated
+
+    out: dict[int, bool] = {}
+    for begin in range(0, len(run_ids), VERIFY_BATCH):
+        chunk = list(run_ids[begin : begin + VERIFY_BATCH])
+        query = (
+            select(Run.id, Run.provenance, RecipeRow.document)
+            .join(Job, Job.id == Run.job_id)
+            .join(RecipeRow, RecipeRow.sha256 == Job.recipe_sha256)
+            .where(Run.id.in_(chunk))
+        )
+        for run_id, provenance, document in conn.execute(query):
+            out[run_id] = validated(dict(document or {}), dict(provenance or {}), True)
+    return out
 
 
 def check_with_keys(conn: Connection, content: RunContent, signature: RunSignature) -> Check:
@@ -319,7 +354,13 @@ def stored_contents(conn: Connection, run_ids: Sequence[int]) -> dict[int, tuple
     fsum, isclose = math.fsum, math.isclose
     frames: dict[tuple[Any, ...], tuple[str, str, str] | None] = {}
     params_digests: dict[Any, str] = {}
-    figure_columns = 'run_id, key, kind, metric, unit, workload, "values", params, requested_repeats, n, mean, min, max'
+    # The values as the text the database writes them in: SQLite keeps the JSON text it was given; PostgreSQL's
+    # jsonb writes each number as it stored it (270.0 stays 270.0), so the figures' canonical JSON is written
+    # from that text on both, and checked against the signed sha256 before it is used.
+    values = '"values"::text' if conn.dialect.name == "postgresql" else '"values"'
+    figure_columns = (
+        f"run_id, key, kind, metric, unit, workload, {values}, params, requested_repeats, n, mean, min, max"
+    )
     measured = _driver_rows(conn, f"SELECT {figure_columns} FROM measurements WHERE run_id {where}")  # noqa: S608
     decoded = _decoded_values([row[6] for row in measured])
     for row, values in zip(measured, decoded, strict=True):
@@ -355,6 +396,13 @@ def stored_contents(conn: Connection, run_ids: Sequence[int]) -> dict[int, tuple
         ):
             problems[run_id].append(f"figure {key}: its stored summary does not follow from its values")
     repeats: dict[int, dict[str, dict[int, str]]] = defaultdict(lambda: defaultdict(dict))
+    kept: dict[int, list[tuple[str, str, str]]] = defaultdict(list)
+    artifact_columns = "run_id, name, media_type, content"
+    for run_id, name, media_type, text in _driver_rows(
+        conn,
+        f"SELECT {artifact_columns} FROM artifacts WHERE run_id {where}",  # noqa: S608 - integer ids
+    ):
+        kept[run_id].append((name, media_type, sha256(text.encode("utf-8")).hexdigest()))
     sample_columns = "run_id, figure_key, repeat_index, data, samples"
     sampled = _driver_rows(conn, f"SELECT {sample_columns} FROM samples WHERE run_id {where}")  # noqa: S608
     for run_id, key, index, data, legacy in sampled:
@@ -380,6 +428,7 @@ def stored_contents(conn: Connection, run_ids: Sequence[int]) -> dict[int, tuple
                 provenance=dict(_json(provenance) or {}),
                 failed_requests=int(failed or 0),
                 total_requests=int(total or 0),
+                artifacts=tuple(kept.get(run_id, ())),
                 figures_json=figures_json,
             ),
             problems[run_id],
@@ -389,14 +438,19 @@ def stored_contents(conn: Connection, run_ids: Sequence[int]) -> dict[int, tuple
 
 def check_batch(
     conn: Connection, run_ids: Sequence[int], keys: Mapping[str, tuple[PublicKey, bool]]
-) -> list[tuple[RunCheck, str | None]]:
-    """Check stored runs (a batch) against their signatures, reading only: each run's check and the verdict it
-    had before (None for an unsigned run)."""
+) -> list[tuple[RunCheck, Before]]:
+    """Check stored runs (a batch) against their signatures, reading only: each run's check (with whether it is
+    validated: farm.signing.validated, on its recipe document and provenance) and what its record said before
+    (None for an unsigned run)."""
+    from farm.signing.validated import validated as meets_rules
+
     listed = ",".join(str(int(run_id)) for run_id in run_ids)  # integers only: nothing to quote
-    signature_columns = "run_id, key_id, signature, digest, figures_sha256, samples_sha256, provenance_sha256, scheme"
+    signature_columns = (
+        "run_id, key_id, signature, digest, figures_sha256, samples_sha256, provenance_sha256, scheme, artifacts_sha256"
+    )
     signed = (
         {
-            row[0]: (RunSignature(*row[1:8]), row[8])
+            row[0]: (RunSignature(*row[1:9]), row[9])
             for row in _driver_rows(
                 conn,
                 f"SELECT {signature_columns}, status FROM run_signatures WHERE run_id IN ({listed})",  # noqa: S608
@@ -406,7 +460,15 @@ def check_batch(
         else {}
     )
     contents = stored_contents(conn, run_ids)
-    out: list[tuple[RunCheck, str | None]] = []
+    recipe_of, recipes = _recipes_of(conn, run_ids)
+    was_validated = {
+        run_id: bool(flag)
+        for run_id, flag in _driver_rows(
+            conn,
+            f"SELECT run_id, validated FROM run_summaries WHERE run_id IN ({listed})",  # noqa: S608 - integer ids
+        )
+    }
+    out: list[tuple[RunCheck, Before]] = []
     for run_id in run_ids:
         content, problems = contents[run_id]
         stored = signed.get(run_id)
@@ -418,27 +480,59 @@ def check_batch(
         found = keys.get(signature.key_id)
         key, trusted = found if found is not None else (None, False)
         result = check(content, signature, key, trusted=trusted, extra_problems=problems)
-        run_check = RunCheck(
-            run_id, content.job_id, content.attempt, content.worker_id, signature.key_id, result.verdict, result.reason
+        validated = result.verdict is Verdict.VERIFIED and meets_rules(
+            recipes.get(recipe_of.get(run_id, ""), {}), content.provenance, True
         )
-        out.append((run_check, status))
+        run_check = RunCheck(
+            run_id,
+            content.job_id,
+            content.attempt,
+            content.worker_id,
+            signature.key_id,
+            result.verdict,
+            result.reason,
+            validated,
+        )
+        out.append((run_check, (status, was_validated.get(run_id, False))))
     return out
 
 
-def keep_verdicts(conn: Connection, checked: Sequence[tuple[RunCheck, str | None]], now: datetime) -> None:
-    """Keep the verdicts of checked runs: the new verdict where it changed (and readers' `verified`), the time of
-    the check on every signed run."""
+def _recipes_of(conn: Connection, run_ids: Sequence[int]) -> tuple[dict[int, str], dict[str, dict[str, Any]]]:
+    """Each run's recipe hash, and the documents of those recipes (a batch's runs share a few)."""
+    if not run_ids:
+        return {}, {}
+    recipe_of = {
+        run_id: sha
+        for run_id, sha in conn.execute(
+            select(Run.id, Job.recipe_sha256).join(Job, Job.id == Run.job_id).where(Run.id.in_(run_ids))
+        )
+    }
+    found = conn.execute(
+        select(RecipeRow.sha256, RecipeRow.document).where(RecipeRow.sha256.in_(sorted(set(recipe_of.values()))))
+    )
+    return recipe_of, {sha: dict(document or {}) for sha, document in found}
+
+
+def keep_verdicts(conn: Connection, checked: Sequence[tuple[RunCheck, Before]], now: datetime) -> None:
+    """Keep the verdicts of checked runs: the new verdict and `validated` where they changed (readers'
+    `verified` and `validated`), the time of the check on every signed run."""
     changed: dict[Verdict, list[int]] = defaultdict(list)
+    revalidated: dict[bool, list[int]] = defaultdict(list)
     signed = []
     for run_check, before in checked:
         if before is None:
             continue
+        status, was_validated = before
         signed.append(run_check.run_id)
-        if run_check.verdict.value != before:
+        if run_check.verdict.value != status:
             changed[run_check.verdict].append(run_check.run_id)
+        if run_check.validated != was_validated:
+            revalidated[run_check.validated].append(run_check.run_id)
     for verdict, ids in changed.items():
         conn.execute(update(RunSignatureRow).where(RunSignatureRow.run_id.in_(ids)).values(status=verdict.value))
         conn.execute(update(RunSummary).where(RunSummary.run_id.in_(ids)).values(verified=verdict is Verdict.VERIFIED))
+    for validated, ids in revalidated.items():
+        conn.execute(update(RunSummary).where(RunSummary.run_id.in_(ids)).values(validated=validated))
     for begin in range(0, len(signed), VERIFY_BATCH * 4):
         chunk = signed[begin : begin + VERIFY_BATCH * 4]
         conn.execute(update(RunSignatureRow).where(RunSignatureRow.run_id.in_(chunk)).values(checked_at=now))
@@ -466,7 +560,7 @@ def _open_worker_engine(url: str) -> None:
 
 def _check_in_worker(
     run_ids: Sequence[int], keys: Mapping[str, tuple[PublicKey, bool]]
-) -> list[tuple[RunCheck, str | None]]:
+) -> list[tuple[RunCheck, Before]]:
     from farm.store.db import READ_ONLY, translate_errors
 
     with (
@@ -479,7 +573,7 @@ def _check_in_worker(
 
 def check_in_processes(
     url: str, batches: Sequence[Sequence[int]], keys: Mapping[str, tuple[PublicKey, bool]], workers: int
-) -> Iterator[list[tuple[RunCheck, str | None]]]:
+) -> Iterator[list[tuple[RunCheck, Before]]]:
     """Check batches of runs in `workers` processes (reading only), in order: a check is CPU-bound (hashing,
     canonical JSON, Ed25519), so a host's cores share it."""
     import multiprocessing

@@ -77,6 +77,7 @@ from farm.store.db import (
     translate_errors,
     upsert,
 )
+from farm.store.encode_once import EncodeOnce
 from farm.store.models import (
     ArtifactRow,
     GroupFigureStat,
@@ -89,13 +90,12 @@ from farm.store.models import (
     Sample,
 )
 from farm.store.records import LeaderboardRow, RunState, RunView, WorkerView
-from farm.store.sample_codec import encode as encode_samples
 from farm.store.summaries import run_summary_values
 
 if TYPE_CHECKING:
     from farm.recipes.model import Recipe  # only named in signatures: the store's readers start without pydantic
     from farm.signing.keys import PublicKey
-    from farm.store.signatures import KeyView, RunCheck, StoredSignature
+    from farm.store.signatures import Before, KeyView, RunCheck, StoredSignature
 
 HOST_LOST_MESSAGE = "the worker's lease expired: host lost"
 
@@ -578,47 +578,72 @@ class Store:
         accepted and writes nothing (the worker may have lost the answer to the first).
         """
         with self._write(f"cannot store the results of job {job_id!r}") as conn:
+            self._deliver(conn, _clock(conn, now), job_id, attempt, worker_id, result, EncodeOnce())
+
+    def complete_many(
+        self, deliveries: Sequence[tuple[str, int, str, RunResult]], *, now: datetime | None = None
+    ) -> None:
+        """`complete` for many runs, (job id, attempt, worker id, result) each, in one transaction: every run is
+        fenced, stored and its signature checked exactly as `complete` does, and a repeat of samples that several
+        results share is encoded once. All or nothing: LeaseLost (naming the job) for one run the caller does
+        not own stores none. What fills a store in bulk (bench/verify.py)."""
+        codec = EncodeOnce()
+        with self._write(f"cannot store the results of {len(deliveries)} runs") as conn:
             when = _clock(conn, now)
-            done = conn.execute(
-                update(Job)
-                .where(_current_attempt_of(job_id, attempt, worker_id))
-                .values(
-                    state=JobState.SUCCEEDED.value,
-                    owner=worker_id,
-                    lease_expires_at=None,
-                    phase=None,
-                    progress=1.0,
-                    failure_class=None,
-                    failure_message=None,
-                    updated_at=when,
-                    finished_at=when,
-                )
+            for job_id, attempt, worker_id, result in deliveries:
+                self._deliver(conn, when, job_id, attempt, worker_id, result, codec)
+
+    def _deliver(
+        self,
+        conn: Connection,
+        when: datetime,
+        job_id: str,
+        attempt: int,
+        worker_id: str,
+        result: RunResult,
+        codec: EncodeOnce,
+    ) -> None:
+        """One run's results stored in the caller's transaction (`complete`)."""
+        done = conn.execute(
+            update(Job)
+            .where(_current_attempt_of(job_id, attempt, worker_id))
+            .values(
+                state=JobState.SUCCEEDED.value,
+                owner=worker_id,
+                lease_expires_at=None,
+                phase=None,
+                progress=1.0,
+                failure_class=None,
+                failure_message=None,
+                updated_at=when,
+                finished_at=when,
             )
-            if done.rowcount != 1:
-                if self._already_completed(conn, job_id, attempt, worker_id):
-                    return
-                raise LeaseLost(self._why_not_owner(conn, job_id, attempt, worker_id))
-            run_id = conn.execute(
-                update(Run)
-                .where(Run.job_id == job_id, Run.attempt == attempt)
-                .values(
-                    state=RunState.SUCCEEDED.value,
-                    finished_at=when,
-                    failure_class=None,
-                    failure_message=None,
-                    provenance=dict(result.provenance),
-                    failed_requests=result.failed_requests,
-                    total_requests=result.total_requests,
-                )
-                .returning(Run.id)
-            ).scalar_one()
-            self._insert_figures(conn, run_id, result.figures)
-            sample_digests = self._insert_samples(conn, run_id, result.samples)
-            self._insert_artifacts(conn, run_id, result.artifacts)
-            summary = self._insert_summary(conn, run_id, job_id, attempt, worker_id, when, result.provenance)
-            self._add_to_group_stats(conn, summary, result.figures)
-            if result.signature is not None:
-                self._record_signature(conn, run_id, job_id, attempt, worker_id, result, sample_digests, when)
+        )
+        if done.rowcount != 1:
+            if self._already_completed(conn, job_id, attempt, worker_id):
+                return
+            raise LeaseLost(self._why_not_owner(conn, job_id, attempt, worker_id))
+        run_id = conn.execute(
+            update(Run)
+            .where(Run.job_id == job_id, Run.attempt == attempt)
+            .values(
+                state=RunState.SUCCEEDED.value,
+                finished_at=when,
+                failure_class=None,
+                failure_message=None,
+                provenance=dict(result.provenance),
+                failed_requests=result.failed_requests,
+                total_requests=result.total_requests,
+            )
+            .returning(Run.id)
+        ).scalar_one()
+        self._insert_figures(conn, run_id, result.figures)
+        sample_digests = self._insert_samples(conn, run_id, result.samples, codec)
+        self._insert_artifacts(conn, run_id, result.artifacts)
+        summary = self._insert_summary(conn, run_id, job_id, attempt, worker_id, when, result.provenance)
+        self._add_to_group_stats(conn, summary, result.figures)
+        if result.signature is not None:
+            self._record_signature(conn, run_id, job_id, attempt, worker_id, result, sample_digests, when, codec)
 
     @staticmethod
     def _record_signature(
@@ -630,10 +655,11 @@ class Store:
         result: RunResult,
         sample_digests: dict[str, list[str]],
         now: datetime,
+        codec: EncodeOnce,
     ) -> None:
         """Keep the run's signature with the verdict of checking what was just stored against it (the signing
         code is imported here, on the first signed delivery: readers of the store never need it)."""
-        from farm.signing.runs import RunContent, figure_document
+        from farm.signing.runs import RunContent, artifact_digests, figure_document
         from farm.store import signatures
 
         assert result.signature is not None
@@ -641,11 +667,12 @@ class Store:
             job_id=job_id,
             attempt=attempt,
             worker_id=worker_id,
-            figures=tuple(figure_document(figure) for figure in result.figures),
+            figures=tuple(figure_document(figure, codec) for figure in result.figures),
             sample_digests=sample_digests,
             provenance=dict(result.provenance),
             failed_requests=result.failed_requests,
             total_requests=result.total_requests,
+            artifacts=artifact_digests(result.artifacts),
         )
         signatures.record_delivery(conn, run_id, content, result.signature, now)
 
@@ -806,16 +833,20 @@ class Store:
 
     @staticmethod
     def _insert_samples(
-        conn: Connection, run_id: int, samples: Mapping[str, Sequence[Sequence[Any]]]
+        conn: Connection,
+        run_id: int,
+        samples: Mapping[str, Sequence[Sequence[Any]]],
+        codec: EncodeOnce | None = None,
     ) -> dict[str, list[str]]:
         """Store the samples compact; returns the sha256 of each repeat's bytes (what a run's signature covers)."""
+        encode = (codec or EncodeOnce()).samples
         rows = [
             {
                 "run_id": run_id,
                 "figure_key": key,
                 "repeat_index": index,
                 "samples": None,
-                "data": encode_samples(repeat),
+                "data": encode(repeat),
             }
             for key, repeats in samples.items()
             for index, repeat in enumerate(repeats)
@@ -1347,7 +1378,7 @@ class Store:
                 signatures.keep_verdicts(conn, results, _clock(conn, now))
             yield from (run_check for run_check, _ in results)
 
-    def _check_batch(self, batch: Sequence[int], keys: Any) -> list[tuple[RunCheck, str | None]]:
+    def _check_batch(self, batch: Sequence[int], keys: Any) -> list[tuple[RunCheck, Before]]:
         from farm.store import signatures
 
         with self._read("cannot verify runs") as conn:
@@ -1368,6 +1399,14 @@ class Store:
                 batch = run_ids[start : start + signatures.VERIFY_BATCH]
                 checks += signatures.check_runs(conn, batch, keys, _clock(conn, now))
         return key_id, checks
+
+    def know_key(self, public_key: PublicKey, *, label: str, source: str, now: datetime | None = None) -> None:
+        """Know a public key that signs runs here without a worker row (`farm bench URL` signs with this host's
+        key): known, not trusted (`farm keys trust` decides); a key already known keeps its trust and label."""
+        from farm.store import signatures
+
+        with self._write("cannot record a key") as conn:
+            signatures.add_key(conn, public_key, label=label, source=source, now=_clock(conn, now))
 
     def keys(self) -> list[KeyView]:
         """Every public key the farm knows, trusted ones first."""

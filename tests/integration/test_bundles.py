@@ -17,7 +17,7 @@ from sqlalchemy.engine import make_url
 from test_signing import KEYS, deliver, private_forms
 
 from farm.bundles import export_bundle, import_bundle
-from farm.domain import RunResult
+from farm.domain import Artifact, RunResult
 from farm.errors import BundleRefused
 from farm.filters import ResultFilter
 from farm.recipes.model import Recipe
@@ -184,3 +184,40 @@ def test_a_bundle_never_carries_the_private_key(
         assert form not in text
     header = json.loads(text.splitlines()[0])
     assert header["bundle"] == "farm-bundle/v1"
+
+
+def test_a_bundle_carries_artifacts_and_refuses_one_changed_in_it(
+    store: Store,
+    other_store: Store,
+    tmp_path: Path,
+    make_recipe: Callable[..., Recipe],
+    make_result: Callable[..., RunResult],
+) -> None:
+    """A run's engine log travels with it and is checked at import like its figures: it arrives byte for byte
+    and verifies there (validated too, once trusted); one character of it changed in the bundle refuses the
+    bundle, naming the run's artifacts, with nothing stored."""
+    key = HostKey.generate()
+    log = "INFO engine started\nINFO ready\n"
+    job_id = deliver(store, make_recipe(), make_result(artifacts=(Artifact("engine.log", log),)), key)
+    path = tmp_path / "a.jsonl"
+    export_bundle(store, path, ALL, farm_name="farm-a")
+    text = path.read_text(encoding="utf-8")
+    import_bundle(other_store, path)
+    assert [a.content for a in other_store.artifacts(job_id, 1)] == [log]
+    other_store.trust_key(key.key_id)
+    assert [c.verdict for c in other_store.verify()] == [Verdict.VERIFIED]
+    assert other_store.signature(job_id).validated
+
+    third = tmp_path / "b.jsonl"
+    third.write_text(text.replace("engine started", "engine startet"), encoding="utf-8")
+    fresh = tmp_path / "fresh"
+    target = Store.open(f"sqlite:///{fresh / 'farm.db'}", auto_upgrade=True)
+    try:
+        empty = counts(target)
+        with pytest.raises(BundleRefused) as refused:
+            import_bundle(target, third)
+        assert f"job {job_id} attempt 1" in str(refused.value)
+        assert "its artifacts changed" in str(refused.value)
+        assert counts(target) == empty
+    finally:
+        target.close()

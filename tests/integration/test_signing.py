@@ -404,18 +404,22 @@ def test_figures_stored_as_other_text_of_the_same_numbers_still_verify(
 def test_the_figures_text_verify_hashes_first_is_their_canonical_json(
     store: Store, make_recipe: Callable[..., Recipe], make_result: Callable[..., RunResult]
 ) -> None:
-    """Where the store keeps values as JSON text (SQLite) the bytes `verify` builds from it are exactly the
-    figures' canonical JSON (so the fast path is taken on an untouched store); PostgreSQL hands values back
-    decoded and builds none."""
+    """The bytes `verify` builds from the values' stored text (SQLite's JSON text, PostgreSQL's jsonb written
+    as text) are exactly the figures' canonical JSON where the database writes each number as Python does (so
+    the fast path is taken on an untouched store); where it does not (jsonb writes 1e-07 as 0.0000001) they are
+    not, and the figures hash the same through the decoded values."""
     from farm.signing import canonical
     from farm.store.signatures import stored_contents
 
-    job_id = deliver(store, make_recipe(), make_result(dict.fromkeys(KEYS, (270.0, 276.0, 1e-07))), HostKey.generate())
+    plain = deliver(store, make_recipe(), make_result(dict.fromkeys(KEYS, (270.0, 276.5, 282.25))), HostKey.generate())
+    tiny = deliver(store, make_recipe(), make_result(dict.fromkeys(KEYS, (270.0, 276.0, 1e-07))), HostKey.generate())
     with store._read("test") as conn:
-        run_id = int(conn.execute(sa.select(Run.id).where(Run.job_id == job_id)).scalar_one())
-        [(content, problems)] = stored_contents(conn, [run_id]).values()
-    assert problems == []
-    if store.url.startswith("sqlite"):
-        assert content.figures_json == canonical.canonical_json(sorted(content.figures, key=lambda f: str(f["key"])))
-    else:
-        assert content.figures_json is None
+        ids = {job: int(conn.execute(sa.select(Run.id).where(Run.job_id == job)).scalar_one()) for job in (plain, tiny)}
+        contents = stored_contents(conn, list(ids.values()))
+    for job, run_id in ids.items():
+        content, problems = contents[run_id]
+        assert problems == []
+        expected = canonical.canonical_json(sorted(content.figures, key=lambda f: str(f["key"])))
+        fast = content.figures_json == expected
+        assert fast if job == plain or store.url.startswith("sqlite") else not fast
+        assert content.parts(canonical.sha256_hex(expected))[0] == canonical.sha256_hex(expected)

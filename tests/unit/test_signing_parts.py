@@ -58,7 +58,7 @@ def test_values_with_no_canonical_form_are_refused(bad: object) -> None:
 
 
 def test_the_statement_digest_test_vector() -> None:
-    """The digest of a fixed statement (docs/signing.md gives the same vector)."""
+    """The digest of a fixed statement, without and with an artifacts part (docs/signing.md gives the same)."""
     statement = canonical.statement(
         job_id="j-0123456789",
         attempt=1,
@@ -76,6 +76,47 @@ def test_the_statement_digest_test_vector() -> None:
         b'"total_requests":12,"worker_id":"host-w1"}'
     )
     assert canonical.digest(statement) == hashlib.sha256(text).digest()
+    with_artifacts = canonical.statement(
+        job_id="j-0123456789",
+        attempt=1,
+        worker_id="host-w1",
+        figures="0" * 64,
+        samples="1" * 64,
+        provenance="2" * 64,
+        failed_requests=0,
+        total_requests=12,
+        artifacts="3" * 64,
+    )
+    assert canonical.canonical_json(with_artifacts) == b'{"artifacts_sha256":"' + b"3" * 64 + b'",' + text[1:]
+
+
+@pytest.mark.parametrize(
+    ("artifacts", "expected"),
+    [
+        ((), hashlib.sha256(b"[]").hexdigest()),
+        (
+            (("engine.log", "text/plain", "a" * 64),),
+            hashlib.sha256(
+                b'[{"content_sha256":"' + b"a" * 64 + b'","media_type":"text/plain","name":"engine.log"}]'
+            ).hexdigest(),
+        ),
+    ],
+    ids=["none", "engine-log"],
+)
+def test_the_artifacts_part_is_the_sha256_of_their_canonical_list(
+    artifacts: tuple[tuple[str, str, str], ...], expected: str
+) -> None:
+    """`[]` for a run without artifacts; each artifact by name, media type and the sha256 of its text."""
+    assert canonical.artifacts_sha256(artifacts) == expected
+
+
+def test_the_artifacts_part_does_not_depend_on_their_order() -> None:
+    """Artifacts are ordered by name (then media type and hash) before hashing: a store that gives them back in
+    another order checks the same."""
+    log = ("engine.log", "text/plain", "a" * 64)
+    note = ("note.txt", "text/plain", "b" * 64)
+    assert canonical.artifacts_sha256([note, log]) == canonical.artifacts_sha256([log, note])
+    assert canonical.artifacts_sha256([log]) != canonical.artifacts_sha256([log, note])
 
 
 def test_a_host_key_is_made_once_0600_and_read_back(tmp_path: Path) -> None:
