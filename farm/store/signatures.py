@@ -353,11 +353,15 @@ def _summary_problems(measured: Sequence[tuple[Any, ...]], decoded: Sequence[Any
         lengths = list(map(len, decoded))
         if 0 in lengths:
             raise TypeError  # an empty figure: one by one
-        suspects = set(compress(range(count), map(ne, ns, lengths)))
-        suspects.update(compress(range(count), map(ne, lows, map(min, decoded))))
-        suspects.update(compress(range(count), map(ne, highs, map(max, decoded))))
-        means_now = map(truediv, map(fsum, decoded), lengths)
-        suspects.update(compress(range(count), map(ne, means, means_now)))
+        suspects: set[int] = set()
+        for stored, now in (
+            (ns, lengths),
+            (lows, list(map(min, decoded))),
+            (highs, list(map(max, decoded))),
+            (means, list(map(truediv, map(fsum, decoded), lengths))),
+        ):
+            if list(stored) != now:  # one compare in C; the rows that differ only when some do
+                suspects.update(compress(range(count), map(ne, stored, now)))
     except (TypeError, ValueError):  # values that are not all numbers, or not lists: one by one
         return [index for index in range(count) if bad(index)]
     return sorted(index for index in suspects if bad(index))
