@@ -9,6 +9,8 @@ from pathlib import Path
 
 import farm
 from farm.domain import JobView
+from farm.engines.base import EngineDemo
+from farm.engines.registry import ENGINES
 from farm.errors import FarmError, InputError
 from farm.recipes.spec import load_sweep
 from farm.store import Store
@@ -19,39 +21,17 @@ from farm.worker.profile import load_profile
 CHECKOUT = Path(farm.__file__).resolve().parent.parent
 DEMO_SPEC = CHECKOUT / "jobs" / "demo.toml"
 DEMO_PROFILE = CHECKOUT / "workers" / "demo-sim.toml"
-VLLM_DEMO_SPEC = CHECKOUT / "jobs" / "tiny-llama-cpu.toml"
-VLLM_DEMO_PROFILE = CHECKOUT / "workers" / "cpu.toml"
-LLAMACPP_DEMO_SPEC = CHECKOUT / "jobs" / "smollm2-llamacpp-cpu.toml"
-LLAMACPP_DEMO_PROFILE = CHECKOUT / "workers" / "llamacpp-cpu.toml"
-STAND_IN_DEMOS = {
-    name: (CHECKOUT / "jobs" / f"demo-{name}.toml", CHECKOUT / "workers" / f"demo-{name}.toml")
-    for name in ("ollama", "lmstudio", "tabbyapi", "mlx")
-}
-"""`farm demo --engine E` for the engines no machine here runs: a registry recipe of E through E's adapter, with
-the simulator standing in for E (farm.sim.standin); each engine's (sweep spec, worker profile)."""
-LLAMACPP_INSTALLER = CHECKOUT / "deploy" / "install-llama-server.sh"
-LLAMACPP_INSTALL_TIMEOUT_S = 3600.0
-"""About 12 minutes on 2 cores the first time (a C++ build); instant after."""
 
 
-def ensure_llama_server(installer: Path = LLAMACPP_INSTALLER) -> tuple[Path, Path]:
-    """Build llama-server and fetch the SmolLM2 GGUF once per machine; return (binary, model file)."""
-    import subprocess
-
-    if not installer.exists():
-        raise InputError("the llama-server installer is missing (run from a checkout)", source=installer)
-    try:
-        done = subprocess.run(
-            ["bash", str(installer)], capture_output=True, text=True, timeout=LLAMACPP_INSTALL_TIMEOUT_S, check=True
-        )
-    except subprocess.CalledProcessError as exc:
-        raise FarmError(f"{installer} failed (exit {exc.returncode}): {(exc.stderr or '')[-2000:]}") from exc
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        raise FarmError(f"{installer} did not finish: {exc}") from exc
-    lines = [line for line in done.stdout.splitlines() if line.strip()]
-    if len(lines) < 2:
-        raise FarmError(f"{installer} printed no binary and model paths: {done.stdout[-500:]!r}")
-    return Path(lines[-2]), Path(lines[-1])
+def engine_demos() -> dict[str, tuple[Path, Path, EngineDemo]]:
+    """`farm demo --engine E` for every engine whose table line has a demo: its (sweep spec, worker profile,
+    demo) in the checkout. A stand-in demo runs a registry recipe of E through E's adapter with the simulator
+    standing in for E (farm.sim.standin); the others run E itself on the CPU, prepared first."""
+    return {
+        name: (CHECKOUT / "jobs" / kind.demo.spec, CHECKOUT / "workers" / kind.demo.profile, kind.demo)
+        for name, kind in ENGINES.items()
+        if kind.demo is not None
+    }
 
 
 DEMO_DEADLINE_S = 600.0

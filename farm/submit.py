@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from farm.engines.admission import check_recipe_for_submit, check_runnable
+from farm.engines.admission import check_runnable, judge_for_submit
 from farm.errors import BrokerError
 from farm.logs import get_logger
 from farm.recipes.spec import LoadedSweep
@@ -33,6 +33,35 @@ class Submission:
     unannounced: list[str]
     """Stored but not announced (the broker failed): a worker's sweeper announces them."""
     broker_error: str | None = None
+    judged_against: tuple[str, ...] = ()
+    """The engine specs that accepted the recipe's command (`vllm 0.33.0`): those of the versions the matching
+    workers reported (farm.engines.admission.judge_for_submit), or the newest shipped where none has."""
+    reported_versions: tuple[str, ...] = ()
+    """The engine versions the matching workers reported; empty: none has."""
+
+
+WORKER_SEEN_S = 3600.0
+"""A worker whose heartbeat is older than this no longer says which engine versions the farm runs."""
+
+
+def running_versions(store: Store, engine: str, hardware_class: str) -> tuple[str, ...]:
+    """The versions of `engine` that the farm's workers serving `hardware_class` run: those seen within
+    WORKER_SEEN_S and not quarantined, as they reported them at start."""
+    from datetime import UTC, datetime
+
+    from farm.engines.registry import canonical_engine_name
+
+    name = canonical_engine_name(engine)
+    now = datetime.now(UTC)
+    versions = {
+        worker.engine_versions[name]
+        for worker in store.list_workers()
+        if name in worker.engine_versions
+        and hardware_class in worker.hardware_classes
+        and worker.quarantined_at is None
+        and (now - worker.last_heartbeat).total_seconds() <= WORKER_SEEN_S
+    }
+    return tuple(sorted(versions))
 
 
 def submit_sweep(
@@ -62,9 +91,9 @@ def submit(
     announce); by default it is FARM_BROKER_URL.
     """
     recipe = sweep.recipe
-    check_recipe_for_submit(recipe)
-    check_runnable(recipe)
     klass = simulated_class(recipe.hardware_class) if simulate else recipe.hardware_class
+    judgement = judge_for_submit(recipe, versions=running_versions(store, recipe.engine.name, klass))
+    check_runnable(recipe)
     job_ids = store.submit(
         recipe,
         sweep_name=sweep.spec.name,
@@ -77,8 +106,9 @@ def submit(
     )
     settings = Settings()
     url = settings.broker_url if broker_url == FROM_SETTINGS else broker_url
+    judged, reported = judgement.judged_against, judgement.reported
     if not url:
-        return Submission(job_ids, [])
+        return Submission(job_ids, [], judged_against=judged, reported_versions=reported)
     from farm.queue.announce import Announcer, announce_jobs
 
     error: str | None
@@ -95,4 +125,4 @@ def submit(
         log.warning(
             "submit.not_announced", jobs=missed, error=error, note="stored; the workers' sweepers announce them"
         )
-    return Submission(job_ids, missed, error)
+    return Submission(job_ids, missed, error, judged_against=judged, reported_versions=reported)

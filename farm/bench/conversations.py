@@ -7,9 +7,13 @@ sent `concurrency` at a time or arriving at `rate_rps` (Poisson, the plan's seed
 percentiles), and with a rate those of an open-loop round, timed from the schedule too (farm.bench.load).
 
 Multi-turn: the turns go in waves, turn k of every conversation together (`concurrency` at a time), so the
-engine's counters read around a wave give that turn's prefix-cache hit rate. Turn k's prompt is the transcript
-so far (`User: ...`, the reference answers as `Assistant: ...`), on the completions API, so it begins with turn
-k-1's prompt exactly: an engine with a prefix cache serves that part from it. Figures per turn under
+engine's counters read around a wave give that turn's prefix-cache hit rate. On the chat API (the plan's `api`,
+chat by default) turn k's request carries the conversation so far as messages: each earlier prompt as a `user`
+message and its reference answer as an `assistant` one, then the new prompt; the engine's chat template renders
+them, so turn k's prompt begins with turn k-1's up to the generation cue (a template that adds more after the
+cue, as thinking-off `<think></think>`, does not repeat it in the history). On the completions API it is the
+transcript so far (`User: ...`, the reference answers as `Assistant: ...`), which begins with turn k-1's prompt
+exactly. Either way an engine with a prefix cache serves the shared part from it. Figures per turn under
 `dataset/sharegpt-turn<k>/...`, with `prefix_cache_hit_rate`.
 
 Trace: every request sized to its prompt length (requests of one `prefix_id` share their first `prefix_tokens`
@@ -29,6 +33,7 @@ from typing import Any
 from farm.bench import metrics
 from farm.bench.datasets import (
     SHAREGPT_FILE,
+    Conversation,
     TraceRequest,
     load_sharegpt,
     read_trace,
@@ -39,7 +44,7 @@ from farm.bench.load import SLO, arrival_offsets_s, load_figures
 from farm.bench.methods import SIZING_PARALLELISM, MeasureContext, Measurement, common_params, make_figure
 from farm.bench.promptsize import FILLERS, SIZED_BY_USAGE, sized_prompt, unique_prefix
 from farm.bench.records import CONCURRENCY_METRICS, KIND_DATASET, Figure, RequestSample
-from farm.bench.stream import StreamClient, StreamRequest
+from farm.bench.stream import Api, StreamClient, StreamRequest
 from farm.errors import MeasurementError
 from farm.recipes.sweep import DatasetPlan
 
@@ -180,7 +185,7 @@ async def _measure_sharegpt(ctx: MeasureContext, plan: DatasetPlan) -> Measureme
             resets.append(await ctx.reset_prefix_cache())
             if plan.turns == 1 and plan.rate_rps is not None:
                 requests = [
-                    _request(ctx, prefix + c.turns[0].prompt, n[0])
+                    _request(ctx, prefix + c.turns[0].prompt, n[0], api=sweep.api)
                     for prefix, c, n in zip(prefixes, sample, output_tokens, strict=True)
                 ]
                 offsets = arrival_offsets_s("poisson", plan.rate_rps, len(requests), seed=plan.seed + repeat)
@@ -190,12 +195,10 @@ async def _measure_sharegpt(ctx: MeasureContext, plan: DatasetPlan) -> Measureme
                 rate = await _hit_rate(ctx, before, samples)
                 points.add("sharegpt", figures | ({"prefix_cache_hit_rate": rate} if rate is not None else {}), samples)
             for turn in range(plan.turns if plan.rate_rps is None else 0):
-                history = [[(c.turns[k].prompt, c.turns[k].reply) for k in range(turn)] for c in sample]
-                texts = [
-                    prefix + transcript(said, c.turns[turn].prompt)
-                    for prefix, said, c in zip(prefixes, history, sample, strict=True)
+                requests = [
+                    _turn_request(ctx, prefix, c, turn, n[turn])
+                    for prefix, c, n in zip(prefixes, sample, output_tokens, strict=True)
                 ]
-                requests = [_request(ctx, text, n[turn]) for text, n in zip(texts, output_tokens, strict=True)]
                 before = await ctx.counters()
                 samples = await _at_concurrency(ctx, client, requests, concurrency)
                 if not any(s.ok for s in samples):
@@ -208,7 +211,7 @@ async def _measure_sharegpt(ctx: MeasureContext, plan: DatasetPlan) -> Measureme
                 points.add(point, figures, samples)
             ctx.on_step(f"dataset sharegpt: repeat {repeat + 1} of {sweep.repeats}")
     common = {
-        **common_params(sweep, "completions"),
+        **common_params(sweep, sweep.api),
         "source": "sharegpt",
         "dataset_file": SHAREGPT_FILE,
         "dataset_sha256": dataset.sha256,
@@ -226,7 +229,7 @@ async def _measure_sharegpt(ctx: MeasureContext, plan: DatasetPlan) -> Measureme
         "max_output_tokens": plan.max_output_tokens,
         "cache_reset": resets,
         "unique_prefix": "one per conversation per repeat",
-        "multi_turn": "each turn's prompt is the transcript so far (reference answers), on the completions API",
+        "multi_turn": MULTI_TURN_CHAT if sweep.api == "chat" else MULTI_TURN_TRANSCRIPT,
     }
     params = {
         point: {**common, **({"turn": int(point.rsplit("turn", 1)[1])} if "turn" in point else {})}
@@ -239,8 +242,44 @@ async def _measure_sharegpt(ctx: MeasureContext, plan: DatasetPlan) -> Measureme
     )
 
 
-def _request(ctx: MeasureContext, text: str, max_tokens: int) -> StreamRequest:
-    return StreamRequest(prompt=text, max_tokens=max_tokens, api="completions", temperature=ctx.plan.temperature)
+MULTI_TURN_CHAT = (
+    "each turn's request carries the conversation so far as user and assistant messages (reference answers)"
+)
+MULTI_TURN_TRANSCRIPT = "each turn's prompt is the transcript so far (reference answers), on the completions API"
+
+
+def _request(
+    ctx: MeasureContext,
+    text: str,
+    max_tokens: int,
+    *,
+    api: Api = "completions",
+    history: Sequence[tuple[str, str]] = (),
+) -> StreamRequest:
+    return StreamRequest(
+        prompt=text,
+        max_tokens=max_tokens,
+        api=api,
+        temperature=ctx.plan.temperature,
+        thinking=ctx.plan.thinking,
+        history=tuple(history),
+    )
+
+
+def _turn_request(
+    ctx: MeasureContext, prefix: str, conversation: Conversation, turn: int, max_tokens: int
+) -> StreamRequest:
+    """Turn `turn` (from 0) of a conversation whose first prompt begins with `prefix`: on the chat API the
+    earlier turns as messages, on the completions API the transcript so far."""
+    said = [(t.prompt, t.reply) for t in conversation.turns[:turn]]
+    prompt = conversation.turns[turn].prompt
+    if ctx.plan.api == "chat":
+        if said:
+            said[0] = (prefix + said[0][0], said[0][1])
+        else:
+            prompt = prefix + prompt
+        return _request(ctx, prompt, max_tokens, api="chat", history=said)
+    return _request(ctx, prefix + transcript(said, prompt), max_tokens)
 
 
 async def _trace_prompts(ctx: MeasureContext, trace: Sequence[TraceRequest]) -> list[str]:

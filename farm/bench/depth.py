@@ -13,6 +13,7 @@ so decode is measured at depth, not prefill. Figures: `depth/<d>/decode_tok_s`, 
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 from typing import Any
 
@@ -75,8 +76,10 @@ async def measure_depth(ctx: MeasureContext, depth: int, plan: ContextDepthPlan)
                 hint, text = sized.filler_chars, sized.text
             prompts[f"{point}#{repeat}"] = hashlib.sha256(text.encode()).hexdigest()
             if repeat == 0:
-                watch.reset = await ctx.reset_prefix_cache()
-            cold = await watched_send(ctx, client, request(text, 1), watch)
+                watch.reset = await ctx.reset_prefix_cache(per_request=True)
+            # Only the first request is meant cold; the two decode requests reuse its prefix.
+            cold_request = dataclasses.replace(request(text, 1), extra=ctx.cold_fields)
+            cold = await watched_send(ctx, client, cold_request, watch)
             short = await ctx.send(client, request(text, plan.short_output_tokens))
             long = await ctx.send(client, request(text, plan.long_output_tokens))
             repeats.append([cold, short, long])

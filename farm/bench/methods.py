@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import importlib
+import json
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -51,6 +53,7 @@ from farm.bench.records import (
     figure_key,
 )
 from farm.bench.stream import Api, StreamClient, StreamRequest
+from farm.engines.base import OwnTiming, PrefixCacheReset, ServerTiming
 from farm.errors import MeasurementError
 from farm.recipes.sweep import ConcurrencyPlan, DecodePlan, SweepPlan
 
@@ -85,17 +88,27 @@ class MeasureContext:
         counter_families: Mapping[str, Mapping[str, str]] | None = None,
         on_window_edge: Callable[[], None] = lambda: None,
         cache_resets: Mapping[str, str | None] | None = None,
+        cache_resetters: Mapping[str, str] | None = None,
+        own_timing: OwnTiming | None = None,
     ) -> None:
-        """`counter_names` maps the farm's counter names (vLLM's, metrics.TOKEN_COUNTERS) to the engine's; None
+        """`own_timing`: how to ask the engine for its own timing of a request (its table line's), asked beside
+        the client's two-point decode as the server's truth; None: it reports none apart.
+        `counter_names` maps the farm's counter names (vLLM's, metrics.TOKEN_COUNTERS) to the engine's; None
         learns them from the first /metrics page whose names carry a prefix of `counter_families`.
         `on_window_edge` is called just before timed requests go out and just after they end (it must not block:
         the worker's energy sampler takes a reading then, farm.worker.energy).
         `cache_resets` maps a metric-name prefix to the path its engine empties its prefix cache at (None: it
-        has none); the engine is known from its /metrics page."""
+        has none); `cache_resetters` maps one to the module of its engine's own reset procedure, used instead
+        (farm.engines.registry.cache_resetters); the engine is known from its /metrics page."""
         self.on_window_edge = on_window_edge
+        self.own_timing = own_timing
         self.counter_names = counter_names
         self.counter_families = counter_families or {}
         self.cache_resets = cache_resets or {}
+        self.cache_resetters = cache_resetters or {}
+        self.cold_fields: dict[str, Any] = {}
+        """Body fields that make one request reuse no cache (an engine's own reset procedure says them, e.g.
+        llama.cpp's `cache_prompt: false`): the requests of a measurement meant cold carry them."""
         self.engine_family: str | None = None
         """The metric-name prefix of the engine's /metrics page (e.g. `vllm:`), once one was read."""
         self.base_url = base_url.rstrip("/")
@@ -231,11 +244,24 @@ class MeasureContext:
             self.counter_names = metrics.counter_names_for(counters, self.counter_families)
         return metrics.canonical_counters(counters, self.counter_names or {})
 
-    async def reset_prefix_cache(self) -> str:
+    async def reset_prefix_cache(self, *, per_request: bool = False) -> str:
         """Empty the engine's prefix cache before a measurement that must start cold, where its engine offers a
-        way (`cache_resets`); returns what was done, for the figures' params (never raises)."""
+        way (`cache_resetters`, `cache_resets`); returns what was done, for the figures' params (never raises).
+
+        `per_request`: the measurement's requests are each meant cold and carry `cold_fields` (set here from
+        the engine's procedure); the text then says so. A conversation, whose later turns are meant to reuse
+        the earlier ones, sends none."""
         if self.engine_family is None:
             await self.counters()
+        module = self.cache_resetters.get(self.engine_family or "")
+        if module is not None:
+            procedure = importlib.import_module(module).reset_prefix_cache
+            reset: PrefixCacheReset = await procedure(self.control, self.base_url, self.control_timeout_s())
+            self.cold_fields = dict(reset.cold_request_fields)
+            if per_request and self.cold_fields:
+                fields = ", ".join(f"{name}: {json.dumps(value)}" for name, value in self.cold_fields.items())
+                return f"{reset.done}; each request sent with {fields}"
+            return reset.done if reset.emptied else f"{reset.done}; cold by unique prefixes"
         path = self.cache_resets.get(self.engine_family or "")
         if path is None:
             engine = f"the {self.engine_family}* engine" if self.engine_family else "an engine without /metrics"
@@ -419,8 +445,10 @@ async def measure_decode(ctx: MeasureContext, workload: str, decode: DecodePlan)
             key = figure_key(KIND_DECODE, workload, "decode_tok_s")
             return _unmeasured(point, key, repeats, decode_absent, prompt)
         raise _first_failure(point, [sample for pair in repeats for sample in pair])
+    own = await own_decode_report(ctx, prompt, decode) if ctx.own_timing is not None else None
     params = {
         **common_params(plan, plan.api),
+        **({"server_report": own.params(sum(decode_values) / len(decode_values))} if own is not None else {}),
         "workload": workload,
         "short_output_tokens": decode.short_output_tokens,
         "long_output_tokens": decode.long_output_tokens,
@@ -465,6 +493,64 @@ async def measure_decode(ctx: MeasureContext, workload: str, decode: DecodePlan)
     return Measurement(
         figures=tuple(figures), samples=samples, prompt_sha256={point: _sha256(prompt)}, output_sha256=outputs
     )
+
+
+@dataclass(frozen=True)
+class OwnDecodeReport:
+    """The engine's own timing of the decode pair (short, long), asked through its native API."""
+
+    source: str
+    short: ServerTiming
+    long: ServerTiming
+
+    def decode_tok_s(self) -> float:
+        """The two-point decode rate by the engine's own counts and durations (its prefill cancels as the
+        client's does)."""
+        return metrics.two_point_decode_tok_s(
+            self.short.output_tokens, self.short.decode_s, self.long.output_tokens, self.long.decode_s
+        )
+
+    def params(self, client_tok_s: float) -> dict[str, Any]:
+        """What the decode figure says of it: the engine's figures, and the client's rate over the engine's."""
+        server = self.decode_tok_s()
+        return {
+            "source": self.source,
+            "decode_tok_s": server,
+            "long_eval_tok_s": self.long.output_tokens / self.long.decode_s,
+            "output_tokens": [self.short.output_tokens, self.long.output_tokens],
+            "decode_s": [self.short.decode_s, self.long.decode_s],
+            "prompt_tokens": self.long.prompt_tokens,
+            "client_over_server": client_tok_s / server,
+        }
+
+
+async def own_decode_report(ctx: MeasureContext, prompt: str, decode: DecodePlan) -> OwnDecodeReport | None:
+    """Ask the engine for its own timing of the decode pair (after the client's repeats, on the same prompt);
+    None where it does not answer or its answer carries none (the decode figure stands on the client's)."""
+    own = ctx.own_timing
+    if own is None:
+        return None
+    timings: list[ServerTiming] = []
+    for tokens in (decode.short_output_tokens, decode.long_output_tokens):
+        body = own.body(ctx.model, prompt, tokens, ctx.plan.temperature)
+        try:
+            async with asyncio.timeout(ctx.control_timeout_s()):
+                async with ctx.control.post(ctx.base_url + own.path, json=body) as response:
+                    if response.status != 200:
+                        return None
+                    document = await response.json(content_type=None)
+        except (aiohttp.ClientError, TimeoutError, ValueError):
+            return None
+        timing = own.read(document) if isinstance(document, dict) else None
+        if timing is None:
+            return None
+        timings.append(timing)
+    report = OwnDecodeReport(own.source, timings[0], timings[1])
+    try:
+        report.decode_tok_s()
+    except MeasurementError:
+        return None  # no difference to time between the two
+    return report
 
 
 @dataclass
@@ -543,12 +629,16 @@ async def _unique_prompt_requests(
         for repeat in range(plan.repeats):
             sized = await ctx.unique_sized(prompt_tokens, head, FILLERS["prose"], hint_chars=hint)
             if repeat == 0:
-                watch.reset = await ctx.reset_prefix_cache()
+                watch.reset = await ctx.reset_prefix_cache(per_request=True)
             hint = sized.filler_chars
             first_prompt = first_prompt or sized.text
             prompts[f"{point}#{repeat}"] = sized.sha256
             request = StreamRequest(
-                prompt=sized.text, max_tokens=output_tokens, api="completions", temperature=plan.temperature
+                prompt=sized.text,
+                max_tokens=output_tokens,
+                api="completions",
+                temperature=plan.temperature,
+                extra=ctx.cold_fields,
             )
             repeats.append([await watched_send(ctx, client, request, watch)])
             ctx.on_step(f"{label}: repeat {repeat + 1} of {plan.repeats}")

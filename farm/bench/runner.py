@@ -23,7 +23,8 @@ from farm.bench.methods import MeasureContext, Measurement
 from farm.bench.openloop import measure_open_loop
 from farm.bench.records import Figure
 from farm.bench.sharded import ClientPlan, measure_concurrency_sharded
-from farm.engines.registry import cache_resets, counter_families
+from farm.engines.base import OwnTiming
+from farm.engines.registry import cache_resets, cache_resetters, counter_families
 from farm.errors import MeasurementError
 from farm.recipes.sweep import SweepPlan
 
@@ -36,6 +37,10 @@ adapter's own names instead."""
 ENGINE_CACHE_RESETS: Mapping[str, str | None] = cache_resets()
 """Where each engine (by its metric-name prefix, the table's) empties its prefix cache; None: it has no such
 call (the cold measurements then rely on unique prefixes, and say so)."""
+
+ENGINE_CACHE_RESETTERS: Mapping[str, str] = cache_resetters()
+"""The engines (by metric-name prefix) whose cold start is their own procedure, and its module: llama.cpp's slot
+erase and `cache_prompt: false` (farm.engines.llamacpp.cache)."""
 
 PHASE_WARMING = "warming"
 PHASE_MEASURING = "measuring"
@@ -127,6 +132,7 @@ async def run_sweep(
     client: ClientPlan | None = None,
     counter_names: Mapping[str, str] | None = None,
     on_window_edge: Callable[[], None] | None = None,
+    own_timing: OwnTiming | None = None,
 ) -> SweepOutcome:
     """Run every measurement of `plan` against the OpenAI-compatible server at `base_url` serving `model`.
 
@@ -136,7 +142,8 @@ async def run_sweep(
     (`plan.open_loop`, `plan.client`), so a worker running a job's plan measures them with no more arguments.
     `counter_names` maps the farm's counter names to the engine's (an adapter's `metric_names`); None learns
     them from the server's /metrics page (ENGINE_COUNTER_NAMES). `on_window_edge` is called, without blocking,
-    as timed requests start and end (the worker's energy sampler reads the cards then).
+    as timed requests start and end (the worker's energy sampler reads the cards then). `own_timing`: how the
+    engine reports its own timing of a request (its table line's), asked beside each two-point decode.
     """
     open_loop = open_loop if open_loop is not None else plan.open_loop
     client = client if client is not None else plan.client
@@ -164,6 +171,8 @@ async def run_sweep(
             counter_families=ENGINE_COUNTER_NAMES,
             on_window_edge=on_window_edge or (lambda: None),
             cache_resets=ENGINE_CACHE_RESETS,
+            cache_resetters=ENGINE_CACHE_RESETTERS,
+            own_timing=own_timing,
         )
         ctx.check()
         served = await methods.served_models(base_url, ctx.control_timeout_s())

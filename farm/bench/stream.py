@@ -24,7 +24,8 @@ import json
 import socket
 import time
 import weakref
-from dataclasses import dataclass, replace
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from types import SimpleNamespace, TracebackType
 from typing import Any, Literal
 
@@ -60,6 +61,10 @@ class StreamRequest:
     thinking: bool = False
     ignore_eos: bool = True
     min_tokens: int | None = None
+    history: Sequence[tuple[str, str]] = ()
+    """Earlier turns as (user, assistant) pairs, sent before `prompt` as chat messages (the chat API only)."""
+    extra: Mapping[str, Any] = field(default_factory=dict, hash=False)
+    """Engine-specific body fields added as they are (llama.cpp's `cache_prompt: false` on a cold request)."""
 
     def body(self, model: str) -> dict[str, Any]:
         """The JSON body for vLLM's OpenAI-compatible API (vLLM's extra sampling fields at the top level)."""
@@ -73,10 +78,19 @@ class StreamRequest:
             "temperature": self.temperature,
         }
         if self.api == "chat":
-            body["messages"] = [{"role": "user", "content": self.prompt}]
+            body["messages"] = [
+                *(
+                    message
+                    for said, answer in self.history
+                    for message in ({"role": "user", "content": said}, {"role": "assistant", "content": answer})
+                ),
+                {"role": "user", "content": self.prompt},
+            ]
             body["chat_template_kwargs"] = {"enable_thinking": self.thinking}
         else:
             body["prompt"] = self.prompt
+        if self.extra:
+            body.update(self.extra)
         return body
 
     @property

@@ -30,7 +30,9 @@ class LazyCommand:
 COMMANDS: dict[str, LazyCommand] = {
     "recipe": LazyCommand("farm.cli.recipe", "app", "Parse and validate recipes.", group=True),
     "db": LazyCommand("farm.cli.db", "app", "The store's schema.", group=True),
-    "sim": LazyCommand("farm.cli.sim", "app", "The vLLM simulator.", group=True),
+    "sim": LazyCommand(
+        "farm.cli.sim", "app", "The simulator: an engine's API with a timing model and faults.", group=True
+    ),
     "submit": LazyCommand("farm.cli.jobs", "submit", "Validate a sweep spec and its recipe, queue the jobs."),
     "status": LazyCommand("farm.cli.jobs", "status", "Jobs with state, host, phase and progress."),
     "cancel": LazyCommand("farm.cli.jobs", "cancel", "Cancel a queued or running job."),

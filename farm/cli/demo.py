@@ -10,54 +10,43 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
 from farm.cli.common import console, farm_errors, open_store, settings
 from farm.cli.jobs import print_leaderboard
-from farm.demo import (
-    DEMO_PROFILE,
-    DEMO_SPEC,
-    LLAMACPP_DEMO_PROFILE,
-    LLAMACPP_DEMO_SPEC,
-    STAND_IN_DEMOS,
-    VLLM_DEMO_PROFILE,
-    VLLM_DEMO_SPEC,
-    ensure_llama_server,
-    run_demo,
-)
+from farm.demo import DEMO_PROFILE, DEMO_SPEC, engine_demos, run_demo
 from farm.domain import JobState, JobView
-from farm.engines.vllm.cpu import ensure_tiny_model
 from farm.logs import configure
 from farm.private_files import open_private
 from farm.scrubber import mask_url
+
+DEMOS = engine_demos()
+"""The engines' demos, from the table of engines (each line's `demo`)."""
+DEMO_HELP = "sim: the seed's host on the simulator; " + "; ".join(
+    f"{name}: {demo.what}" for name, (_spec, _profile, demo) in DEMOS.items()
+)
 
 
 def demo(
     engine: str = typer.Option(
         "sim",
-        help="sim: the seed's host on the simulator; vllm: a tiny model on vLLM for the CPU (installed first); "
-        "llama.cpp: SmolLM2-135M on llama-server (built first); ollama, lmstudio, tabbyapi, mlx: a registry recipe "
-        "through that engine's adapter, the simulator standing in for the engine",
+        help=DEMO_HELP,
     ),
     spec: Path | None = typer.Option(None, help="the sweep to run (default: the engine's demo sweep)"),
     profile: Path | None = typer.Option(None, help="the worker profile to run it with (default: the engine's)"),
 ) -> None:
-    """Run the demo sweep: on the simulator (the seed's host, calibrated from its published figures), or on a real
-    vLLM process on the CPU with a tiny model built locally."""
-    if engine not in ("sim", "vllm", "llama.cpp", *STAND_IN_DEMOS):
-        choices = ", ".join(("sim", "vllm", "llama.cpp", *STAND_IN_DEMOS))
+    """Run the demo sweep: on the simulator (the seed's host, calibrated from its published figures), on a real
+    engine on the CPU (built or installed first), or through an engine's adapter with the simulator standing in."""
+    if engine != "sim" and engine not in DEMOS:
+        choices = ", ".join(("sim", *DEMOS))
         raise typer.BadParameter(f"{engine!r}: choose one of {choices}", param_hint="--engine")
-    simulate = engine == "sim" or engine in STAND_IN_DEMOS
     if engine == "sim":
         spec, profile = spec or DEMO_SPEC, profile or DEMO_PROFILE
-    elif engine in STAND_IN_DEMOS:
-        spec, profile = spec or STAND_IN_DEMOS[engine][0], profile or STAND_IN_DEMOS[engine][1]
-    elif engine == "llama.cpp":
-        spec, profile = spec or LLAMACPP_DEMO_SPEC, profile or LLAMACPP_DEMO_PROFILE
-        with farm_errors():
-            console.print("building llama-server and fetching SmolLM2 (once per machine) ...", markup=False)
-            ensure_llama_server()
+        simulate, what = True, "simulated"
     else:
-        spec, profile = spec or VLLM_DEMO_SPEC, profile or VLLM_DEMO_PROFILE
-        with farm_errors():
-            console.print("building the tiny model (once per machine) ...", markup=False)
-            ensure_tiny_model()
+        demo_spec, demo_profile, chosen = DEMOS[engine]
+        spec, profile = spec or demo_spec, profile or demo_profile
+        simulate, what = chosen.stand_in, chosen.what
+        if chosen.prepare is not None:
+            with farm_errors():
+                console.print(f"{chosen.preparing} (once per machine) ...", markup=False)
+                chosen.prepare()
     s = settings()
     log_path = s.data_dir / "logs" / "demo-worker.log"
     started = time.monotonic()
@@ -98,12 +87,7 @@ def demo(
         console.print(f"worker log: {log_path}", markup=False, highlight=False)
         raise typer.Exit(1)
     print_leaderboard([r for r in rows if job.id in r.job_ids] or rows)
-    kind = {
-        "sim": "simulated",
-        "vllm": "vLLM on the CPU, tiny random model",
-        "llama.cpp": "llama-server on the CPU, SmolLM2-135M-Instruct",
-    }.get(engine, f"simulated: the simulator standing in for {engine} behind its adapter")
-    console.print(f"demo finished in {elapsed:.0f} s; job {job.id} ({kind}).", markup=False, highlight=False)
+    console.print(f"demo finished in {elapsed:.0f} s; job {job.id} ({what}).", markup=False, highlight=False)
     console.print(
         f"data: {s.data_dir} (store {mask_url(s.resolved_database_url)}); worker log: {log_path}",
         markup=False,

@@ -27,14 +27,20 @@ def submit(
     s = settings()
     with farm_errors():
         sweep = load_sweep(spec, recipe_override=recipe)
-        # Judged before the store or the broker is touched (submit_sweep judges again, for its other callers).
-        judged = check_recipe_for_submit(sweep.recipe).spec
+        # Judged before the store or the broker is touched (submit judges again, against the versions the
+        # farm's workers run).
+        check_recipe_for_submit(sweep.recipe)
         check_runnable(sweep.recipe)
         store = open_store(s)
         submission = submit_jobs(store, sweep, simulate=simulate, count=count)
     job_ids = submission.job_ids
-    # The version the farm's workers run unless their profile says otherwise; each worker judges again with its own.
-    judged_against = f"{judged.engine} {judged.version}"
+    # The specs of the versions the matching workers run (the newest shipped where none has said); each worker
+    # judges again with its own.
+    judged_against = ", ".join(submission.judged_against)
+    if not submission.reported_versions:
+        judged_against_note = "no worker of the recipe's engine and hardware has reported its version: the newest spec"
+    else:
+        judged_against_note = f"the versions the matching workers run: {', '.join(submission.reported_versions)}"
     if submission.unannounced:
         # On stderr, so that stdout stays the list of ids (or the JSON) whatever the broker did.
         typer.echo(
@@ -51,10 +57,13 @@ def submit(
                 "sweep": sweep.spec.name,
                 "unannounced": submission.unannounced,
                 "judged_against": judged_against,
+                "judged_against_why": judged_against_note,
             }
         )
         return
-    get_console("err_console").print(f"judged against {judged_against}", markup=False, highlight=False)
+    get_console("err_console").print(
+        f"judged against {judged_against} ({judged_against_note})", markup=False, highlight=False
+    )
     for job_id in job_ids:
         get_console().print(job_id, markup=False, highlight=False)
 

@@ -7,13 +7,14 @@ with the policy's own checks).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import replace
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from farm.engines.argspec import CanonicalCommand
+from farm.engines.base import version_key
 from farm.engines.container import check_container_launch, container_path_roots
-from farm.engines.policy import recipe_command, submit_policy
+from farm.engines.policy import EnginePolicy, recipe_command, submit_policy
 from farm.engines.registry import engine_kind, launchable_engines
 from farm.errors import ArgumentPolicyError
 
@@ -21,18 +22,63 @@ if TYPE_CHECKING:
     from farm.recipes.model import Recipe
 
 
-def check_recipe_for_submit(recipe: Recipe) -> CanonicalCommand:
+@dataclass(frozen=True)
+class SubmitJudgement:
+    """What submit's judge said of a recipe's command, against each engine version the farm's workers run."""
+
+    command: CanonicalCommand
+    """The command as the first accepting version's spec parsed it."""
+    judged_against: tuple[str, ...]
+    """The specs that accepted it (`<engine> <spec version>`), oldest first."""
+    reported: tuple[str, ...] = ()
+    """The versions the matching workers reported; empty: none has, and the newest shipped spec judged."""
+    refused: Mapping[str, str] = field(default_factory=dict)
+    """Reported versions whose spec refused the command, each with why (their workers will refuse the job)."""
+
+
+def check_recipe_for_submit(recipe: Recipe, *, versions: Sequence[str] = ()) -> CanonicalCommand:
     """The check of a recipe's command before anything is stored (`farm submit`, `farm recipe check`): its engine
     has a spec, and its command and container launch pass the policy that some host may have. Whether any worker
-    runs the engine is `check_runnable`'s question."""
+    runs the engine is `check_runnable`'s question. `versions`: see `judge_for_submit`."""
+    return judge_for_submit(recipe, versions=versions).command
+
+
+def judge_for_submit(recipe: Recipe, *, versions: Sequence[str] = ()) -> SubmitJudgement:
+    """Judge the recipe's command against the spec of each engine version in `versions` (those the workers of its
+    engine and hardware run; each the nearest older spec shipped) or, when none is given, the newest shipped
+    spec. Refused (ArgumentPolicyError naming every version and why) only when no version accepts it."""
     engine = engine_kind(recipe.engine.name)
     policy = submit_policy(recipe)
     if recipe.container is not None:
         # Some host may run the recipe in its container, where its paths name the container's mounts.
         policy = replace(policy, path_roots=container_path_roots(recipe.container, policy.path_roots))
+    reported = tuple(sorted(set(versions), key=lambda v: (version_key(v), v)))
+    if not reported:
+        return SubmitJudgement(_judged(recipe, policy, engine.name), (f"{engine.name} {engine.spec().version}",))
+    accepted: list[tuple[str, CanonicalCommand]] = []
+    refused: dict[str, str] = {}
+    for version in reported:
+        spec, note = engine.spec_at(version)
+        try:
+            command = _judged(recipe, replace(policy, specs={engine.name: spec}), engine.name)
+        except ArgumentPolicyError as exc:
+            refused[version] = f"{note}: {exc}"
+            continue
+        accepted.append((f"{engine.name} {spec.version}", command))
+    if not accepted:
+        reasons = "; ".join(f"{version} ({why})" for version, why in refused.items())
+        raise ArgumentPolicyError(
+            f"no {engine.name} version the farm's workers run accepts the command: {reasons}; nothing was queued",
+            field="argv",
+        )
+    judged = tuple(dict.fromkeys(name for name, _ in accepted))
+    return SubmitJudgement(accepted[0][1], judged, reported, refused)
+
+
+def _judged(recipe: Recipe, policy: EnginePolicy, engine: str) -> CanonicalCommand:
     command = recipe_command(recipe, policy)
     if recipe.container is not None:
-        check_container_launch(recipe.container, policy, engine=engine.name, device_count=recipe.hardware_count)
+        check_container_launch(recipe.container, policy, engine=engine, device_count=recipe.hardware_count)
     return command
 
 

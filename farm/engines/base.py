@@ -11,8 +11,23 @@ from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
     from farm.engines.argspec import ArgSpec, CanonicalCommand
+    from farm.engines.environment_names import EngineEnvironment
+    from farm.engines.reparse import Mirror
     from farm.hardware.probe import HardwareProbe
     from farm.recipes.model import Recipe
+
+
+@dataclass(frozen=True)
+class PrefixCacheReset:
+    """What an engine's own reset procedure (`EngineKind.prefix_cache_resetter`) did before a cold measurement."""
+
+    done: str
+    """What was done, in words, for the figures' params (`cache_reset`)."""
+    emptied: bool
+    """The engine's cache was emptied (a conversation or trace then starts from nothing)."""
+    cold_request_fields: Mapping[str, object] = field(default_factory=dict)
+    """Body fields that make one request reuse nothing (llama.cpp: `{"cache_prompt": false}`), for the requests
+    of a measurement meant cold; empty: the engine has none."""
 
 
 class Engine(Protocol):
@@ -93,6 +108,10 @@ class EngineKind:
     prefix_cache_reset: str | None = None
     """The path it empties its prefix cache at (`POST`), before a measurement that must start cold; None: it
     offers none (the farm's cold measurements then rely on unique prefixes, and say so)."""
+    prefix_cache_resetter: str | None = None
+    """The module whose `async reset_prefix_cache(session, base_url, timeout_s) -> PrefixCacheReset` makes its
+    cache cold where one POST does not (llama.cpp: an erase per slot, or `cache_prompt: false` per request);
+    it is used instead of `prefix_cache_reset`."""
     artifact: str | None = None
     """The local model file it loads where it takes no repository: "gguf" or "mlx" (None: a repository)."""
     adapter: str | None = None
@@ -150,6 +169,32 @@ class EngineKind:
     """Asks the host's executable which of `spec_versions` it is (llama-server --version); None: the profile
     says (`version`), or the default stands."""
 
+    # What the rooms of the judge, the container launch, the worker and the demo ask of an engine (engines
+    # helper, issue 21): each room reads these instead of naming the engine.
+    environment: Callable[[], EngineEnvironment] | None = None
+    """What its home says of its environment variables (its `environment.py`); None: the runtime tables only."""
+    images: EngineImages | None = None
+    """Its official container images and how they run its server; None: it has none the farm runs."""
+    read_back: Callable[[ArgSpec], Mirror] | None = None
+    """Its own parser's declarations, to read a rendered command back (farm.engines.readback); None: the farm
+    has none of its declarations, and the rendering stands as judged."""
+    loads_model_id: bool = False
+    """Its adapter hands it the recipe's model id to load when the command names no model (a repository); else
+    the model is the host's file and the id only its served name."""
+    host_env_allowlist: tuple[str, ...] = ("PATH", "HOME", "LANG", "LC_ALL", "TMPDIR")
+    """The names a worker passes it from its own environment unless the host's profile lists others."""
+    demo: EngineDemo | None = None
+    """`farm demo --engine NAME`: its sweep, its worker profile, what it prepares first; None: no demo."""
+    own_timing: OwnTiming | None = None
+    """Its own per-request timing report and where it gives it (Ollama's `eval_count`/`eval_duration`): the
+    runner asks it beside the client's measurement, as the server's truth; None: it reports none apart."""
+    container_adapter: str | None = None
+    """The module whose `launch_container` runs a recipe's own image of it through docker (a worker of kind
+    `<name>-container`); None: its images are judged at submit only."""
+    host_spec: Callable[[Path], ArgSpec] | None = None
+    """Reads an argument list generated on a host for its own build (the profile's `engine.policy` file for it);
+    None: it has none, its shipped specs judge."""
+
     def spec_at(self, version: str | None) -> tuple[ArgSpec, str]:
         """The spec a worker running `version` judges with, and a line saying which, for provenance: that
         version's own spec, else the nearest older one shipped, else the oldest (older than all), else (no
@@ -180,6 +225,65 @@ class EngineKind:
     def launchable(self) -> bool:
         """Whether a worker adapter launches it (process or container)."""
         return self.adapter is not None
+
+
+@dataclass(frozen=True)
+class EngineImages:
+    """An engine's official images (farm.engines.container judges a recipe's container launch with them)."""
+
+    repositories: tuple[str, ...]
+    """The image repositories its project publishes (Docker Hub names without `docker.io/`)."""
+    tag_prefix: str = ""
+    """The tag prefix of the images that run its server, where a repository also holds others (`server`)."""
+    entrypoints: tuple[str | None, ...] = (None,)
+    """What a recipe may say the image's entrypoint is (None: the image's own, unnamed)."""
+    runs: tuple[str, ...] | None = None
+    """The part of its launcher the image's entrypoint is, where that is not the whole launcher (the rest leads
+    the container's arguments); None: the whole launcher."""
+    subcommand: tuple[str, ...] = ()
+    """Launcher tokens the registry writes as the container's first arguments though the entrypoint runs them
+    (vLLM's `serve`): dropped before the arguments are judged."""
+
+
+@dataclass(frozen=True)
+class ServerTiming:
+    """One request as the engine itself timed it: prompt tokens and the time it spent reading them, generated
+    tokens and the time it spent generating them."""
+
+    prompt_tokens: int | None
+    prompt_s: float | None
+    output_tokens: int
+    decode_s: float
+
+
+@dataclass(frozen=True)
+class OwnTiming:
+    """How to ask an engine for its own timing of a request: a POST to its native `path` with `body(model,
+    prompt, max_tokens, temperature)`, whose answer `read` turns into a ServerTiming (None: it did not say)."""
+
+    path: str
+    body: Callable[[str, str, int, float], dict[str, object]]
+    read: Callable[[Mapping[str, object]], ServerTiming | None]
+    source: str
+    """What the figures are, in words (`ollama /api/generate eval_count/eval_duration`)."""
+
+
+@dataclass(frozen=True)
+class EngineDemo:
+    """`farm demo --engine NAME` for one engine: a sweep and a worker profile of the checkout."""
+
+    spec: str
+    """The sweep spec, under the checkout's `jobs/`."""
+    profile: str
+    """The worker profile, under the checkout's `workers/`."""
+    what: str
+    """What the demo runs, as its closing line says."""
+    stand_in: bool = True
+    """The simulator stands in for the engine (results marked simulated); False: the real engine on the CPU."""
+    prepare: Callable[[], object] | None = None
+    """What it builds or fetches first, once per machine (the engine, a tiny model)."""
+    preparing: str = ""
+    """The line printed while it prepares."""
 
 
 def version_key(version: str) -> tuple[int, ...]:

@@ -1,9 +1,6 @@
-"""vLLM in the recipe's digest-pinned container: the exact `docker run`, and its lifecycle as an Engine.
-
-`docker run` runs in the foreground as the supervised process (an EngineProcess: its own process group, its
-output is the engine log, its exit ends the readiness wait). Stopping asks Docker first (`docker stop -t
-GRACE`, then `docker rm -f`), because signalling the client alone may leave the container running; a stale
-container of the same name (a worker that died) is removed before the start.
+"""A recipe's digest-pinned container launch: the exact `docker run`, judged for any engine with official images
+(its table line's `images`: repositories, tag prefix, entrypoints, what the entrypoint runs). The Engine that
+supervises it is the engine's container adapter (vLLM's: farm.engines.vllm.container).
 
 The recipe's environment is an allowlist (farm.engines.environment) and goes to the container only, as
 `-e NAME=value`: the docker client itself runs with the worker's own DOCKER_* settings and PATH/HOME, never with
@@ -18,21 +15,17 @@ from __future__ import annotations
 
 import os
 import re
-import subprocess
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
-from pathlib import Path
 
+from farm.engines.base import EngineImages
 from farm.engines.environment import check_recipe_environment
 from farm.engines.policy import DEFAULT_POLICY, EnginePolicy, canonical_command, check_token
-from farm.engines.process import GPU_FREE_DEADLINE_S
-from farm.engines.reparse import check_launch
-from farm.engines.vllm.process import VllmEngineProcess
+from farm.engines.readback import check_launch
+from farm.engines.registry import engine_kind
 from farm.errors import ArgumentPolicyError
-from farm.hardware.probe import HardwareProbe
 from farm.logs import get_logger
-from farm.private_files import open_private
-from farm.recipes.model import ENGINE_LAUNCHERS, ContainerLaunch
+from farm.recipes.model import ContainerLaunch
 
 log = get_logger(__name__)
 
@@ -47,25 +40,6 @@ DOCKER_CLIENT_ENV = ("PATH", "HOME", "DOCKER_HOST", "DOCKER_CONTEXT", "DOCKER_CO
 
 DOCKER_COMMAND_TIMEOUT_S = 60.0
 """`docker rm -f` and friends: seconds, unless the daemon hangs."""
-
-IMAGE_ENTRYPOINTS = (None, "vllm")
-"""What a recipe may say the image's entrypoint is: the image's own (`vllm`, whose `serve` the image runs)."""
-
-ENGINE_IMAGE_ENTRYPOINTS: dict[str, tuple[str | None, ...]] = {
-    "vllm": IMAGE_ENTRYPOINTS,
-    "llama.cpp": (None, "/app/llama-server", "llama-server"),
-    "tabbyapi": (None, "python3", "/opt/venv/bin/python3"),
-}
-"""Per engine, the entrypoints a recipe may name: the engine's official image's own (ghcr.io/ggml-org/llama.cpp
-`:server` images start `/app/llama-server`). The farm never passes `--entrypoint`: the image runs its own, and the
-recipe's arguments are judged as that server's. TabbyAPI's images (theroyallab/tabbyAPI docker/Dockerfile) run
-`python3` from their venv, and their arguments start with `main.py` (IMAGE_RUNS)."""
-
-IMAGE_RUNS: dict[str, tuple[str, ...]] = {"tabbyapi": ("python",)}
-"""The part of an engine's launcher its image's entrypoint is, where that is not the whole launcher: the rest of
-the launcher (TabbyAPI's `main.py`) leads the container's arguments. A TabbyAPI container is judged at submit
-only: no worker runs TabbyAPI, and a launcher for it must write the judged config document to a file it mounts,
-with its own listen address in it (TabbyAPI ignores its command line once it has a config)."""
 
 ALLOWED_IPC = frozenset({"host", "private", "shareable"})
 """IPC modes a recipe may ask for (vLLM's tensor-parallel workers want `host`); never another container's."""
@@ -85,30 +59,10 @@ _REFERENCE = re.compile(r"^(?P<repository>[a-z0-9][a-z0-9._/-]*)(?::(?P<tag>[\w.
 _DOCKER_HUB = ("docker.io/", "index.docker.io/", "registry-1.docker.io/")
 
 
-def official_images(engine: str) -> tuple[tuple[str, ...], str]:
-    """The engine's own image repositories (its home holds them), and the tag prefix an image from them needs."""
-    if engine == "vllm":
-        from farm.engines.vllm.spec import OFFICIAL_IMAGES as VLLM
-
-        return VLLM, ""
-    if engine == "sglang":
-        from farm.engines.sglang.spec import OFFICIAL_IMAGES as SGLANG
-
-        return SGLANG, ""
-    if engine == "llama.cpp":
-        from farm.engines.llamacpp.adapter import IMAGE_TAG_PREFIX
-        from farm.engines.llamacpp.adapter import OFFICIAL_IMAGES as LLAMACPP
-
-        return LLAMACPP, IMAGE_TAG_PREFIX
-    if engine == "tabbyapi":
-        from farm.engines.tabbyapi.spec import OFFICIAL_IMAGES as TABBYAPI
-
-        return TABBYAPI, ""
-    if engine == "ollama":
-        from farm.engines.ollama.spec import OFFICIAL_IMAGES as OLLAMA
-
-        return OLLAMA, ""
-    return (), ""
+def engine_images(engine: str) -> EngineImages:
+    """The engine's own images, from its table line (`EngineKind.images`); none for an engine without."""
+    images = engine_kind(engine).images
+    return images if images is not None else EngineImages(repositories=())
 
 
 def image_repository(image: str) -> tuple[str, str | None]:
@@ -127,7 +81,8 @@ def check_image(image: str, policy: EnginePolicy, engine: str) -> None:
     """The image must come from the engine's official repositories or this host's own list
     (`engine.policy.allowed_images`), and be pinned by digest unless the host allows tags."""
     repository, tag = image_repository(image)
-    official, tag_prefix = official_images(engine)
+    images = engine_images(engine)
+    official, tag_prefix = images.repositories, images.tag_prefix
     if repository in policy.allowed_images:
         pass
     elif repository in official:
@@ -242,7 +197,7 @@ def _mounts(
     return volumes
 
 
-def container_env(container: ContainerLaunch, extra_env: Mapping[str, str], engine: str = "vllm") -> list[str]:
+def container_env(container: ContainerLaunch, extra_env: Mapping[str, str], engine: str) -> list[str]:
     """`-e` values: the recipe's environment (allowlisted) as NAME=value, then the worker's own extra variables
     by name only (their values, secrets included, come from the client's environment)."""
     recipe_env = check_recipe_environment(dict(container.environment), engine)
@@ -254,7 +209,7 @@ def container_env(container: ContainerLaunch, extra_env: Mapping[str, str], engi
 
 
 def check_container_launch(
-    container: ContainerLaunch, policy: EnginePolicy, *, engine: str = "vllm", device_count: int | None = None
+    container: ContainerLaunch, policy: EnginePolicy, *, engine: str, device_count: int | None = None
 ) -> None:
     """What can be judged of a container launch without a worker (at submit): its environment, its ports, its
     entrypoint, its engine arguments and that its image is an image reference. The image's repository (the engine's
@@ -307,7 +262,7 @@ def docker_run_argv(
     policy: EnginePolicy = DEFAULT_POLICY,
     docker: str = "docker",
     bind_host: str = "127.0.0.1",
-    engine: str = "vllm",
+    engine: str,
     device_count: int | None = None,
     cache_read_only: bool = True,
 ) -> tuple[str, ...]:
@@ -317,13 +272,15 @@ def docker_run_argv(
     check_image(container.image, policy, engine)
     if not _CONTAINER_NAME.match(name):
         raise _refuse(repr(name), "not a valid container name")
-    if container.entrypoint not in ENGINE_IMAGE_ENTRYPOINTS.get(engine, (None,)):
+    images = engine_images(engine)
+    if container.entrypoint not in images.entrypoints:
         raise _refuse(repr(container.entrypoint), "a recipe may not replace the image's entrypoint")
     arguments = tuple(container.arguments)
-    if engine == "vllm" and arguments[:1] == ("serve",):  # the registry writes the `vllm` entrypoint's subcommand
-        arguments = arguments[1:]
-    launcher = ENGINE_LAUNCHERS.get(engine, ENGINE_LAUNCHERS["vllm"])  # the image's entrypoint runs this server
-    runs = IMAGE_RUNS.get(engine, launcher)
+    if images.subcommand and arguments[: len(images.subcommand)] == images.subcommand:
+        # the registry writes the entrypoint's own subcommand (`serve`) before the server's arguments
+        arguments = arguments[len(images.subcommand) :]
+    launcher = engine_kind(engine).launcher  # the image's entrypoint runs this server
+    runs = images.runs if images.runs is not None else launcher
     inside = replace(policy, path_roots=container_path_roots(container, policy.path_roots))
     command = canonical_command((*runs, *arguments), engine, inside, device_count=device_count)
     container_port = container.container_port if container.container_port is not None else DEFAULT_CONTAINER_PORT
@@ -357,96 +314,3 @@ def docker_run_argv(
     # what the image's server will read: the judged options and model, and the container's own listen address
     check_launch(kept, (*engine_args, *listen), model=kept.model, worker_tokens=listen)
     return (*argv, *engine_args, *listen)
-
-
-class ContainerEngine(VllmEngineProcess):
-    """The recipe's container as an Engine: foreground `docker run` supervised like a process."""
-
-    def __init__(
-        self,
-        container: ContainerLaunch,
-        *,
-        name: str,
-        gpus: Sequence[int],
-        host_port: int,
-        log_path: Path,
-        served_model: str,
-        model_cache: str | None = None,
-        extra_env: Mapping[str, str] = {},
-        base_env: Mapping[str, str] | None = None,
-        policy: EnginePolicy = DEFAULT_POLICY,
-        docker: str = "docker",
-        stop_grace_s: float = 30.0,
-        probe: HardwareProbe | None = None,
-        gpu_free_deadline_s: float = GPU_FREE_DEADLINE_S,
-        device_count: int | None = None,
-        cache_read_only: bool = True,
-    ) -> None:
-        argv = docker_run_argv(
-            container,
-            gpus=gpus,
-            host_port=host_port,
-            name=name,
-            model_cache=model_cache,
-            extra_env=extra_env,
-            policy=policy,
-            docker=docker,
-            device_count=device_count,
-            cache_read_only=cache_read_only,
-        )
-        source = os.environ if base_env is None else base_env
-        env = {k: v for k, v in source.items() if k in DOCKER_CLIENT_ENV}
-        env.update(extra_env)  # the host's own variables, passed by name; never the recipe's
-        super().__init__(
-            argv,
-            env=env,
-            log_path=log_path,
-            base_url=f"http://127.0.0.1:{host_port}",
-            served_model=served_model,
-            stop_grace_s=stop_grace_s,
-            probe=probe,
-            gpu_free_deadline_s=gpu_free_deadline_s,
-        )
-        self._name = name
-        self._docker = docker
-        self._image_digest = container.digest
-
-    @property
-    def container_name(self) -> str:
-        return self._name
-
-    @property
-    def image_digest(self) -> str | None:
-        return self._image_digest
-
-    def start(self) -> None:
-        """Remove a stale container of the same name (a worker that died mid-run), then `docker run`."""
-        self._docker_command("rm", "-f", self._name)
-        super().start()
-
-    def _before_group_stop(self) -> None:
-        grace = max(0, round(self._stop_grace_s))
-        self._docker_command("stop", "-t", str(grace), self._name, timeout_s=grace + DOCKER_COMMAND_TIMEOUT_S)
-        self._docker_command("rm", "-f", self._name)
-
-    def _docker_command(self, *args: str, timeout_s: float = DOCKER_COMMAND_TIMEOUT_S) -> int | None:
-        """Run one docker command, appending its output to the engine log; its failure is logged, not raised
-        (a container that is already gone is the usual case)."""
-        argv = (self._docker, *args)
-        try:
-            with open_private(self.log_path) as log_file:
-                done = subprocess.run(
-                    argv,
-                    env=self.environment,
-                    stdin=subprocess.DEVNULL,
-                    stdout=log_file,
-                    stderr=subprocess.STDOUT,
-                    timeout=timeout_s,
-                    check=False,
-                )
-        except (OSError, subprocess.TimeoutExpired) as exc:
-            log.warning("docker.command_failed", argv=list(argv), error=str(exc))
-            return None
-        if done.returncode != 0:
-            log.info("docker.command_status", argv=list(argv), status=done.returncode)
-        return done.returncode

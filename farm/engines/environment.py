@@ -96,14 +96,14 @@ ENV_LIMIT = 64
 """At most this many variables: more is not tuning."""
 
 
-def refused_reason(name: str, engine: str = "vllm") -> str | None:
+def refused_reason(name: str, engine: str) -> str | None:
     """Why a recipe may not give `engine` the variable `name`, whatever its value; None when the farm knows the
     name as plain tuning (its value is judged by check_recipe_environment)."""
     verdict = _judged_name(name, engine)
     return verdict if isinstance(verdict, str) else None
 
 
-def value_refused_reason(name: str, value: str, engine: str = "vllm") -> str | None:
+def value_refused_reason(name: str, value: str, engine: str) -> str | None:
     """Why `name=value` may not reach `engine`: the name's reason, or the value not of the name's kind."""
     verdict = _judged_name(name, engine)
     if isinstance(verdict, str):
@@ -120,7 +120,9 @@ def _judged_name(name: str, engine: str) -> str | tuple[str, tuple[str, ...]]:
     """A refusal's reason, or the kind of value the name takes (with its choices where the engine lists them)."""
     if not _NAME.match(name):
         return "not a valid variable name"
-    own = _canonical(engine)
+    from farm.engines.registry import canonical_engine_name
+
+    own = canonical_engine_name(engine)
     home = engine_environment(own)
     read_as = name
     for old, new in home.rewrites:
@@ -180,22 +182,14 @@ def _known_kind(name: str, home: EngineEnvironment) -> tuple[str, tuple[str, ...
 
 
 def engine_environment(engine: str) -> EngineEnvironment:
-    """What the engine's home says of its variables (farm/engines/<engine>/environment.py); an engine without
-    one gets the runtime tables only."""
-    from farm.engines.llamacpp.environment import ENVIRONMENT as LLAMACPP
-    from farm.engines.ollama.environment import ENVIRONMENT as OLLAMA
-    from farm.engines.sglang.environment import ENVIRONMENT as SGLANG
-    from farm.engines.vllm.environment import ENVIRONMENT as VLLM
+    """What the engine's home says of its variables (its table line's `environment`, from
+    farm/engines/<engine>/environment.py); an engine without one, or unknown, gets the runtime tables only."""
+    from farm.engines.registry import ENGINES, canonical_engine_name
 
-    homes = {"vllm": VLLM, "sglang": SGLANG, "llama.cpp": LLAMACPP, "ollama": OLLAMA}
-    return homes.get(_canonical(engine), EngineEnvironment())
-
-
-def _canonical(engine: str) -> str:
-    from farm.engines.registry import canonical_engine_name
-
-    name = canonical_engine_name(engine)
-    return "vllm" if name.startswith("vllm") else name
+    kind = ENGINES.get(canonical_engine_name(engine))
+    if kind is None or kind.environment is None:
+        return EngineEnvironment()
+    return kind.environment()
 
 
 _DECLARED_KINDS = {"bool": SWITCH, "int": NUMBER, "float": NUMBER, "unknown": TOKEN}

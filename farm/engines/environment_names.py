@@ -145,7 +145,7 @@ REFUSED: dict[str, str] = {
 """Refused whatever the value, each with its reason."""
 
 REFUSED_PREFIXES: dict[str, str] = {
-    "LLAMA_ARG_": "llama-server reads it as an option, past the argument policy",
+    "LLAMA_ARG_": "the engine reads it as an option, past the argument policy",
     "SGLANG_ARG": "the engine reads it as an option, past the argument policy",
     "LD_": "loads code: the dynamic loader's settings (preloads, audit libraries, search paths)",
     "MOONCAKE_": LISTENS,

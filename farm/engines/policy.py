@@ -20,21 +20,17 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from farm.engines.argspec import ArgSpec, CanonicalCommand, parse_command
+from farm.engines.argspec import ArgSpec, CanonicalCommand, ValueKind, parse_command
 from farm.engines.environment import check_recipe_environment, recipe_environment
 from farm.engines.judge import DEFAULT_PATH_ROOTS, Judgement, check_model_id, judge
+from farm.engines.readback import check_round_trip
 from farm.engines.registry import engine_kind
-from farm.engines.reparse import check_round_trip
 from farm.engines.trust import ANY_COMMIT
-from farm.engines.vllm.spec import CODE_LOADING
 from farm.errors import ArgumentPolicyError
 from farm.recipes.fields import CREDENTIAL_VALUE
 
 if TYPE_CHECKING:
     from farm.recipes.model import Recipe
-
-CODE_LOADING_FLAGS = CODE_LOADING
-"""vLLM's code-loading options (kept under this name for the profile's `allowed_risky_flags`)."""
 
 _SHELL_PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"[\x00]"), "a NUL byte"),
@@ -71,19 +67,17 @@ class EnginePolicy:
     """Container mounts: the host directories the registry's `${MODEL_ROOT}` and `${CACHE_ROOT}` stand for."""
     path_roots: tuple[str, ...] = DEFAULT_PATH_ROOTS
     """The host's model and cache roots: every path an engine is given must lie under one."""
-    serve_args: ArgSpec | None = field(default=None, compare=False)
-    """vLLM's spec on this host; None: the shipped one."""
     specs: Mapping[str, ArgSpec] = field(default_factory=dict, compare=False)
-    """Other engines' specs on this host (by canonical engine name); missing: the shipped ones."""
+    """The engines' specs on this host (by canonical engine name: the version it runs, or a list generated on
+    it); missing: the shipped default."""
     spec_notes: Mapping[str, str] = field(default_factory=dict, compare=False)
     """Which spec judges each engine on this host, and why that one (the worker's provenance says it)."""
 
     def spec_for(self, engine: str) -> ArgSpec:
-        if engine == "vllm" and self.serve_args is not None:
-            return self.serve_args
-        if engine in self.specs:
-            return self.specs[engine]
-        return engine_kind(engine).spec()
+        kind = engine_kind(engine)
+        if kind.name in self.specs:
+            return self.specs[kind.name]
+        return kind.spec()
 
     def judgement(self, *, device_count: int | None = None, resolve_links: bool = False) -> Judgement:
         return Judgement(
@@ -130,15 +124,9 @@ def canonical_command(
     return command
 
 
-def check_argv(argv: Sequence[str], policy: EnginePolicy = DEFAULT_POLICY, *, engine: str = "vllm") -> None:
-    """Refuse a recipe command (`vllm serve MODEL --flag value ...`) the engine or this host would not accept."""
+def check_argv(argv: Sequence[str], policy: EnginePolicy = DEFAULT_POLICY, *, engine: str) -> None:
+    """Refuse a recipe command (its launcher, the model, its options) the engine or this host would not accept."""
     canonical_command(argv, engine, policy)
-
-
-MODEL_ID_LOADED = frozenset({"vllm", "sglang", "mlx"})
-"""Engines whose adapters load the recipe's `model_id` when the command names no model (vLLM's positional,
-SGLang's --model-path, MLX's --model); elsewhere the model is the host's file and model_id only its served name
-(Ollama's `hf.co/org/repo:QUANT`)."""
 
 
 def recipe_command(
@@ -156,8 +144,8 @@ def recipe_command(
         device_count=recipe.hardware_count if check_devices else None,
         resolve_links=resolve_links,
     )
-    if command.model is None and command.spec.engine in MODEL_ID_LOADED:
-        # these adapters hand the engine the recipe's model_id to load when the command names no model
+    if command.model is None and engine.loads_model_id:
+        # its adapter hands the engine the recipe's model_id to load when the command names no model
         check_model_id(recipe.model_id, policy.judgement(resolve_links=resolve_links))
     return command
 
@@ -168,5 +156,10 @@ def submit_policy(recipe: Recipe) -> EnginePolicy:
     return EnginePolicy(
         allow_trust_remote_code_models=frozenset({f"{recipe.model_id}@{ANY_COMMIT}"}),
         allow_local_media=True,
-        allowed_risky_flags=frozenset(CODE_LOADING),
+        allowed_risky_flags=code_loading_options(engine_kind(recipe.engine.name).spec()),
     )
+
+
+def code_loading_options(spec: ArgSpec) -> frozenset[str]:
+    """The options of an engine's spec that load code (kind CODE): refused unless a host allows them."""
+    return frozenset(option.name for option in spec.options if option.kind is ValueKind.CODE)

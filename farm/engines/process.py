@@ -18,7 +18,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Self
 
 from farm.domain import FailureClass
 from farm.errors import EngineError
@@ -26,6 +26,7 @@ from farm.logs import get_logger
 from farm.private_files import open_private
 
 if TYPE_CHECKING:
+    from farm.engines.base import LaunchRequest
     from farm.hardware.probe import HardwareProbe
 
 log = get_logger(__name__)
@@ -34,6 +35,30 @@ READY_POLL_S = 0.2
 """How often readiness is polled: short next to any engine's start-up, long next to a request."""
 
 LOG_TAIL_LINES = 40
+
+ALWAYS_PASSED = ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")
+"""Passed whenever the worker has them: they only forbid downloads, so a host that set them is obeyed."""
+
+
+def _allowed(name: str, allowlist: Sequence[str]) -> bool:
+    return any(name == entry or (entry.endswith("*") and name.startswith(entry[:-1])) for entry in allowlist)
+
+
+def host_env(
+    base_env: Mapping[str, str],
+    allowlist: Sequence[str],
+    gpus: Sequence[int] | None,
+    extra: Mapping[str, str],
+) -> dict[str, str]:
+    """An engine's environment from the worker's: allowlisted names of the worker's own environment (an entry
+    ending in `*` is a prefix), the profile's `extra`, and CUDA_VISIBLE_DEVICES from the assigned GPUs (None: left
+    as it is; empty: no GPU visible)."""
+    env = {name: value for name, value in base_env.items() if _allowed(name, allowlist) or name in ALWAYS_PASSED}
+    env.update(extra)
+    if gpus is not None:
+        env["CUDA_VISIBLE_DEVICES"] = ",".join(str(index) for index in gpus)
+    return env
+
 
 GPU_FREE_THRESHOLD_MIB = 1024
 """A card counts as free under this much memory in use: the driver and a display hold a few hundred MiB."""
@@ -97,6 +122,22 @@ class EngineProcess:
         self._cwd = cwd
         self._proc: subprocess.Popen[bytes] | None = None
         self._exit_status: int | None = None
+
+    @classmethod
+    def launched(cls, argv: Sequence[str], request: LaunchRequest, *, served_model: str | None = None) -> Self:
+        """The process of an adapter's launch: `argv`, and the request's environment, log, the worker's address,
+        the served name (unless the engine serves another), simulation mark, stop grace, probe and GPU deadline."""
+        return cls(
+            argv,
+            env=request.env,
+            log_path=request.log_path,
+            base_url=f"http://{request.host}:{request.port}",
+            served_model=served_model if served_model is not None else request.served_model,
+            simulated=request.simulated,
+            stop_grace_s=request.stop_grace_s,
+            probe=request.probe,
+            gpu_free_deadline_s=request.gpu_free_deadline_s,
+        )
 
     @property
     def base_url(self) -> str:

@@ -66,3 +66,13 @@ def cache_resets() -> dict[str, str | None]:
     """Each engine's /metrics prefix and the path it empties its prefix cache at (None: it has none): what a
     sweep resets before a cold measurement, once it knows the engine from its /metrics page."""
     return {kind.metric_prefix: kind.prefix_cache_reset for kind in ENGINES.values() if kind.metric_prefix}
+
+
+def cache_resetters() -> dict[str, str]:
+    """Each engine's /metrics prefix and the module of its own reset procedure, for the engines that have one
+    (`EngineKind.prefix_cache_resetter`: llama.cpp's erase per slot); it takes the place of `cache_resets`."""
+    return {
+        kind.metric_prefix: kind.prefix_cache_resetter
+        for kind in ENGINES.values()
+        if kind.metric_prefix and kind.prefix_cache_resetter
+    }

@@ -15,11 +15,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from importlib import resources
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from farm.engines.argspec import ArgSpec, CanonicalCommand, OptionSpec, ParsedOption, ValueKind, negations_of
 from farm.errors import ArgumentPolicyError
@@ -61,7 +60,10 @@ class EngineParser(Protocol):
     def read(self, tokens: Sequence[str]) -> ReadBack: ...
 
 
-def _refuse(what: str, why: str) -> ArgumentPolicyError:
+ParserT = TypeVar("ParserT", bound="EngineParser")
+
+
+def refuse(what: str, why: str) -> ArgumentPolicyError:
     return ArgumentPolicyError(f"{what!r}: {why}", field="argv")
 
 
@@ -124,13 +126,13 @@ class ArgparseParser:
     def read(self, tokens: Sequence[str]) -> ReadBack:
         args = list(tokens)
         if self._config_option is not None and self._config_option in args:
-            raise _refuse(self._config_option, "the engine would read more arguments from a file")
+            raise refuse(self._config_option, "the engine would read more arguments from a file")
         if self._rewrite is not None:
             args = self._rewrite(args)
         try:
             namespace = self._parser.parse_args(args)
         except (_Refused, argparse.ArgumentError) as exc:
-            raise _refuse(
+            raise refuse(
                 " ".join(tokens)[:200], f"the engine's parser would not read this argv as judged ({exc})"
             ) from exc
         positional: list[str] = []
@@ -149,39 +151,6 @@ class ArgparseParser:
                 got = (str(values),)
             occurrences.setdefault(dest, []).append(Occurrence(spelling, got, spelling in decl.negatives))
         return ReadBack(tuple(positional), {k: tuple(v) for k, v in occurrences.items()})
-
-
-class LlamaServerParser:
-    """llama-server's `common_params_parse_ex`: every token an option (a `--` token with `_` read as `-`), its
-    values the next tokens whatever they are; llama.cpp has no `--opt=value` form and no positional argument."""
-
-    def __init__(self, declarations: Iterable[Declaration], *, source: str) -> None:
-        self.source = source
-        self._by_spelling: dict[str, Declaration] = {}
-        for decl in declarations:
-            for spelling in (*decl.strings, *decl.negatives):
-                self._by_spelling[spelling] = decl
-
-    def declaration(self, spelling: str) -> Declaration | None:
-        return self._by_spelling.get(spelling)
-
-    def read(self, tokens: Sequence[str]) -> ReadBack:
-        occurrences: dict[str, list[Occurrence]] = {}
-        i = 0
-        while i < len(tokens):
-            arg = tokens[i]
-            if arg.startswith("--"):
-                arg = arg.replace("_", "-")
-            decl = self._by_spelling.get(arg)
-            if decl is None:
-                raise _refuse(arg, "llama-server would stop here: error: invalid argument")
-            count = int(decl.nargs or 0) if decl.nargs is not None else 1
-            values = tuple(tokens[i + 1 : i + 1 + count])
-            if len(values) != count:
-                raise _refuse(arg, "llama-server would stop here: expected value for argument")
-            occurrences.setdefault(decl.dest, []).append(Occurrence(arg, values, arg in decl.negatives))
-            i += 1 + count
-        return ReadBack((), {k: tuple(v) for k, v in occurrences.items()})
 
 
 # --- comparing what was read with what was judged ---
@@ -205,12 +174,12 @@ def check_parses_back(
     for option in command.options:
         decl = _declaration_of(option.spec, parser)
         if decl is None:
-            raise _refuse(
+            raise refuse(
                 option.written_as[0] if option.written_as else option.name,
                 f"not an option the engine declares ({parser.source})",
             )
         if decl.dest in expected:
-            raise _refuse(option.name, f"the engine reads it and {expected[decl.dest].name} as one option")
+            raise refuse(option.name, f"the engine reads it and {expected[decl.dest].name} as one option")
         expected[decl.dest] = option
     allowed = set(worker_dests)
     if model_dest is not None:
@@ -218,7 +187,7 @@ def check_parses_back(
     for dest, occurrences in read.occurrences.items():
         if dest not in expected and dest not in allowed:
             spelled = occurrences[0].spelling
-            raise _refuse(
+            raise refuse(
                 " ".join([spelled, *occurrences[0].values]),
                 "the engine would read this option from the rendered command, and the farm never judged it",
             )
@@ -228,21 +197,21 @@ def check_parses_back(
         got = read.occurrences.get(dest)
         if option.spec.kind == ValueKind.FLAG and not option.enabled:
             if got:
-                raise _refuse(option.name, "judged off, but the engine would read it on")
+                raise refuse(option.name, "judged off, but the engine would read it on")
             continue
         if not got:
-            raise _refuse(option.name, "judged, but the engine would not read it from the rendered command")
+            raise refuse(option.name, "judged, but the engine would not read it from the rendered command")
         _compare(option, got)
     if model is not None:
         if model_dest is not None:
             said = read.occurrences.get(model_dest, ())
             values = [v for o in said for v in o.values]
             if values[-1:] != [model]:
-                raise _refuse(model, f"the engine would load {values[-1:] or 'no model'}, not the judged model")
+                raise refuse(model, f"the engine would load {values[-1:] or 'no model'}, not the judged model")
         elif read.positional != (model,):
-            raise _refuse(model, f"the engine would read the positional model as {list(read.positional)}")
+            raise refuse(model, f"the engine would read the positional model as {list(read.positional)}")
     elif read.positional:
-        raise _refuse(read.positional[0], "the engine would read a positional argument the farm never judged")
+        raise refuse(read.positional[0], "the engine would read a positional argument the farm never judged")
 
 
 def _declaration_of(spec: OptionSpec, parser: EngineParser) -> Declaration | None:
@@ -261,29 +230,29 @@ def _compare(option: ParsedOption, got: Sequence[Occurrence]) -> None:
     if not spec.takes_value:
         last = got[-1]
         if last.values:
-            raise _refuse(what, f"the engine would read {last.values[0]!r} as this switch's value")
+            raise refuse(what, f"the engine would read {last.values[0]!r} as this switch's value")
         if (not last.negative) != option.enabled:
-            raise _refuse(what, "the engine would read this switch the other way")
+            raise refuse(what, "the engine would read this switch the other way")
         return
     values = tuple(v for o in got for v in o.values)
     if len(got) > 1 and not spec.repeatable:
-        raise _refuse(what, "the engine would read this option more than once")
+        raise refuse(what, "the engine would read this option more than once")
     if option.json_value is not None:
         try:
             same = len(values) == 1 and json.loads(values[0]) == option.json_value
         except ValueError:
             same = False
         if not same:
-            raise _refuse(what, f"the engine would read {values!r}, not the judged JSON")
+            raise refuse(what, f"the engine would read {values!r}, not the judged JSON")
         return
     if values != option.values:
-        raise _refuse(what, f"the engine would read {values!r}, not the judged {option.values!r}")
+        raise refuse(what, f"the engine would read {values!r}, not the judged {option.values!r}")
 
 
 # --- the engines' declarations ---
 
 
-def _argparse_declarations(data: Mapping[str, Any]) -> list[Declaration]:
+def argparse_declarations(data: Mapping[str, Any]) -> list[Declaration]:
     out: list[Declaration] = []
     for raw in data["options"]:
         strings = tuple(raw["option_strings"])
@@ -324,42 +293,8 @@ def spec_declarations(spec: ArgSpec, *, skip: Iterable[str] = ()) -> list[Declar
     return out
 
 
-_DOTTED = re.compile(r"^-[^=]*\.")
-
-
-def vllm_rewrite(args: list[str]) -> list[str]:
-    """vLLM's FlexibleArgumentParser.parse_args (vllm/utils/argparse_utils.py, 0.32.0) before argparse sees the
-    tokens: `--model` moved to the front, underscores in option names read as dashes, `-O<n>` as
-    `--optimization-level`. A token it would read as a dotted JSON key, or `--help=`, is refused: the farm never
-    renders one, so one in the argv is a value that escaped."""
-    if any(re.match(r"^--model(=.+|$)", a) for a in args):
-        index = next(i for i, a in enumerate(args) if re.match(r"^--model(=.+|$)", a))
-        if args[index] == "--model":
-            tag, rest = (args[index + 1] if index + 1 < len(args) else ""), index + 2
-        else:
-            tag, rest = args[index].removeprefix("--model="), index + 1
-        args = [tag, *args[:index], *args[rest:]]
-    out: list[str] = []
-    for i, arg in enumerate(args):
-        if arg.startswith("--help="):
-            raise _refuse(arg, "vLLM would read it as --help")
-        if _DOTTED.match(arg):
-            raise _refuse(arg, "vLLM would read it as a dotted JSON key")
-        if arg.startswith("--"):
-            key, eq, value = arg.partition("=")
-            head, dot, tail = key[2:].partition(".")
-            out.append("--" + head.replace("_", "-") + dot + tail + eq + value)
-        elif arg.startswith("-O") and arg != "-O":
-            out += ["--optimization-level", arg[3:] if arg[2:3] == "=" else arg[2:]]
-        elif arg == "-O" and i + 1 < len(args) and args[i + 1] in {"0", "1", "2", "3"}:
-            out.append("--optimization-level")
-        else:
-            out.append(arg)
-    return out
-
-
-def _load(package: str, name: str) -> Any:
-    """A declarations file in its engine's folder."""
+def load_declarations(package: str, name: str) -> Any:
+    """A declarations file in its engine's folder (`package`, the folder's package)."""
     return json.loads(resources.files(package).joinpath(name).read_text(encoding="utf-8"))
 
 
@@ -368,101 +303,13 @@ _PARSERS: dict[tuple[str, ...], Any] = {}
 hashable; the options a host's profile allows are added to it by `with_extras`)."""
 
 
-def _key(spec: ArgSpec) -> tuple[str, ...]:
-    return (spec.engine, spec.version, spec.source, *(o.name for o in spec.options))
-
-
-def vllm_parser(spec: ArgSpec) -> ArgparseParser:
-    key = _key(spec)
+def cached_parser(spec: ArgSpec, build: Callable[[ArgSpec], ParserT]) -> ParserT:
+    """The parser `build` makes for `spec`, built once per spec."""
+    key = (spec.engine, spec.version, spec.source, *(o.name for o in spec.options))
     if key not in _PARSERS:
-        _PARSERS[key] = _vllm_parser(spec)
-    parser: ArgparseParser = _PARSERS[key]
+        _PARSERS[key] = build(spec)
+    parser: ParserT = _PARSERS[key]
     return parser
-
-
-def _vllm_parser(spec: ArgSpec) -> ArgparseParser:
-    from farm.engines.vllm.spec import SERVE_ARGS_FILE, SERVE_ARGS_FILES
-
-    if spec.source not in SERVE_ARGS_FILES.values():
-        # A host's own list (profile serve_args_file), dumped from its vLLM's parser: its declarations are that
-        # vLLM's, nargs and switches included.
-        return ArgparseParser(
-            spec_declarations(spec),
-            source=f"{spec.source} (this host's vLLM {spec.version})",
-            positional="model_tag",
-            rewrite=vllm_rewrite,
-            config_option="--config",
-        )
-    name = SERVE_ARGS_FILES.get(spec.version, SERVE_ARGS_FILE)  # the release's own parser
-    data = _load("farm.engines.vllm", name)
-    real = _argparse_declarations(data)
-    known = {s for d in real for s in (*d.strings, *d.negatives)}
-    return ArgparseParser(
-        [*real, *spec_declarations(spec, skip=known)],
-        source=f"{name} (vLLM {data['vllm_version']}'s parser)",
-        positional="model_tag",
-        rewrite=vllm_rewrite,
-        config_option="--config",
-    )
-
-
-SGLANG_ARGS_FILE = "sglang_server_args.json"
-
-
-def sglang_parser(spec: ArgSpec) -> ArgparseParser:
-    key = _key(spec)
-    if key not in _PARSERS:
-        _PARSERS[key] = _sglang_parser(spec)
-    parser: ArgparseParser = _PARSERS[key]
-    return parser
-
-
-def _sglang_parser(spec: ArgSpec) -> ArgparseParser:
-    data = _load("farm.engines.sglang", SGLANG_ARGS_FILE)
-    real = _argparse_declarations(data)
-    known = {s for d in real for s in (*d.strings, *d.negatives)}
-    older = spec_declarations(spec, skip=known)
-    return ArgparseParser(
-        [*real, *older],
-        source=f"{SGLANG_ARGS_FILE} (SGLang {data['version']}'s parser; older spellings from {spec.source[:60]})",
-        config_option="--config",
-    )
-
-
-LLAMA_DECLS_FILES = {"0.3.16": "llama_server_decls_0.3.16.json", "0.3.36": "llama_server_decls_0.3.36.json"}
-"""common/arg.cpp's declarations of the llama.cpp each llama-cpp-python release vendors (the spec's release)."""
-LLAMA_DECLS_FILE = LLAMA_DECLS_FILES["0.3.36"]
-
-
-def llama_server_parser(spec: ArgSpec) -> LlamaServerParser:
-    key = _key(spec)
-    if key not in _PARSERS:
-        _PARSERS[key] = _llama_server_parser(spec)
-    parser: LlamaServerParser = _PARSERS[key]
-    return parser
-
-
-def _llama_server_parser(spec: ArgSpec) -> LlamaServerParser:
-    # The shipped lists are llama_server_args_<release>.json (farm.engines.llamacpp.adapter.SPEC_FILES, not
-    # imported: the adapter imports this module).
-    if not spec.source.startswith(tuple(f"llama_server_args_{release}.json" for release in LLAMA_DECLS_FILES)):
-        # A host's own list (profile llamacpp_args_file), from its llama-server's --help: how many values each
-        # option takes is that build's (a newer build's `-fa` takes on/off/auto, the shipped 0.3.16's is a switch).
-        return LlamaServerParser(spec_declarations(spec), source=f"{spec.source} (this host's llama-server)")
-    name = LLAMA_DECLS_FILES.get(spec.version.split(" ")[0], LLAMA_DECLS_FILE)  # the release's arg.cpp
-    data = _load("farm.engines.llamacpp", name)
-    real = [
-        Declaration(
-            strings=tuple(raw["spellings"]),
-            dest=str(raw["spellings"][-1]),
-            nargs=0 if raw["values"] == 0 else (None if raw["values"] == 1 else int(raw["values"])),
-            negatives=tuple(raw["negatives"]),
-        )
-        for raw in data["options"]
-    ]
-    known = {s for d in real for s in (*d.strings, *d.negatives)}
-    older = spec_declarations(spec, skip=known)
-    return LlamaServerParser([*real, *older], source=f"{name} ({data['version']} common/arg.cpp)")
 
 
 @dataclass(frozen=True)
@@ -483,69 +330,3 @@ def with_extras(spec: ArgSpec, command: CanonicalCommand) -> ArgSpec:
     from dataclasses import replace
 
     return replace(spec, options=(*spec.options, *sorted(extra, key=lambda o: o.name)))
-
-
-def mirror_for(spec: ArgSpec) -> Mirror | None:
-    """The engine's own parser for a spec, or None for an engine the farm has no declarations of."""
-    if spec.engine == "vllm":
-        return Mirror(vllm_parser(spec))
-    if spec.engine == "sglang":
-        return Mirror(sglang_parser(spec), model_dest="model_path")
-    if spec.engine == "llama.cpp":
-        return Mirror(llama_server_parser(spec))
-    return None
-
-
-def recipe_tokens(command: CanonicalCommand) -> tuple[tuple[str, ...], Mirror | None]:
-    """The judged command as the engine gets it after its executable (the model, then the options), and the
-    engine's parser; no parser: an engine the farm has no declarations of."""
-    mirror = mirror_for(with_extras(command.spec, command))
-    if mirror is None:
-        return command.render_options(), None
-    model: tuple[str, ...] = ()
-    if command.model is not None:
-        model = (command.model,) if mirror.model_dest is None else (_model_option(command.spec), command.model)
-    return (*model, *command.render_options()), mirror
-
-
-def _model_option(spec: ArgSpec) -> str:
-    return spec.model_option or "--model"
-
-
-def check_round_trip(command: CanonicalCommand) -> None:
-    """Refuse a judged command whose rendering the engine's own parser would read as anything else."""
-    tokens, mirror = recipe_tokens(command)
-    if mirror is None:
-        return
-    check_parses_back(command, tokens, mirror.parser, model=command.model, model_dest=mirror.model_dest)
-
-
-def check_launch(
-    command: CanonicalCommand,
-    tokens: Sequence[str],
-    *,
-    model: str | None,
-    worker_tokens: Sequence[str],
-) -> None:
-    """At the worker, the argv after the executable (`tokens`): the engine's parser must read the judged options
-    of `command` with their judged values, the model the worker chose, and beyond them only the options in the
-    worker's own `worker_tokens` (its listen address, served name, the profile's extra arguments)."""
-    mirror = mirror_for(with_extras(command.spec, command))
-    if mirror is None:
-        return
-    try:
-        worker = mirror.parser.read(worker_tokens)
-    except ArgumentPolicyError:
-        # The host's own arguments (its profile's extra_args) are not the recipe's: where the engine's parser
-        # would not read them, the engine itself refuses them at start (bad_argument, a host fault), so only the
-        # recipe's part is read back here, alone, as at submit.
-        check_round_trip(command)
-        return
-    check_parses_back(
-        command,
-        tokens,
-        mirror.parser,
-        model=model,
-        model_dest=mirror.model_dest,
-        worker_dests=frozenset(worker.occurrences),
-    )

@@ -46,6 +46,10 @@ log = get_logger(__name__)
 ANNOUNCED_KEY_PREFIX = "farm:announced:"
 """Redis key of a job's last announcement: `farm:announced:<job id>`."""
 
+SWEEP_TURN_KEY_PREFIX = "farm:sweep-turn:"
+"""Redis key of a hardware class's announcing turn: `farm:sweep-turn:<class>`, held by one sweeper for a sweep
+interval (Announcer.take_turn)."""
+
 ANNOUNCED_KEY_TTL_S = 7 * 24 * 3600
 """Keys of finished jobs are garbage after this long; a job still queued then is announced once more (harmless)."""
 
@@ -119,6 +123,23 @@ class Announcer:
         keyless_due = job.updated_at.timestamp() <= now - grace_s
         stale_before = now - stale_s if queue_empty else float("-inf")
         return self._announce(job.id, job.hardware_class, job.attempt, stale_before, keyless_due, now=now)
+
+    def take_turn(self, hardware_class: str, worker_id: str, seconds: float) -> bool:
+        """Whether this worker's sweeper announces for `hardware_class` in this pass: the turn goes to one sweeper
+        of the fleet per `seconds` (a SET NX with that expiry; the holder takes it again when it expires). Every
+        sweeper looking at the same oldest queued jobs every pass was one Lua call per job per worker: 100 workers
+        with a backlog made 2,000 calls a second and half a core of sweeping (bench/fleet.py). A holder that died
+        leaves the turn to another within `seconds`. False, not an error, when the broker does not answer: the
+        sweeper's ping says so."""
+        key = SWEEP_TURN_KEY_PREFIX + hardware_class
+        try:
+            if self.redis.set(key, worker_id, nx=True, px=max(1, int(seconds * 1000))):
+                return True
+            holder = self.redis.get(key)
+        except redis.RedisError as exc:
+            log.warning("announce.turn_failed", hardware_class=hardware_class, error=str(exc))
+            return False
+        return holder is not None and (holder.decode() if isinstance(holder, bytes) else str(holder)) == worker_id
 
     def forget(self, job_id: str) -> None:
         """Drop a job's announcement (its message was consumed without a claim); a sweeper announces it again."""

@@ -34,7 +34,8 @@ def serve(
     dialect: Annotated[
         str | None,
         typer.Option(
-            help="the server to play: vllm, sglang, ollama, lmstudio, tabbyapi or mlx (overrides the profile's)"
+            help="the server to play: vllm, sglang, llamacpp, ollama, lmstudio, tabbyapi or mlx (overrides the "
+            "profile's)"
         ),
     ] = None,
     fault_startup_delay: Annotated[

@@ -4,8 +4,17 @@ A dialect changes routes only (what answers where); the timing model, the tokens
 (/sim/...) are the same for every dialect.
 
 - `sglang`: no /version; /get_server_info (with the version), /get_model_info; /metrics under `sglang:*`.
-- `ollama`: no /health, /version or /metrics; `GET /` ("Ollama is running"), /api/version, /api/tags, and
-  `POST /api/create` (what `ollama create NAME -f Modelfile` sends), which makes NAME the model it serves.
+- `llamacpp`: no /version; /props (`build_info`), /metrics under `llamacpp:*` (tokens only, no prefix-cache
+  counters), `GET /slots` (one per `max_num_seqs`), `POST /slots/{id}?action=erase` (HTTP 501 as llama-server
+  answers unless `slot_save_path`), each answer's cached prompt tokens in `timings.cache_n` and
+  `usage.prompt_tokens_details`, and a request's `cache_prompt: false` honoured (nothing reused). Its slots
+  share the simulator's one prefix cache, so an erase empties it all; llama-server's host-memory prompt cache
+  (`--cache-ram`, which an erase leaves) is not simulated.
+- `ollama`: no /health, /version or /metrics; `GET /` ("Ollama is running"), /api/version, /api/tags,
+  `POST /api/create` (what `ollama create NAME -f Modelfile` sends), which makes NAME the model it serves, and
+  `POST /api/generate` (not streamed), whose final message carries Ollama's own timing from the simulator's
+  truth: `prompt_eval_count`/`prompt_eval_duration` (arrival to first token) and `eval_count`/`eval_duration`
+  (first to last token), in nanoseconds.
 - `lmstudio`: no /health, /version or /metrics; /api/v0/models; `POST /sim/lms/load` stands for `lms load`
   (it makes the identifier the model it serves).
 - `tabbyapi`: no /version or /metrics; /health (`{"status": "healthy"}`), /v1/model (the loaded model).
@@ -17,16 +26,20 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
+from urllib.parse import parse_qs
 
 from farm.sim.http import JSON, Request, Response, json_response
 
 if TYPE_CHECKING:
     from farm.sim.engine import SimState
     from farm.sim.http import Connection
+    from farm.sim.scheduler import RequestRecord
 
 Handler = Callable[["SimState", Request, "Connection"], "Response | None"]
+Generate = Callable[..., "Response | None"]
+"""farm.sim.routes.generate: (state, request, conn, kind, native=...)."""
 
-DIALECTS = ("vllm", "sglang", "ollama", "lmstudio", "tabbyapi", "mlx")
+DIALECTS = ("vllm", "sglang", "llamacpp", "ollama", "lmstudio", "tabbyapi", "mlx")
 """Every server the simulator plays (the profile's `dialect`, `farm sim serve --dialect`)."""
 
 OWNERS = {"sglang": "sglang", "ollama": "library", "lmstudio": "organization_owner", "tabbyapi": "tabbyAPI"}
@@ -67,6 +80,54 @@ def ollama_create(state: SimState, request: Request, conn: Connection) -> Respon
     return json_response({"status": "success"})
 
 
+def ollama_generate_route(generate: Generate) -> Handler:
+    """`POST /api/generate` as a completion of `options.num_predict` tokens, answered whole in Ollama's form."""
+
+    def handler(state: SimState, request: Request, conn: Connection) -> Response | None:
+        body = _body(request)
+        given = body.get("options")
+        options: dict[str, Any] = given if isinstance(given, dict) else {}
+        completion = {
+            "model": body.get("model", ""),
+            "prompt": body.get("prompt", ""),
+            "max_tokens": options.get("num_predict", 128),
+            "temperature": options.get("temperature", 0.8),
+            "stream": False,
+            "ignore_eos": True,
+        }
+        inner = Request(
+            request.method,
+            "/v1/completions",
+            request.version,
+            request.headers,
+            json.dumps(completion).encode(),
+            request.arrival_ns,
+        )
+        return generate(state, inner, conn, "completion", native="ollama")
+
+    return handler
+
+
+def ollama_final_message(
+    model: str, text: str, finish_reason: str, record: RequestRecord, completion_tokens: int
+) -> dict[str, Any]:
+    """Ollama's final message of a generation, its timing from the simulator's record of the request."""
+    first = record.first_chunk_ns if record.first_chunk_ns is not None else record.admitted_ns
+    last = record.last_chunk_ns if record.last_chunk_ns is not None else first
+    return {
+        "model": model,
+        "response": text,
+        "done": True,
+        "done_reason": "length" if finish_reason == "length" else "stop",
+        "total_duration": last - record.arrival_ns,
+        "load_duration": 0,
+        "prompt_eval_count": record.prompt_tokens,
+        "prompt_eval_duration": first - record.arrival_ns,
+        "eval_count": completion_tokens,
+        "eval_duration": last - first,
+    }
+
+
 def lmstudio_models(state: SimState, request: Request, conn: Connection) -> Response:
     p = state.profile
     card = {"id": p.served_model_name, "object": "model", "type": "llm", "state": "loaded"}
@@ -97,13 +158,66 @@ def mlx_health(state: SimState, request: Request, conn: Connection) -> Response:
     return json_response({"status": "ok"})
 
 
-def apply_dialect(routes: dict[str, dict[str, Handler]], dialect: str, sglang: dict[str, dict[str, Handler]]) -> None:
-    """Change vLLM's routes into the dialect's, in place (`sglang`: SGLang's extra routes, from farm.sim.routes)."""
+SLOT_ACTIONS_REFUSED = "This server does not support slots action. Start it with `--slot-save-path`"
+"""llama-server's answer (HTTP 501) to every `POST /slots/{id}` without --slot-save-path (0.3.36's server)."""
+
+
+def llama_props(state: SimState, request: Request, conn: Connection) -> Response:
+    p = state.profile
+    return json_response(
+        {"build_info": f"b0-sim{p.version}", "total_slots": p.max_num_seqs, "model_alias": p.served_model_name}
+    )
+
+
+def llama_slots(state: SimState, request: Request, conn: Connection) -> Response:
+    p = state.profile
+    return json_response(
+        [
+            {"id": slot, "n_ctx": p.max_model_len, "is_processing": slot < state.running}
+            for slot in range(p.max_num_seqs)
+        ]
+    )
+
+
+def llama_slot_action(state: SimState, request: Request, conn: Connection) -> Response:
+    """`POST /slots/{id}?action=...`: only erase; refused as llama-server refuses it without --slot-save-path."""
+    if not state.profile.slot_save_path:
+        body = {"error": {"code": 501, "message": SLOT_ACTIONS_REFUSED, "type": "not_supported_error"}}
+        return json_response(body, 501)
+    slot_text = request.path.rsplit("/", 1)[1]
+    action = parse_qs(request.query).get("action", [""])[0]
+    if not slot_text.isdigit() or int(slot_text) >= state.profile.max_num_seqs:
+        return json_response(
+            {"error": {"code": 400, "message": "Invalid slot ID", "type": "invalid_request_error"}}, 400
+        )
+    if action != "erase":
+        return json_response(
+            {"error": {"code": 400, "message": "Invalid action", "type": "invalid_request_error"}}, 400
+        )
+    erased = len(state.prefix_cache) * state.profile.prefix_block_tokens
+    state.prefix_cache.clear()
+    state.cache_resets += 1
+    return json_response({"id_slot": int(slot_text), "n_erased": erased})
+
+
+def apply_dialect(
+    routes: dict[str, dict[str, Handler]],
+    dialect: str,
+    sglang: dict[str, dict[str, Handler]],
+    generate: Generate | None = None,
+) -> None:
+    """Change vLLM's routes into the dialect's, in place (`sglang`: SGLang's extra routes, `generate` the
+    generation handler, from farm.sim.routes)."""
     if dialect == "vllm":
         return
     routes.pop("/version", None)
     if dialect == "sglang":
         routes.update(sglang)
+        return
+    if dialect == "llamacpp":
+        routes["/props"] = {"GET": llama_props}
+        routes["/slots"] = {"GET": llama_slots}
+        routes["/slots/{id}"] = {"POST": llama_slot_action}
         return
     routes.pop("/metrics", None)
     if dialect == "ollama":
@@ -112,6 +226,8 @@ def apply_dialect(routes: dict[str, dict[str, Handler]], dialect: str, sglang: d
         routes["/api/version"] = {"GET": ollama_version}
         routes["/api/tags"] = {"GET": ollama_tags}
         routes["/api/create"] = {"POST": ollama_create}
+        if generate is not None:
+            routes["/api/generate"] = {"POST": ollama_generate_route(generate)}
     elif dialect == "lmstudio":
         routes.pop("/health", None)
         routes["/api/v0/models"] = {"GET": lmstudio_models}

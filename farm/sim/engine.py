@@ -15,6 +15,7 @@ from time import perf_counter_ns
 from typing import Any
 
 from farm.sim import protocol, timing, tokenizer
+from farm.sim.dialects import ollama_final_message
 from farm.sim.faults import ErrorDraw, FaultPlan
 from farm.sim.http import Connection, json_response
 from farm.sim.metrics import EngineMetrics, LatenessRecorder
@@ -40,6 +41,8 @@ class Pending:
     completion_tokens: int
     finish_reason: str
     step_rng: random.Random | None
+    native: str | None = None
+    """The dialect whose own form a whole answer takes (`ollama`: /api/generate's final message)."""
 
 
 class SimState:
@@ -122,7 +125,9 @@ def _start(state: SimState, pending: Pending, admitted_ns: int) -> None:
     req = pending.req
     prompt_len = len(req.prompt_tokens)
     hashes = block_hashes(req.prompt_tokens, profile.prefix_block_tokens) if profile.prefix_cache_blocks else []
-    cached = state.prefix_cache.lookup(hashes)
+    # llama-server's `cache_prompt: false`: the whole prompt is evaluated again (and still cached after).
+    reuse = req.cache_prompt or profile.dialect != "llamacpp"
+    cached = state.prefix_cache.lookup(hashes) if reuse else 0
     state.metrics.prefix_cache_queries += prompt_len
     state.metrics.prefix_cache_hits += cached
     ttft = timing.ttft_s(
@@ -154,7 +159,9 @@ def _start(state: SimState, pending: Pending, admitted_ns: int) -> None:
         # put the client's handling of the response head on the path of its first-token stamp.
         head, chunked = conn.stream_head(200, SSE_HEADERS)
         conn.write(head)
-        templates = protocol.ChunkTemplates(req, pending.request_id, pending.created)
+        templates = protocol.ChunkTemplates(
+            req, pending.request_id, pending.created, report_cached=profile.dialect == "llamacpp"
+        )
     stream = Stream(
         record=record,
         req=req,
@@ -178,7 +185,13 @@ def _finished(state: SimState, pending: Pending, stream: Stream) -> None:
     state.running -= 1
     conn = pending.conn
     record = stream.record
-    if record.status == "ok" and not stream.req.stream:
+    if record.status == "ok" and not stream.req.stream and pending.native == "ollama":
+        text = protocol.output_text(stream.text_offset, 0, pending.completion_tokens).decode("ascii")
+        model = state.profile.served_model_name
+        conn.send(
+            json_response(ollama_final_message(model, text, pending.finish_reason, record, pending.completion_tokens))
+        )
+    elif record.status == "ok" and not stream.req.stream:
         req = pending.req
         text = protocol.output_text(stream.text_offset, 0, pending.completion_tokens).decode("ascii")
         body = protocol.full_response(

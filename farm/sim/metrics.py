@@ -266,6 +266,19 @@ def sglang_exposition(vllm_text: str) -> str:
     return "\n".join(out) + "\n"
 
 
+def llamacpp_exposition(prompt_tokens: int, generation_tokens: int) -> str:
+    """/metrics as llama-server serves it with --metrics: its token counters (it counts no prefix-cache hits
+    under a name the farm maps; the hit rate is in each answer's `timings.cache_n`)."""
+    return (
+        "# HELP llamacpp:prompt_tokens_total Number of prompt tokens processed.\n"
+        "# TYPE llamacpp:prompt_tokens_total counter\n"
+        f"llamacpp:prompt_tokens_total {prompt_tokens}\n"
+        "# HELP llamacpp:tokens_predicted_total Number of generation tokens processed.\n"
+        "# TYPE llamacpp:tokens_predicted_total counter\n"
+        f"llamacpp:tokens_predicted_total {generation_tokens}\n"
+    )
+
+
 class LatenessRecorder:
     """Per-chunk lateness of the server's own schedule (write time minus due time), as a log-linear histogram.
 

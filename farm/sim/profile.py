@@ -90,10 +90,21 @@ class SimProfile(BaseModel):
         True, description="serve /tokenize and /detokenize (false: a plain OpenAI-compatible server without them)"
     )
     seed: int = Field(0, description="seeds every random draw (spec-decode acceptance, sampled text)")
-    dialect: Literal["vllm", "sglang", "ollama", "lmstudio", "tabbyapi", "mlx"] = Field(
+    dialect: Literal["vllm", "sglang", "llamacpp", "ollama", "lmstudio", "tabbyapi", "mlx"] = Field(
         "vllm",
         description="the server it plays: vllm (/version, vllm:* metrics), sglang (/get_server_info, "
-        "/get_model_info, sglang:* metrics, no /version), or ollama, lmstudio, tabbyapi, mlx (farm.sim.dialects)",
+        "/get_model_info, sglang:* metrics, no /version), or llamacpp, ollama, lmstudio, tabbyapi, mlx "
+        "(farm.sim.dialects)",
+    )
+    dev_mode: bool = Field(
+        True,
+        description="vllm dialect: served as with VLLM_SERVER_DEV_MODE=1, so POST /reset_prefix_cache is there "
+        "(false: HTTP 404, as a vLLM without dev mode answers)",
+    )
+    slot_save_path: bool = Field(
+        False,
+        description="llamacpp dialect: started with --slot-save-path, so POST /slots/{id}?action=erase works "
+        "(without it llama-server answers every slot action with HTTP 501)",
     )
 
     @model_validator(mode="after")

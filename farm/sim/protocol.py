@@ -74,6 +74,7 @@ class _CommonBody(BaseModel):
     seed: int | None = None
     ignore_eos: bool = False
     min_tokens: int = Field(0, ge=0)
+    cache_prompt: bool = True  # llama-server's: false reuses no cached prompt (the llamacpp dialect honours it)
 
 
 class CompletionBody(_CommonBody):
@@ -143,6 +144,8 @@ class GenerationRequest:
     seed: int | None
     stream: bool
     include_usage: bool
+    cache_prompt: bool = True
+    """llama-server's request field: false, no cached prefix is reused (honoured by the llamacpp dialect)."""
 
 
 def check_model(requested: str | None, profile: SimProfile) -> str:
@@ -211,6 +214,7 @@ def completion_request(body: CompletionBody, profile: SimProfile) -> GenerationR
         seed=body.seed,
         stream=stream,
         include_usage=include_usage,
+        cache_prompt=body.cache_prompt,
     )
 
 
@@ -240,6 +244,7 @@ def chat_request(body: ChatBody, profile: SimProfile) -> GenerationRequest:
         seed=body.seed,
         stream=stream,
         include_usage=include_usage,
+        cache_prompt=body.cache_prompt,
     )
 
 
@@ -282,7 +287,10 @@ _CHAT_FINAL_SUFFIX = {
 class ChunkTemplates:
     """The bytes of every SSE event of one streamed response, with the text as the only part that varies."""
 
-    def __init__(self, req: GenerationRequest, request_id: str, created: int) -> None:
+    def __init__(self, req: GenerationRequest, request_id: str, created: int, *, report_cached: bool = False) -> None:
+        """`report_cached`: the usage chunk says the cached prompt tokens as llama-server does
+        (`usage.prompt_tokens_details.cached_tokens` and `timings.cache_n`)."""
+        self.report_cached = report_cached
         self.kind = req.kind
         self.request_id = request_id
         self.created = created
@@ -316,9 +324,9 @@ class ChunkTemplates:
     def final_chunk(self, text: bytes, finish_reason: str) -> bytes:
         return self.prefix + text + self.final_suffix[finish_reason]
 
-    def usage_chunk(self, prompt_tokens: int, completion_tokens: int) -> bytes:
+    def usage_chunk(self, prompt_tokens: int, completion_tokens: int, cached_tokens: int = 0) -> bytes:
         obj = "text_completion" if self.kind == "completion" else "chat.completion.chunk"
-        body = {
+        body: dict[str, Any] = {
             "id": self.request_id,
             "object": obj,
             "created": self.created,
@@ -326,6 +334,13 @@ class ChunkTemplates:
             "choices": [],
             "usage": usage(prompt_tokens, completion_tokens),
         }
+        if self.report_cached:
+            body["usage"]["prompt_tokens_details"] = {"cached_tokens": cached_tokens}
+            body["timings"] = {
+                "cache_n": cached_tokens,
+                "prompt_n": prompt_tokens - cached_tokens,
+                "predicted_n": completion_tokens,
+            }
         return b"data: " + json.dumps(body, separators=(",", ":")).encode() + b"\n\n"
 
 

@@ -10,13 +10,15 @@
                         power (mW), for a worker's simulated GPU probe
     GET  /sim/energy    the power model's exact energy per card over ?start_ns=&end_ns= (perf_counter_ns, the
                         clock of /sim/requests): the truth the farm's measured energy is checked against
-    POST /reset_prefix_cache   empties the prefix cache (vLLM's; its counters go on counting)
+    POST /reset_prefix_cache   empties the prefix cache (vLLM's, served in its dev mode: the profile's
+                               `dev_mode`; its counters go on counting)
 
 With `tokenize_endpoint = false` it has no /tokenize and /detokenize, as most OpenAI-compatible servers.
 
 With the profile's `dialect = "sglang"` it answers as SGLang does instead: no /version, but /get_server_info
 (with the version) and /get_model_info, /flush_cache instead of /reset_prefix_cache, and /metrics under
-SGLang's `sglang:*` names; Ollama, LM Studio, TabbyAPI and MLX likewise (farm.sim.dialects), without vLLM's
+SGLang's `sglang:*` names; llama.cpp's (`/slots`, slot erase, `cache_prompt`, `timings.cache_n`), Ollama,
+LM Studio, TabbyAPI and MLX likewise (farm.sim.dialects), without vLLM's
 /reset_prefix_cache.
 
 Unknown paths answer 404 and known paths with another method 405, in FastAPI's `{"detail": ...}` shape.
@@ -43,7 +45,7 @@ from farm.sim.dialects import OWNERS, apply_dialect
 from farm.sim.engine import Pending, SimState, admit
 from farm.sim.faults import FaultPlan
 from farm.sim.http import JSON, Connection, Request, Response, connection_factory, json_response
-from farm.sim.metrics import sglang_exposition
+from farm.sim.metrics import llamacpp_exposition, sglang_exposition
 from farm.sim.profile import SimProfile
 from farm.sim.scheduler import DEFAULT_SPIN_US
 
@@ -84,7 +86,7 @@ class SimApp:
             "/sim/requests": {"GET": sim_requests, "DELETE": sim_requests_clear},
             "/sim/gpu": {"GET": sim_gpu},
             "/sim/energy": {"GET": sim_energy},
-            "/reset_prefix_cache": {"POST": reset_prefix_cache},
+            "/reset_prefix_cache": {"POST": vllm_reset_prefix_cache},
         }
         # Another server's routes (farm.sim.dialects): SGLang has no /version, its version is in
         # /get_server_info (and its metrics are sglang:*); Ollama's API is under /api; ...
@@ -93,9 +95,9 @@ class SimApp:
             "/get_model_info": {"GET": sglang_model_info},
             "/flush_cache": {"GET": reset_prefix_cache, "POST": reset_prefix_cache},
         }
-        apply_dialect(self.routes, state.profile.dialect, sglang)
-        if state.profile.dialect != "vllm":
-            self.routes.pop("/reset_prefix_cache", None)  # vLLM's own call
+        apply_dialect(self.routes, state.profile.dialect, sglang, generate)
+        if state.profile.dialect != "vllm" or not state.profile.dev_mode:
+            self.routes.pop("/reset_prefix_cache", None)  # vLLM's own call, in its dev mode only
         if not state.profile.tokenize_endpoint:
             self.routes.pop("/tokenize", None)
             self.routes.pop("/detokenize", None)
@@ -104,6 +106,10 @@ class SimApp:
         if self.state.hung:
             return None  # never answered: the connection stays busy, as a hung engine's does
         methods = self.routes.get(request.path)
+        if methods is None:
+            # One path parameter, as the last segment (llama.cpp's /slots/{id}).
+            head, _, last = request.path.rpartition("/")
+            methods = self.routes.get(f"{head}/{{id}}") if last else None
         if methods is None:
             return NOT_FOUND
         handler = methods.get("GET" if request.method == "HEAD" else request.method)
@@ -197,6 +203,8 @@ def metrics(state: SimState, request: Request, conn: Connection) -> Response:
     text = m.render()
     if state.profile.dialect == "sglang":
         text = sglang_exposition(text)
+    elif state.profile.dialect == "llamacpp":
+        text = llamacpp_exposition(m.prompt_tokens, m.generation_tokens)
     return Response(200, text.encode(), "text/plain; charset=utf-8")
 
 
@@ -260,6 +268,13 @@ def reset_prefix_cache(state: SimState, request: Request, conn: Connection) -> R
     return Response(200)
 
 
+def vllm_reset_prefix_cache(state: SimState, request: Request, conn: Connection) -> Response:
+    """vLLM's answer to POST /reset_prefix_cache (with VLLM_SERVER_DEV_MODE=1): `{"success": true}` (the
+    simulator holds no blocks a reset must wait for)."""
+    reset_prefix_cache(state, request, conn)
+    return json_response({"success": True})
+
+
 def detokenize(state: SimState, request: Request, conn: Connection) -> Response:
     try:
         body: protocol.DetokenizeBody = protocol.parse_body(request.body, protocol.DetokenizeBody)
@@ -269,8 +284,11 @@ def detokenize(state: SimState, request: Request, conn: Connection) -> Response:
     return json_response({"prompt": state.vocabulary.decode(body.tokens)})
 
 
-def generate(state: SimState, request: Request, conn: Connection, kind: str) -> Response | None:
+def generate(
+    state: SimState, request: Request, conn: Connection, kind: str, *, native: str | None = None
+) -> Response | None:
     """A completion or chat request: parse, plan and hand it to the scheduler (or queue it for a slot).
+    `native`: the dialect whose own form the whole answer takes (Ollama's /api/generate), else OpenAI's.
 
     Returns an error response, or None: the answer comes from the scheduler (`_finished`).
     """
@@ -313,6 +331,7 @@ def generate(state: SimState, request: Request, conn: Connection, kind: str) -> 
         step_rng=random.Random(profile.seed * 1_000_003 + state.request_counter)
         if profile.num_speculative_tokens > 0
         else None,
+        native=native,
     )
     admit(state, pending)
     return None

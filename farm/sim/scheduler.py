@@ -391,7 +391,7 @@ class Scheduler:
         if last:
             data = templates.final_chunk(text, stream.finish_reason)
             if stream.req.include_usage:
-                data += templates.usage_chunk(stream.record.prompt_tokens, end)
+                data += templates.usage_chunk(stream.record.prompt_tokens, end, stream.record.cached_tokens)
             data += protocol.DONE
         else:
             data = templates.prefix + text + templates.suffix

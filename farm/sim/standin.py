@@ -13,6 +13,8 @@ and any file it was handed, so a test can check that the engine receives exactly
     lms load MODEL ... --identifier ID    POSTs /sim/lms/load (the model served as ID)
     lms unload --all, lms server stop     the latter stops the detached simulator
     lms version                           prints the stand-in's version
+    ENGINE --version                      prints FARM_STANDIN_VERSION as the engine would (exit 1 when unset),
+                                          unrecorded: the worker asks it at start to choose the spec
 
 `lms` keeps where its server listens in `.lms-standin.json` in its working directory (the run's own directory,
 where the worker runs every `lms` command), as LM Studio's daemon remembers its server.
@@ -133,7 +135,7 @@ def _lmstudio(args: list[str]) -> None:
         print("Stopped the server")
         return
     if args[:1] == ["version"]:
-        print("lms - LM Studio CLI - 0.3.0-standin")
+        print(VERSION_LINES["lmstudio"].format(os.environ.get("FARM_STANDIN_VERSION", "0.3.0-standin")))
         return
     raise SystemExit(f"standin: lms {' '.join(args)} is not something the worker runs")
 
@@ -142,9 +144,24 @@ STAND_INS = {"ollama": _ollama, "lmstudio": _lmstudio, "mlx": _mlx, "tabbyapi": 
 """The engines the simulator stands in for, by the table's name."""
 
 
+VERSION_LINES = {
+    "ollama": "ollama version is {}",
+    "mlx": "mlx_lm {}",
+    "tabbyapi": "TabbyAPI {}",
+    "lmstudio": "lms - LM Studio CLI - {}",
+}
+"""How each engine's version command answers, with FARM_STANDIN_VERSION in it."""
+
+
 def main(argv: list[str]) -> None:
     if not argv or argv[0] not in STAND_INS:
         raise SystemExit(f"usage: python -m farm.sim.standin {{{','.join(STAND_INS)}}} ARGS...")
+    if argv[1:] == ["--version"]:
+        version = os.environ.get("FARM_STANDIN_VERSION")
+        if not version:
+            raise SystemExit(f"standin: {argv[0]} --version: FARM_STANDIN_VERSION is not set")
+        print(VERSION_LINES[argv[0]].format(version))
+        return
     STAND_INS[argv[0]](argv[1:])
 
 

@@ -186,6 +186,9 @@ class Host(Base):
     """The worker's last check of its broker (None: embedded mode); False: it cannot receive messages."""
     spool_held: Col[int] = Column(Integer, server_default="0", nullable=False)
     """Results held in the worker's memory because its spool's disk refused them."""
+    engine_versions: Col[dict[str, str] | None] = Column(JSONType)
+    """Canonical engine name -> the version the worker runs (read from its executable at start, or its
+    profile's); what submit judges a recipe against."""
 
 
 class RecipeRow(Base):

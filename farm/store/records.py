@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import enum
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -59,6 +60,8 @@ class WorkerView:
     """Whether the worker's broker answered its last check (None: embedded mode, no broker)."""
     spool_held: int = 0
     """Results the worker holds in memory because its spool's disk refused them."""
+    engine_versions: Mapping[str, str] = field(default_factory=dict)
+    """The engine versions it runs, by canonical engine name (read at its start)."""
 
 
 @dataclass(frozen=True)

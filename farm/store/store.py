@@ -1167,11 +1167,13 @@ class Store:
         version: str | None = None,
         *,
         public_key: PublicKey | None = None,
+        engine_versions: Mapping[str, str] | None = None,
         now: datetime | None = None,
     ) -> None:
         """Record (or refresh) a worker daemon in the hosts table when it starts; `version` is the farm's own
         unless given. A restarted worker keeps its id, and so its quarantine and its run of failed starts.
-        `public_key`: the host's signing key, kept with the row and known to the farm (not trusted by this)."""
+        `public_key`: the host's signing key, kept with the row and known to the farm (not trusted by this).
+        `engine_versions`: the engine versions it runs (what submit judges against)."""
         with self._write(f"cannot register worker {worker_id!r}") as conn:
             when = _clock(conn, now)
             values = {
@@ -1183,6 +1185,7 @@ class Store:
                 "last_heartbeat": when,
                 "current_job_id": None,
                 "phase": None,
+                "engine_versions": dict(engine_versions) if engine_versions else None,
             }
             statement = upsert(conn, Host).values(**values)
             updates = {name: statement.excluded[name] for name in values if name != "worker_id"}
@@ -1276,6 +1279,7 @@ class Store:
                 quarantine_reason=row.quarantine_reason,
                 broker_ok=row.broker_ok,
                 spool_held=row.spool_held,
+                engine_versions=dict(row.engine_versions or {}),
             )
             for row in rows
         ]

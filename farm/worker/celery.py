@@ -10,6 +10,19 @@ one failed it, or is quarantined): its message is sent back after a pause.
 The runtime (the Worker, built once per worker process from its profile and store, and the announcer) is the
 one piece of process-global state of farm mode, set by `install` before the Celery worker starts and fenced
 into this module.
+
+A free worker claims straight from the store before it goes back to the broker: once a job ends, the task claims
+the next queued job of its classes (`Store.claim`, SKIP LOCKED, priority order) and runs it in the same task,
+for as long as there is one; and a message whose own job was taken already (a duplicate) claims the next queued
+job instead of doing nothing. So a message is a wake-up for the class, not a ticket for one job: with a backlog,
+a worker that finishes a job picks up the next one in one claim query, without acknowledging, fetching and
+matching a message (bench/fleet.py measures the difference), and an idle worker woken by any message of its
+class takes the job next in line. Every message still stands for a queued job that nobody claimed through it, so
+the messages in a queue are never fewer than its unclaimed jobs; the surplus (messages of jobs claimed straight)
+are duplicates that cost one claim query each. The chain stops when nothing is queued for this host, when the
+worker is stopping (SIGTERM: the job in hand is finished, and no next one is taken), quarantined or paused,
+when results wait in its spool (a claim could start a later attempt of their own job), and on any store error
+(the message path and the sweepers take over).
 """
 
 from __future__ import annotations
@@ -17,7 +30,7 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 import structlog
 from celery import Celery, signals
@@ -27,7 +40,8 @@ from farm.errors import BrokerError, LeaseLost, StoreError
 from farm.logs import get_logger
 from farm.queue.announce import Announcer
 from farm.queue.celery_app import RUN_JOB_TASK
-from farm.worker.daemon import Worker
+from farm.settings import Settings
+from farm.store import Store
 
 log = get_logger(__name__)
 
@@ -50,16 +64,46 @@ class ConsumerSwitch:
         """Take messages again."""
 
 
+class TaskWorker(Protocol):
+    """What the task needs of its worker: farm.worker.daemon.Worker (engines, spool, heartbeats), or the light one
+    of bench/fleet.py whose jobs run no engine."""
+
+    @property
+    def store(self) -> Store: ...
+
+    @property
+    def worker_id(self) -> str: ...
+
+    @property
+    def hardware_classes(self) -> tuple[str, ...]: ...
+
+    @property
+    def lease_s(self) -> float: ...
+
+    @property
+    def settings(self) -> Settings: ...
+
+    def deliver_spooled(self) -> frozenset[str]: ...
+
+    def run_job(self, job: ClaimedJob) -> None: ...
+
+    def check_quarantine(self) -> str | None: ...
+
+    def report_alive(self, job_id: str | None = None, phase: str | None = None) -> None: ...
+
+
 @dataclass
 class FarmRuntime:
     """What the task needs in a worker process: the Worker, the announcer, and the job in hand."""
 
-    worker: Worker
+    worker: TaskWorker
     announcer: Announcer
     on_sigterm: OnSigterm = "finish"
     consumer: ConsumerSwitch = field(default_factory=ConsumerSwitch)
     current: ClaimedJob | None = None
     paused: bool = False
+    stopping: bool = False
+    """Set when the worker is shutting down: the job in hand ends, and no next one is claimed."""
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     @property
@@ -78,8 +122,21 @@ class FarmRuntime:
             log.exception("task.failed_before_claim", job=job_id)
             self.announcer.forget(job_id)
             return "error"
+        if job == "duplicate":
+            job = self.claim_next() or job  # the message is a wake-up for the class: the job next in line
         if isinstance(job, str):
             return job
+        next_job: ClaimedJob | None = job
+        while next_job is not None:
+            self._run(next_job)
+            ended = next_job.id
+            next_job = self.claim_next()
+            # After the next claim, so a pickup is one query: the ended job, if it went back to the queue, is
+            # announced for the other hosts a claim query later (this host may even have taken it again).
+            self.announce_if_requeued(ended)
+        return "ran"
+
+    def _run(self, job: ClaimedJob) -> None:
         with self._lock:
             self.current = job
         try:
@@ -87,8 +144,28 @@ class FarmRuntime:
         finally:
             with self._lock:
                 self.current = None
-        self.announce_if_requeued(job.id)
-        return "ran"
+
+    def claim_next(self) -> ClaimedJob | None:
+        """The next queued job of this worker's classes, claimed straight from the store (module docstring), or
+        None when there is none for this host or the worker should take none now."""
+        if self.stopping or self.paused:
+            return None
+        worker = self.worker
+        try:
+            if worker.deliver_spooled():
+                return None  # results wait in the spool: a claim could start a later attempt of their own job
+            job = worker.store.claim(
+                worker.worker_id, worker.hardware_classes, worker.lease_s, live_within_s=worker.settings.live_within_s
+            )
+        except StoreError as exc:
+            log.warning("task.claim_next_failed", error=str(exc))
+            return None
+        except Exception:  # the message path and the sweepers carry on; this worker just takes no next job now
+            log.exception("task.claim_next_failed")
+            return None
+        if job is not None:
+            log.info("task.claimed_next", job=job.id, attempt=job.attempt)
+        return job
 
     def _claim(self, job_id: str) -> ClaimedJob | Outcome:
         """The claimed job, or the outcome of a message that claimed nothing."""

@@ -31,6 +31,7 @@ from farm.bench.runner import SweepOutcome, run_sweep
 from farm.domain import START_FAILURES, Artifact, ClaimedJob, FailureClass, Phase, RunResult
 from farm.engines.base import Engine
 from farm.engines.process import wait_gpus_free
+from farm.engines.registry import engine_kind
 from farm.errors import EngineError, FarmError, LeaseLost, MeasurementError, StoreError, StoreRefused
 from farm.hardware.probe import HardwareProbe, SimulatedProbe
 from farm.logs import get_logger
@@ -45,7 +46,7 @@ from farm.signing.keys import HostKey
 from farm.signing.runs import sign_result
 from farm.store import Store, recipe_sha256
 from farm.worker.energy import ENERGY_SAMPLE_INTERVAL_S, EnergySampler
-from farm.worker.engines import EngineFactory, default_engine_factory, probe_for
+from farm.worker.engines import EngineFactory, default_engine_factory, engine_versions, probe_for
 from farm.worker.failures import classify_request_failure
 from farm.worker.memory import PeakMemorySampler
 from farm.worker.outage import StoreWatch
@@ -134,6 +135,7 @@ class Worker:
             host=self._host.name,
             hardware_classes=list(self.hardware_classes),
             public_key=self.host_key.public,
+            engine_versions=engine_versions(self.profile),
         )
         done = 0
         idle_since = time.monotonic()
@@ -353,6 +355,11 @@ class Worker:
                             should_stop=should_stop,
                             counter_names=getattr(engine, "metric_names", None),
                             on_window_edge=power.edge,
+                            # the engine's own timing report, where it gives one (the simulator of kind
+                            # `sim` speaks vLLM's API whatever the recipe's engine: none there)
+                            own_timing=None
+                            if self.profile.engine.kind == "sim"
+                            else engine_kind(recipe.engine.name).own_timing,
                         ),
                         should_stop,
                     )
@@ -590,14 +597,18 @@ def _memory_figures(peaks_mib: tuple[int, ...], repeats: int) -> list[Figure]:
 
 
 def _self_check_recipe(profile: WorkerProfile) -> Recipe:
-    """A minimal recipe for a simulator host's self-check (the simulator serves any model name)."""
+    """A minimal recipe for a simulator host's self-check (the simulator serves any model name), of the first
+    engine the host runs."""
+    kind = engine_kind(profile.engine.runs()[0])
+    model = "farm/self-check"
+    argv = (*kind.launcher, model) if kind.positional_model else (*kind.launcher, kind.model_flags[0], model)
     return Recipe(
         id="farm-self-check",
         model_id="farm/self-check",
         hardware_id=profile.hardware.hardware_id,
         hardware_count=profile.hardware.count,
-        engine=RecipeEngine(name="vllm"),
-        argv=("vllm", "serve", "farm/self-check"),
+        engine=RecipeEngine(name=kind.name),
+        argv=argv,
         provenance=RecipeProvenance(source_format="local-ai-registry/v1", content_sha256="0" * 64),
     )
 

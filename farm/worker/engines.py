@@ -15,22 +15,21 @@ from pathlib import Path
 from farm.domain import FailureClass
 from farm.engines.argspec import ArgSpec
 from farm.engines.base import Engine, LaunchRequest
-from farm.engines.container import ContainerEngine
 from farm.engines.endpoint.adapter import endpoint_engine
 from farm.engines.environment import recipe_environment
 from farm.engines.judge import DEFAULT_PATH_ROOTS
-from farm.engines.llamacpp.adapter import load_llamacpp_spec
 from farm.engines.policy import EnginePolicy, recipe_command
-from farm.engines.process import EngineProcess
+from farm.engines.process import EngineProcess, host_env
 from farm.engines.registry import ENGINES, canonical_engine_name
 from farm.engines.sim.adapter import sim_engine
-from farm.engines.vllm.adapter import DEFAULT_ENV_ALLOWLIST, vllm_engine, vllm_env
-from farm.engines.vllm.spec import load_vllm_spec
 from farm.errors import EngineError, ProfileError
 from farm.hardware.detect import probe_from_source
 from farm.hardware.probe import DeclaredProbe, HardwareProbe, HardwareReport, SimulatedProbe
 from farm.recipes.model import Recipe
-from farm.worker.profile import WorkerProfile
+from farm.worker.profile import VllmSection, WorkerProfile
+
+CONTAINER_KIND = "-container"
+"""A profile's `engine.kind` `<engine>-container`: the recipe's own image of that engine, through docker."""
 
 EngineFactory = Callable[[Recipe, WorkerProfile, int, Path, HardwareProbe], Engine]
 
@@ -82,13 +81,13 @@ def assigned_gpus(profile: WorkerProfile, probe: HardwareProbe, count: int) -> t
 
 def engine_policy(profile: WorkerProfile) -> EnginePolicy:
     section = profile.engine.policy
-    serve_args = load_vllm_spec(Path(section.serve_args_file).expanduser()) if section.serve_args_file else None
     specs, notes = _version_specs(profile)
-    if serve_args is not None:
-        notes["vllm"] = f"vllm {serve_args.version} from {serve_args.source}"
-    if section.llamacpp_args_file:
-        specs["llama.cpp"] = load_llamacpp_spec(Path(section.llamacpp_args_file).expanduser())
-        notes["llama.cpp"] = f"llama.cpp {specs['llama.cpp'].version} from {specs['llama.cpp'].source}"
+    for name, path in section.host_spec_files().items():
+        read = ENGINES[name].host_spec
+        if read is None:
+            raise ProfileError(f"{name} reads no argument list generated on a host", field="engine.policy")
+        specs[name] = read(Path(path).expanduser())
+        notes[name] = f"{name} {specs[name].version} from {specs[name].source}"
     return EnginePolicy(
         allow_trust_remote_code_models=frozenset(section.allow_trust_remote_code_models),
         allow_local_media=section.allow_local_media,
@@ -99,30 +98,52 @@ def engine_policy(profile: WorkerProfile) -> EnginePolicy:
         allowed_mount_sources=frozenset(section.allowed_mount_sources),
         mount_roots=dict(section.mount_roots),
         path_roots=section.path_roots if section.path_roots is not None else _host_roots(profile),
-        serve_args=serve_args,
         specs=specs,
         spec_notes=notes,
     )
 
 
-def _version_specs(profile: WorkerProfile) -> tuple[dict[str, ArgSpec], dict[str, str]]:
-    """For each engine this host runs: the spec of the version it runs (its profile's `version`, else what its
-    executable says, else the newest shipped), and a line saying which (for provenance)."""
-    specs: dict[str, ArgSpec] = {}
-    notes: dict[str, str] = {}
+def engine_versions(profile: WorkerProfile) -> dict[str, str]:
+    """The version of each engine this host runs, where it is known: its profile's `version`, else what its
+    executable says when asked at start (the workers' rows carry these: submit judges against them)."""
+    versions: dict[str, str] = {}
     engine = profile.engine
     for name in engine.runs():
         kind = ENGINES.get(name)
         if kind is None:
             continue
         try:
-            section = engine.vllm if name == "vllm" else engine.process_section(name)
+            section = engine.process_section(name)
+        except ValueError:
+            continue  # no process section: no worker of it here
+        version = section.version
+        if version is None and kind.read_version is not None and engine.kind == name:
+            # what the host's executable says (a stand-in answers as the engine would, where it is told to)
+            version = _read_version(kind.name, _expand(section.executable))
+        if version is not None:
+            versions[name] = version
+    return versions
+
+
+def _version_specs(profile: WorkerProfile) -> tuple[dict[str, ArgSpec], dict[str, str]]:
+    """For each engine this host runs: the spec of the version it runs (its profile's `version`, else what its
+    executable says when asked at start, else the newest shipped), and a line saying which and how it was known
+    (for provenance, `engine.argument_spec`)."""
+    specs: dict[str, ArgSpec] = {}
+    notes: dict[str, str] = {}
+    known = engine_versions(profile)
+    for name in profile.engine.runs():
+        kind = ENGINES.get(name)
+        if kind is None:
+            continue
+        try:
+            section = profile.engine.process_section(name)
         except ValueError:
             continue  # no process section: no worker of it here (its spec is the shipped default)
-        version = section.version
-        if version is None and kind.read_version is not None and not engine.stand_in and engine.kind == name:
-            version = _read_version(kind.name, _expand(section.executable))
+        version = known.get(name)
         specs[name], notes[name] = kind.spec_at(version)
+        if version is not None and section.version is None:
+            notes[name] += f"; {version} read from the executable at start"
     return specs, notes
 
 
@@ -137,8 +158,8 @@ def _host_roots(profile: WorkerProfile) -> tuple[str, ...]:
     """The default roots plus the directories of the models this host maps and its container cache."""
     roots = list(DEFAULT_PATH_ROOTS)
     engine = profile.engine
-    sections = [engine.process_section(name) for name, kind in ENGINES.items() if kind.launchable and name != "vllm"]
-    mapped = (*engine.vllm.model_paths.values(), *(path for s in sections for path in s.model_paths.values()))
+    sections = [engine.process_section(name) for name, kind in ENGINES.items() if kind.launchable]
+    mapped = tuple(path for s in sections for path in s.model_paths.values())
     for path in mapped:
         expanded = os.path.expanduser(path)
         roots.append(expanded if os.path.isdir(expanded) else os.path.dirname(expanded))
@@ -180,40 +201,15 @@ def default_engine_factory(
         )
     gpus = assigned_gpus(profile, probe, recipe.hardware_count)
     policy = engine_policy(profile)
-    kind = ENGINES.get(engine.kind)
-    if kind is not None and kind.adapter is not None and kind.name != "vllm":
-        # A process engine: its adapter (the module the table names) gets the judged command and the host's
-        # settings, and renders that command after the host's executable.
-        section = engine.process_section(kind.name)
-        command = recipe_command(recipe, policy, resolve_links=True)
-        model_path = section.model_paths.get(recipe.model_id)
-        env = vllm_env(os.environ, section.env_allowlist, gpus, section.extra_env)
-        env = {**recipe_environment(recipe, kind.name), **env}  # the host's settings win
-        request = LaunchRequest(
-            command=command,
-            recipe=recipe,
-            executable=_expand(section.executable),
-            host=engine.host,
-            port=port,
-            served_model=recipe.model_id,
-            model_path=os.path.expanduser(model_path) if model_path else None,
-            log_path=log_path,
-            env=env,
-            run_dir=log_path.parent,
-            extra_args=section.extra_args,
-            stop_grace_s=engine.stop_grace_s,
-            probe=None if engine.stand_in else probe,
-            gpu_free_deadline_s=engine.vllm.gpu_free_deadline_s,
-            simulated=engine.stand_in,
-            # A llama.cpp draft model named by its file name is the host's file for that name.
-            draft_paths=engine.llamacpp.draft_paths,
-        )
-        launch: Callable[[LaunchRequest], Engine] = importlib.import_module(kind.adapter).launch
-        return _judged_by(launch(request), policy, kind.name)
-    if engine.kind == "vllm-container":
+    if engine.kind.endswith(CONTAINER_KIND):
+        # The recipe's own image through docker: the container adapter of the engine the kind names.
+        image_kind = ENGINES.get(engine.kind.removesuffix(CONTAINER_KIND))
+        if image_kind is None or image_kind.container_adapter is None:
+            raise EngineError(f"no container adapter runs {engine.kind!r}", failure_class=FailureClass.BAD_RECIPE)
         if recipe.container is None:
             raise EngineError("the recipe has no container launch", failure_class=FailureClass.BAD_RECIPE)
-        return ContainerEngine(
+        launch_container: Callable[..., Engine] = importlib.import_module(image_kind.container_adapter).launch_container
+        return launch_container(
             recipe.container,
             name=f"farm-{profile.name}-{port}",
             gpus=gpus or (),
@@ -225,30 +221,49 @@ def default_engine_factory(
             docker=engine.container.docker,
             stop_grace_s=engine.stop_grace_s,
             probe=probe,
-            gpu_free_deadline_s=engine.vllm.gpu_free_deadline_s,
+            gpu_free_deadline_s=engine.gpu_free_deadline_s,
             device_count=recipe.hardware_count,
             cache_read_only=not engine.container.model_cache_writable,
         )
-    vllm = engine.vllm
-    model_path = vllm.model_paths.get(recipe.model_id)
-    launched = vllm_engine(
-        recipe,
-        executable=_expand(vllm.executable),
+    kind = ENGINES.get(engine.kind)
+    if kind is None or kind.adapter is None:
+        raise EngineError(f"no adapter launches {engine.kind!r}", failure_class=FailureClass.BAD_RECIPE)
+    # The engine's adapter (the module the table names) gets the judged command and the host's settings, and
+    # renders that command after the host's executable.
+    section = engine.process_section(kind.name)
+    command = recipe_command(recipe, policy, resolve_links=True)
+    model_path = section.model_paths.get(recipe.model_id)
+    allowlist = section.env_allowlist if section.env_allowlist is not None else kind.host_env_allowlist
+    extra_env = vllm_extra_env(section) if isinstance(section, VllmSection) else section.extra_env
+    env = host_env(os.environ, allowlist, gpus, extra_env)
+    env = {**recipe_environment(recipe, kind.name), **env}  # the host's settings win
+    request = LaunchRequest(
+        command=command,
+        recipe=recipe,
+        executable=_expand(section.executable),
         host=engine.host,
         port=port,
-        gpus=gpus,
-        log_path=log_path,
-        env_allowlist=vllm.env_allowlist if vllm.env_allowlist is not None else DEFAULT_ENV_ALLOWLIST,
-        extra_env=vllm.extra_env,
-        extra_args=vllm.extra_args,
-        stop_grace_s=engine.stop_grace_s,
         served_model=recipe.model_id,
         model_path=os.path.expanduser(model_path) if model_path else None,
-        policy=policy,
-        probe=probe,
-        gpu_free_deadline_s=vllm.gpu_free_deadline_s,
+        log_path=log_path,
+        env=env,
+        run_dir=log_path.parent,
+        extra_args=section.extra_args,
+        stop_grace_s=engine.stop_grace_s,
+        probe=None if engine.stand_in else probe,
+        gpu_free_deadline_s=engine.gpu_free_deadline_s,
+        simulated=engine.stand_in,
+        # A draft model named by its file name is the host's file for that name.
+        draft_paths=section.draft_paths,
     )
-    return _judged_by(launched, policy, "vllm")
+    launch: Callable[[LaunchRequest], Engine] = importlib.import_module(kind.adapter).launch
+    return _judged_by(launch(request), policy, kind.name)
+
+
+def vllm_extra_env(section: VllmSection) -> dict[str, str]:
+    """The host's own variables for a vLLM process: its `extra_env`, and `VLLM_SERVER_DEV_MODE=1` where the profile
+    turns `dev_mode_reset` on (the profile checked that vLLM then listens on loopback; farm/engines/vllm/cache.py)."""
+    return {**section.extra_env, **({"VLLM_SERVER_DEV_MODE": "1"} if section.dev_mode_reset else {})}
 
 
 def _judged_by(engine: Engine, policy: EnginePolicy, name: str) -> Engine:

@@ -2,8 +2,10 @@
 profile's hardware classes.
 
 One job at a time (one thread, prefetch of one), the same Worker and store code as the polling loop, a sweeper
-thread (farm.worker.sweeper) beside Celery's consumer. SIGTERM is Celery's warm shutdown: the job in hand is
-finished, or handed back to the queue first when the on_sigterm policy says "release".
+thread (farm.worker.sweeper) beside Celery's consumer. A worker that finishes a job claims the next one straight
+from the store (farm.worker.celery) and goes back to the broker only when none is queued for it. SIGTERM is
+Celery's warm shutdown: the job in hand is finished (and no next one claimed), or handed back to the queue first
+when the on_sigterm policy says "release".
 
 Whatever the broker does, the worker is gone within its profile's grace (`[engine] stop_grace_s` and
 STOP_MARGIN_S) once the job in hand has ended: a Celery consumer waiting on a broker that accepts connections and
@@ -126,6 +128,7 @@ def run_farm_worker(settings: Settings, profile_path: Path, *, worker_id: str | 
 
     def on_shutting_down(sig: str | None = None, how: str | None = None, **_: Any) -> None:
         log.info("worker.shutting_down", signal=sig, how=how, on_sigterm=runtime.on_sigterm)
+        runtime.stopping = True  # the job in hand ends (or is released); no next one is claimed
         if sig == "SIGTERM" and runtime.on_sigterm == "release":
             # Off the signal handler: the release is a database write.
             threading.Thread(target=runtime.release_current, args=("the worker was stopped (SIGTERM)",)).start()
@@ -153,6 +156,7 @@ def run_farm_worker(settings: Settings, profile_path: Path, *, worker_id: str | 
         check_host=runtime.check_host,
         on_broker=worker.broker_answered,
         watch=worker.store_watch,
+        worker_id=worker.worker_id,
     )
     sweeper.start()
     try:

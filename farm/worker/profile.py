@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 import socket
 import tomllib
 from pathlib import Path
@@ -76,27 +77,6 @@ class SimEngineSection(_Section):
     faults: tuple[str, ...] = Field((), description="fault flags passed to `farm sim serve` (tests)")
 
 
-class VllmSection(_Section):
-    """How this host runs vLLM. The executable is the host's, never a job's."""
-
-    executable: tuple[str, ...] = Field(
-        ("vllm", "serve"), min_length=1, description="replaces the recipe's `vllm serve`; `~` is expanded"
-    )
-    extra_args: tuple[str, ...] = Field((), description="host-specific flags appended (e.g. --dtype on the CPU)")
-    env_allowlist: tuple[str, ...] | None = Field(None, description="unset: farm.engines.vllm.adapter's default list")
-    extra_env: dict[str, str] = Field(default_factory=dict, description="set for every engine on this host")
-    model_paths: dict[str, str] = Field(
-        default_factory=dict, description="model id -> local directory; the engine serves it under the id"
-    )
-    gpu_free_deadline_s: float = Field(30.0, ge=0, description="after stop: time for the cards to empty")
-    version: str | None = Field(
-        None,
-        description="the engine version this host runs (a release, e.g. 0.3.36): commands are judged against its "
-        "spec, or the nearest older one shipped; unset: read from the executable at start where the engine says "
-        "(llama-server --version), else the newest shipped",
-    )
-
-
 class ContainerSection(_Section):
     docker: str = Field("docker", description="the docker client executable")
     model_cache: str | None = Field(None, description="host directory mounted as the container's HF cache")
@@ -106,33 +86,62 @@ class ContainerSection(_Section):
 
 
 class ProcessEngineSection(_Section):
-    """How this host runs one engine as a process (llama.cpp, SGLang). The executable is the host's, never a
-    job's: it replaces the recipe's own executable and subcommand."""
+    """How this host runs one engine as a process (`[engine.<name without dots>]`). The executable is the
+    host's, never a job's: it replaces the recipe's own executable and subcommand."""
 
     executable: tuple[str, ...] = Field(min_length=1, description="the host's executable; `~` is expanded")
     extra_args: tuple[str, ...] = Field((), description="host-specific options appended (e.g. --threads 2)")
-    env_allowlist: tuple[str, ...] = Field(
-        ("PATH", "HOME", "LANG", "LC_ALL", "TMPDIR"), description="names passed from the worker's environment"
+    env_allowlist: tuple[str, ...] | None = Field(
+        None,
+        description="names passed from the worker's environment (an entry ending in `*` is a prefix); unset: the "
+        "engine's own list (its line in farm.engines.registry, `host_env_allowlist`)",
     )
     extra_env: dict[str, str] = Field(default_factory=dict, description="set for every engine on this host")
     model_paths: dict[str, str] = Field(
         default_factory=dict,
         description="model id -> local file or directory; served under the id",
     )
-    version: str | None = Field(
-        None,
-        description="the engine version this host runs (a release, e.g. 0.3.36): commands are judged against its "
-        "spec, or the nearest older one shipped; unset: read from the executable at start where the engine says "
-        "(llama-server --version), else the newest shipped",
-    )
-
-
-class LlamaCppSection(ProcessEngineSection):
-    executable: tuple[str, ...] = Field(("llama-server",), min_length=1, description="`~` is expanded")
     draft_paths: dict[str, str] = Field(
         default_factory=dict,
         description="a draft model's file name, as a recipe names it (`-md NAME.gguf`) -> this host's file",
     )
+    version: str | None = Field(
+        None,
+        description="the engine version this host runs (a release, e.g. 0.3.36): commands are judged against its "
+        "spec, or the nearest older one shipped; unset: read from the executable at start (each engine's "
+        "adapter asks it: `--version` or its package), else the newest shipped",
+    )
+
+
+class VllmSection(ProcessEngineSection):
+    """How this host runs vLLM."""
+
+    executable: tuple[str, ...] = Field(
+        ("vllm", "serve"), min_length=1, description="replaces the recipe's `vllm serve`; `~` is expanded"
+    )
+    extra_args: tuple[str, ...] = Field((), description="host-specific flags appended (e.g. --dtype on the CPU)")
+    gpu_free_deadline_s: float = Field(30.0, ge=0, description="after stop: time for the cards to empty (every engine)")
+    dev_mode_reset: bool = Field(
+        False,
+        description="serve vLLM with VLLM_SERVER_DEV_MODE=1, so its prefix cache is reset before each cold "
+        "measurement; that also opens /collective_rpc and vLLM's other development endpoints to every process on "
+        "this host (docs/cache-state.md): only for a host that runs nobody else's processes, kind = 'vllm', on a "
+        "loopback address",
+    )
+
+    @field_validator("extra_env")
+    @classmethod
+    def _dev_mode_by_its_switch(cls, value: dict[str, str]) -> dict[str, str]:
+        if "VLLM_SERVER_DEV_MODE" in value:
+            raise ValueError(
+                "[engine.vllm] extra_env sets VLLM_SERVER_DEV_MODE: use dev_mode_reset = true, the one switch the "
+                "worker checks and records (docs/cache-state.md)"
+            )
+        return value
+
+
+class LlamaCppSection(ProcessEngineSection):
+    executable: tuple[str, ...] = Field(("llama-server",), min_length=1, description="`~` is expanded")
 
 
 class SglangSection(ProcessEngineSection):
@@ -191,6 +200,11 @@ class PolicySection(_Section):
         None, description="the host's model and cache roots: every path an engine gets lies under one (unset: default)"
     )
 
+    def host_spec_files(self) -> dict[str, str]:
+        """The argument lists generated on this host, by canonical engine name (read by its `host_spec`)."""
+        files = {"vllm": self.serve_args_file, "llama.cpp": self.llamacpp_args_file}
+        return {engine: path for engine, path in files.items() if path is not None}
+
     @field_validator("allow_trust_remote_code_models")
     @classmethod
     def _pinned(cls, value: tuple[str, ...]) -> tuple[str, ...]:
@@ -234,6 +248,21 @@ class EngineSection(_Section):
     endpoint: EndpointSection | None = Field(None, description="the server an `endpoint` kind measures")
 
     @model_validator(mode="after")
+    def _dev_mode_on_loopback(self) -> EngineSection:
+        if not self.vllm.dev_mode_reset:
+            return self
+        if self.kind != "vllm":
+            raise ValueError(
+                f"[engine.vllm] dev_mode_reset applies to kind = 'vllm' (a vLLM process), not {self.kind!r}"
+            )
+        if not _is_loopback(self.host):
+            raise ValueError(
+                f"[engine.vllm] dev_mode_reset needs engines on a loopback address (engine.host is {self.host!r}): "
+                "its development endpoints must not listen beyond this host"
+            )
+        return self
+
+    @model_validator(mode="after")
     def _endpoint_named(self) -> EngineSection:
         if self.kind == "endpoint" and self.endpoint is None:
             raise ValueError("kind 'endpoint' needs an [engine.endpoint] section with its url")
@@ -260,12 +289,26 @@ class EngineSection(_Section):
             return ("vllm",)
         return (self.kind,)
 
+    @property
+    def gpu_free_deadline_s(self) -> float:
+        """After stop: the time the cards have to empty, for every engine this host runs."""
+        return self.vllm.gpu_free_deadline_s
+
     def process_section(self, engine: str) -> ProcessEngineSection:
         """How this host runs `engine` (a table name) as a process: its `[engine.<name without dots>]` section."""
         section = getattr(self, engine.replace(".", ""), None)
         if not isinstance(section, ProcessEngineSection):
             raise ValueError(f"no [engine] section runs {engine!r} as a process")
         return section
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 class WorkerProfile(_Section):

@@ -33,10 +33,9 @@ log = get_logger(__name__)
 
 SWEEP_LIMIT = 100
 """Queued jobs of its classes a sweep looks at, oldest first: the ones next in line, which the hosts claim next
-(a claim takes the message's job, and messages are sent oldest first). A lost wake-up deeper in a backlog is
-found when the job rises this far. Each one looked at is a Lua call on Redis, and every worker sweeps: looking
-at every queued job, 100 workers with a backlog of 10,000 (bench/fleet.py) would make a million calls per sweep
-interval."""
+(a free worker claims the next in line, and messages are sent oldest first). A lost wake-up deeper in a backlog
+is found when the job rises this far. Each one looked at is a Lua call on Redis: looking at every queued job, a
+backlog of 10,000 (bench/fleet.py) would make 10,000 calls per sweep interval and class."""
 
 SPOOL_RETRY_S = 0.5
 """The pause between passes while spooled results wait for the database (instead of the sweep interval)."""
@@ -73,8 +72,11 @@ class Sweeper:
         check_host: Callable[[], None] = lambda: None,
         on_broker: Callable[[str | None], None] = lambda _error: None,
         watch: StoreWatch | None = None,
+        worker_id: str = "",
     ) -> None:
         self.store = store
+        self.worker_id = worker_id or f"sweeper-{id(self):x}"
+        """Who holds a class's announcing turn (Announcer.take_turn)."""
         self.announcer = announcer
         self.hardware_classes = tuple(hardware_classes)
         self.settings = settings
@@ -108,6 +110,7 @@ class Sweeper:
     def sweep(self, *, now: float | None = None) -> SweepReport:
         """One pass: deliver spooled results, reap, announce what is due, heartbeat when idle."""
         report = SweepReport()
+        interval_s = self.settings.sweep_interval_s
         waiting = self._deliver(report)
         report.waiting = frozenset(waiting)
         try:
@@ -129,7 +132,8 @@ class Sweeper:
             # Reaped jobs of any class are announced here (this sweeper took them back); queued ones only of the
             # classes this worker serves, through the claim index (state, hardware_class).
             reaped_jobs = [self.store.get_job(job_id) for job_id in report.reaped]
-            queued = self.store.queued_jobs(self.hardware_classes, limit=SWEEP_LIMIT)
+            turns = [c for c in self.hardware_classes if self.announcer.take_turn(c, self.worker_id, interval_s)]
+            queued = self.store.queued_jobs(turns, limit=SWEEP_LIMIT) if turns else []
         except StoreError as exc:
             self.watch.failed()
             log.warning("sweep.store_unavailable", error=str(exc))
@@ -153,7 +157,7 @@ class Sweeper:
         when = time.time() if now is None else now
         empty: dict[str, bool] = {}
         for job in queued:
-            if job.hardware_class not in self.hardware_classes or job.id in report.reaped or job.id in waiting:
+            if job.hardware_class not in turns or job.id in report.reaped or job.id in waiting:
                 continue
 
             def due(job: JobView = job) -> bool:

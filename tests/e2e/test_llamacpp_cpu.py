@@ -1,5 +1,6 @@
 """A real llama-server (built from the llama.cpp sources of the llama-cpp-python sdist) serving SmolLM2-135M: the
-demo sweep through the farm's llama.cpp adapter, and its decode figure checked against the server's own timings.
+demo sweep through the farm's llama.cpp adapter, and its decode figure checked against the server's own timings;
+its cold measurements cold by `cache_prompt: false` (its slots cannot be erased), read from `timings.cache_n`.
 
 Skipped, saying why, where deploy/install-llama-server.sh cannot build the binary or fetch the model.
 """
@@ -117,6 +118,17 @@ def test_demo_sweep_on_real_llama_server_matches_its_timings(tmp_path: Path, ins
     print(f"farm decode tok/s {figures}; server total-time {server_total}; server eval-time {server_eval}")
     for farm_rate, server_rate in zip(figures, server_total, strict=True):
         assert abs(farm_rate - server_rate) / server_rate <= TOLERANCE
+    # Cold on the real server: no slot can be erased (the farm launches it without --slot-save-path, so it
+    # answers 501), the cold requests carry cache_prompt: false, and its timings.cache_n reads 0; the
+    # prefix-cache repeat reads all but the last token from the cache.
+    results = {f.key: f for f in store.results(job_id)}
+    cold = results["prefill/512/prefix_cache_hit_rate"]
+    assert [float(v) for v in cold.values] == [0.0] * len(cold.values)
+    assert cold.params["cache_reset"].startswith("no slot erased: POST /slots/0?action=erase answered HTTP 501")
+    assert cold.params["cache_reset"].endswith("each request sent with cache_prompt: false")
+    assert cold.params["cold_but_warm"] is False
+    warm = results["prefix_cache/512/prefix_cache_hit_rate"]
+    assert min(float(v) for v in warm.values) > 0.9
     (run,) = store.runs(job_id)
     assert run.provenance is not None
     assert "--alias" in run.provenance["argv"]

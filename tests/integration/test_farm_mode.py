@@ -12,6 +12,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -247,3 +248,23 @@ def test_the_seed_sweep_can_be_submitted_to_postgres(store: Store) -> None:
 
     (job_id,) = submit_sweep(store, load_sweep(ROOT / "jobs" / "demo.toml"), simulate=True, broker_url=None)
     assert store.get_job(job_id).state == JobState.QUEUED
+
+
+def test_one_sweeper_of_the_fleet_holds_a_classes_announcing_turn_per_interval(redis_server: RedisServer) -> None:
+    """On real Redis: of two workers' sweepers the first takes the class's turn and keeps it, the second is
+    refused while it stands and takes it once it has expired; another class's turn is apart; a broker that is
+    gone answers False, not an error."""
+    first, second = Announcer.from_url(redis_server.url), Announcer.from_url(redis_server.url)
+    try:
+        assert first.take_turn("sim:h200-141gb x 1", "w1", 0.5)
+        assert first.take_turn("sim:h200-141gb x 1", "w1", 0.5)  # the holder keeps its turn
+        assert not second.take_turn("sim:h200-141gb x 1", "w2", 0.5)
+        assert second.take_turn("sim:h200-141gb x 2", "w2", 0.5)
+        time.sleep(0.7)
+        assert second.take_turn("sim:h200-141gb x 1", "w2", 0.5)
+        assert not first.take_turn("sim:h200-141gb x 1", "w1", 0.5)
+        redis_server.kill()
+        assert not first.take_turn("sim:h200-141gb x 1", "w1", 0.5)
+    finally:
+        first.close()
+        second.close()

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from farm.demo import STAND_IN_DEMOS, run_demo
+from farm.demo import engine_demos, run_demo
 from farm.domain import JobState
 from farm.engines.admission import check_recipe_for_submit, check_runnable
 from farm.recipes.parse import load_recipe
@@ -19,6 +19,7 @@ from farm.recipes.spec import load_sweep
 from farm.store import Store
 from farm.submit import submit_sweep
 from farm.worker.daemon import Worker
+from farm.worker.engines import _read_version
 from farm.worker.profile import load_profile
 
 pytestmark = pytest.mark.slow
@@ -61,12 +62,19 @@ def write_profile(tmp_path: Path, engine: str, recipe_file: str, section: list[s
     return path
 
 
-def run_job(tmp_path: Path, store: Store, engine: str, recipe_file: str, section: list[str]) -> tuple[str, Any]:
+def run_job(
+    tmp_path: Path,
+    store: Store,
+    engine: str,
+    recipe_file: str,
+    section: list[str],
+    lengths: tuple[int, int] = (8, 32),
+) -> tuple[str, Any]:
     spec = tmp_path / "sweep.toml"
     spec.write_text(
         f'name = "standin"\nrecipe = {json.dumps(str(REGISTRY / recipe_file))}\nmax_attempts = 1\n'
         "[plan]\nrepeats = 1\nwarmup_requests = 1\ntime_budget_s = 120\nrequest_timeout_s = 30\n"
-        "[plan.decode]\nworkloads = ['code']\nshort_output_tokens = 8\nlong_output_tokens = 32\n"
+        f"[plan.decode]\nworkloads = ['code']\nshort_output_tokens = {lengths[0]}\nlong_output_tokens = {lengths[1]}\n"
     )
     (job_id,) = submit_sweep(store, load_sweep(spec), simulate=True)
     worker = Worker(store, load_profile(write_profile(tmp_path, engine, recipe_file, section)), data_dir=tmp_path / "d")
@@ -104,6 +112,43 @@ def test_mlx_worker_launches_exactly_the_judged_command(tmp_path: Path, store: S
     port = call["argv"][-1]
     assert call["argv"] == [*CANONICAL[MLX_RECIPE]["argv"], "--host", "127.0.0.1", "--port", port]
     assert prov["argv"][4:] == call["argv"][1:]
+
+
+def test_ollamas_own_eval_timing_agrees_with_the_clients_decode(tmp_path: Path, store: Store) -> None:
+    """Beside the two-point decode, the runner asks Ollama's native /api/generate for the same pair: its own
+    `eval_count`/`eval_duration` (the stand-in's from the simulator's truth) give the server's decode rate, and
+    the client's figure agrees with it within 1%."""
+    recipe = load_recipe(REGISTRY / OLLAMA_RECIPE)
+    gguf = tmp_path / "model.gguf"
+    gguf.write_bytes(b"GGUF")
+    section = [f"model_paths = {{{json.dumps(recipe.model_id)} = {json.dumps(str(gguf))}}}"]
+    # long enough that a millisecond of a loaded machine's jitter is well under 1% of the decode window
+    job_id, _ = run_job(tmp_path, store, "ollama", OLLAMA_RECIPE, section, lengths=(32, 544))
+    (decode,) = [f for f in store.results(job_id) if f.key == "decode/code/decode_tok_s"]
+    report = decode.params["server_report"]
+    assert report["source"].startswith("ollama /api/generate")
+    assert report["output_tokens"] == [32, 544]  # the plan's short and long lengths, as Ollama counted them
+    assert report["decode_tok_s"] > 0
+    assert abs(report["client_over_server"] - 1) < 0.01, report
+    assert abs(decode.summary.mean / report["decode_tok_s"] - 1) < 0.01
+
+
+def test_the_worker_judges_against_the_version_its_executable_says(
+    tmp_path: Path, store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Asked at start, the stand-in answers `mlx_lm.server --version` as 0.32.5: the worker judges the recipe with
+    the nearest older spec shipped (0.32.2) and its provenance says which, and that the executable said so."""
+    monkeypatch.setenv("FARM_STANDIN_VERSION", "0.32.5")
+    _read_version.cache_clear()
+    try:
+        _, prov = run_job(tmp_path, store, "mlx", MLX_RECIPE, [])
+    finally:
+        _read_version.cache_clear()
+    note = prov["engine"]["argument_spec"]
+    assert note.startswith("mlx 0.32.2, the nearest older spec shipped for 0.32.5"), note
+    assert "0.32.5 read from the executable at start" in note
+    (call,) = recorded(tmp_path)  # the question was not a launch: only the server's argv is recorded
+    assert call["argv"][0] == "mlx_lm.server"
 
 
 def test_ollama_worker_serves_then_creates_the_model_from_the_hosts_gguf(tmp_path: Path, store: Store) -> None:
@@ -177,7 +222,7 @@ def test_lmstudio_worker_starts_the_server_then_loads_the_judged_model(tmp_path:
 def test_demo_runs_through_the_engines_adapter(tmp_path: Path, store: Store, engine: str) -> None:
     """`farm demo --engine E`: the demo sweep of E's registry recipe through E's adapter, the simulator standing in
     for E; the job succeeds and its results are marked simulated."""
-    spec, profile = STAND_IN_DEMOS[engine]
+    spec, profile, _demo = engine_demos()[engine]
     job = run_demo(store, tmp_path / "data", spec=spec, profile=profile, simulate=True)
     assert job.state == JobState.SUCCEEDED, job.failure_message
     (run,) = store.runs(job.id)

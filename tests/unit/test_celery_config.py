@@ -150,6 +150,18 @@ class FakeStore:
 
     left_to_others: set[str] = field(default_factory=set)
     quarantined: str | None = None
+    next_in_line: list[str] = field(default_factory=list)
+    """What `claim` (the next queued job of the classes, straight from the store) takes, in order."""
+    next_error: bool = False
+
+    def claim(self, worker_id: str, classes: Any, lease_s: float, *, live_within_s: float) -> ClaimedJob | None:
+        self.calls.append(("claim",))
+        if self.next_error:
+            raise StoreError("connection refused")
+        if self.quarantined is not None or not self.next_in_line:
+            return None
+        job_id = self.next_in_line.pop(0)
+        return ClaimedJob(job_id, 1, worker_id, "sim:h200-141gb x 1", {}, {}, NOW)
 
     def claim_job(
         self, job_id: str, worker_id: str, classes: Any, lease_s: float, *, live_within_s: float
@@ -251,6 +263,12 @@ class FakeAnnouncer:
     def queue_length(self, hardware_class: str) -> int:
         return self.queue_lengths.get(hardware_class, 0)
 
+    turn_held_by_another: bool = False
+    """take_turn: another worker's sweeper holds every class's announcing turn."""
+
+    def take_turn(self, hardware_class: str, worker_id: str, seconds: float) -> bool:
+        return not self.turn_held_by_another
+
     broker_error: str | None = None
     """What ping() answers: None while the broker answers."""
 
@@ -277,6 +295,46 @@ def test_the_first_message_runs_the_job_and_the_second_is_dropped() -> None:
     assert [runtime.handle("j-1"), runtime.handle("j-1")] == ["ran", "duplicate"]
     assert worker.ran == ["j-1"]
     assert not runtime.busy
+
+
+def test_a_free_worker_claims_the_next_queued_job_straight_from_the_store_until_none_is_left() -> None:
+    """After its message's job, the task claims the next ones from the store (no message per job) and runs them in
+    order, one at a time; it returns once a claim finds nothing, and asks the store once more then, not in a loop."""
+    store = FakeStore(claimable={"j-1"}, next_in_line=["j-2", "j-3"])
+    runtime, worker, _ = _runtime(store)
+    assert runtime.handle("j-1") == "ran"
+    assert worker.ran == ["j-1", "j-2", "j-3"]
+    assert [c for c in store.calls if c[0] in ("claim", "claim_job")] == [("claim_job", "j-1")] + [("claim",)] * 3
+    assert not runtime.busy
+
+
+def test_a_message_whose_job_was_taken_wakes_the_worker_for_the_next_job_in_line() -> None:
+    """A duplicate (its job claimed straight by a busy worker) is a wake-up: the idle worker takes the queued job
+    next in line rather than waiting for that job's own message."""
+    runtime, worker, _ = _runtime(FakeStore(next_in_line=["j-7"]))
+    assert runtime.handle("j-1") == "ran"
+    assert worker.ran == ["j-7"]
+
+
+@pytest.mark.parametrize(
+    ("why", "setup"),
+    [
+        ("stopping", lambda runtime, worker, store: setattr(runtime, "stopping", True)),
+        ("paused", lambda runtime, worker, store: setattr(runtime, "paused", True)),
+        ("spooled results wait", lambda runtime, worker, store: setattr(worker, "spooled", frozenset({"j-0"}))),
+        ("store error", lambda runtime, worker, store: setattr(store, "next_error", True)),
+        ("quarantined", lambda runtime, worker, store: setattr(store, "quarantined", "3 failed starts")),
+    ],
+)
+def test_no_next_job_is_claimed_when_the_worker_should_take_none(why: str, setup: Any) -> None:
+    """A stopping (SIGTERM), paused or quarantined worker, one whose spool holds results (a claim could fence them
+    out) and one whose store fails runs only its message's job; no error escapes the task."""
+    store = FakeStore(claimable={"j-1"}, next_in_line=["j-2"])
+    runtime, worker, _ = _runtime(store)
+    setup(runtime, worker, store)
+    assert runtime.handle("j-1") == "ran"
+    assert worker.ran == ["j-1"]
+    assert store.next_in_line == ["j-2"]
 
 
 def test_a_job_back_in_the_queue_after_its_run_is_announced_again() -> None:
@@ -399,6 +457,16 @@ def test_the_sweeper_announces_reaped_jobs_at_once_and_due_ones_of_its_classes()
         ("j-reaped", "sim:rtx-pro-6000-blackwell-96gb x 2", 1),
         ("j-due", "sim:h200-141gb x 1", 0),
     ]
+
+
+def test_a_sweeper_without_the_announcing_turn_reaps_but_looks_at_no_queued_job() -> None:
+    """Another worker's sweeper holds the class's turn: this one still reaps and announces what it reaped, but
+    reads no queued jobs and announces none of them (one sweeper of the fleet does, per interval)."""
+    store = FakeStore(reaped=["j-reaped"], queued=[_view("j-due")])
+    announcer = FakeAnnouncer(due={"j-due"}, turn_held_by_another=True)
+    report = _sweeper(store, announcer).sweep(now=NOW.timestamp())
+    assert report.announced == ["j-reaped"]
+    assert [job for job, _, _ in announcer.announced] == ["j-reaped"]
 
 
 def test_the_sweeper_stops_announcing_for_the_pass_after_a_broker_failure() -> None:

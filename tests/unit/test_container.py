@@ -6,8 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from farm.engines.container import ContainerEngine, docker_run_argv
+from farm.engines.container import docker_run_argv
 from farm.engines.policy import EnginePolicy, canonical_command
+from farm.engines.vllm.container import ContainerEngine
 from farm.errors import ArgumentPolicyError
 from farm.recipes.model import ContainerLaunch, Mount
 from farm.recipes.parse import load_recipe
@@ -52,6 +53,7 @@ def test_the_seed_launch(home: Path) -> None:
         name="farm-job-1",
         model_cache=None,
         extra_env={"HF_TOKEN": "hf_secret_value"},
+        engine="vllm",
     )
     head = (
         "docker",
@@ -90,14 +92,18 @@ def test_the_seed_launch(home: Path) -> None:
 
 def test_model_cache_replaces_the_recipe_source(home: Path) -> None:
     """The worker's model cache is what gets mounted where the image expects the Hugging Face cache."""
-    argv = docker_run_argv(launch(), gpus=[0], host_port=1, name="n", model_cache="/srv/hf", extra_env={})
+    argv = docker_run_argv(
+        launch(), gpus=[0], host_port=1, name="n", model_cache="/srv/hf", extra_env={}, engine="vllm"
+    )
     assert argv[argv.index("-v") + 1] == "/srv/hf:/root/.cache/huggingface:ro"
     assert argv[argv.index("--gpus") + 1] == '"device=0"'
 
 
 def test_model_cache_added_when_the_recipe_mounts_none(home: Path) -> None:
     """A recipe without mounts still gets the worker's model cache."""
-    argv = docker_run_argv(launch(mounts=()), gpus=[], host_port=1, name="n", model_cache="/srv/hf", extra_env={})
+    argv = docker_run_argv(
+        launch(mounts=()), gpus=[], host_port=1, name="n", model_cache="/srv/hf", extra_env={}, engine="vllm"
+    )
     assert "/srv/hf:/root/.cache/huggingface:ro" in argv
     assert "--gpus" not in argv
 
@@ -105,7 +111,9 @@ def test_model_cache_added_when_the_recipe_mounts_none(home: Path) -> None:
 def test_a_recipes_credentials_never_reach_the_container(home: Path) -> None:
     """HF_TOKEN in a recipe's container environment is dropped; the host's own token goes by name only."""
     container = launch(environment={"HF_TOKEN": "hf_from_the_recipe", "VLLM_USE_V1": "1"})
-    argv = docker_run_argv(container, gpus=[0], host_port=1, name="n", model_cache=None, extra_env={"HF_TOKEN": "x"})
+    argv = docker_run_argv(
+        container, gpus=[0], host_port=1, name="n", model_cache=None, extra_env={"HF_TOKEN": "x"}, engine="vllm"
+    )
     assert "VLLM_USE_V1=1" in argv
     assert not any("hf_from_the_recipe" in token for token in argv)
     assert argv[argv.index("VLLM_USE_V1=1") + 2] == "HF_TOKEN"
@@ -115,7 +123,7 @@ def test_the_registrys_serve_subcommand_is_not_doubled(home: Path) -> None:
     """The registry's draft_launch names the image's `vllm` entrypoint and starts its arguments with `serve`: the
     container gets the model once, never `serve serve`."""
     container = launch(entrypoint="vllm", arguments=("serve", "--model", "org/m", "--max-model-len", "8"))
-    argv = docker_run_argv(container, gpus=[0], host_port=1, name="n", model_cache=None, extra_env={})
+    argv = docker_run_argv(container, gpus=[0], host_port=1, name="n", model_cache=None, extra_env={}, engine="vllm")
     tail = argv[argv.index(IMAGE) + 1 :]
     assert tail == ("--model", "org/m", "--max-model-len", "8", "--host", "0.0.0.0", "--port", "8000")
 
@@ -123,7 +131,14 @@ def test_the_registrys_serve_subcommand_is_not_doubled(home: Path) -> None:
 def test_a_writable_cache_only_when_the_host_says_so(home: Path) -> None:
     """The model cache is read-only by default; a profile that lets the engine download makes it writable."""
     argv = docker_run_argv(
-        launch(mounts=()), gpus=[], host_port=1, name="n", model_cache="/srv/hf", extra_env={}, cache_read_only=False
+        launch(mounts=()),
+        gpus=[],
+        host_port=1,
+        name="n",
+        model_cache="/srv/hf",
+        extra_env={},
+        cache_read_only=False,
+        engine="vllm",
     )
     assert "/srv/hf:/root/.cache/huggingface" in argv
 
@@ -132,7 +147,7 @@ def test_recipe_environment_goes_to_the_container_only(home: Path, tmp_path: Pat
     """The recipe's allowlisted environment is passed as -e NAME=value to the container; the docker client's
     own environment holds only the worker's docker settings and its own extra variables, never the recipe's."""
     container = launch(environment={"VLLM_USE_V1": "1", "NCCL_DEBUG": "INFO"})
-    argv = docker_run_argv(container, gpus=[0], host_port=1, name="n", model_cache=None, extra_env={})
+    argv = docker_run_argv(container, gpus=[0], host_port=1, name="n", model_cache=None, extra_env={}, engine="vllm")
     assert "VLLM_USE_V1=1" in argv
     assert "NCCL_DEBUG=INFO" in argv
     engine = ContainerEngine(
@@ -183,13 +198,15 @@ def test_recipe_environment_goes_to_the_container_only(home: Path, tmp_path: Pat
 def test_refused(home: Path, fields: dict[str, object], why: str) -> None:
     """Tags, entrypoints, foreign IPC, odd sizes, unlisted mounts and refused arguments are policy errors."""
     with pytest.raises(ArgumentPolicyError, match=why):
-        docker_run_argv(launch(**fields), gpus=[0], host_port=1, name="n", model_cache=None, extra_env={})
+        docker_run_argv(
+            launch(**fields), gpus=[0], host_port=1, name="n", model_cache=None, extra_env={}, engine="vllm"
+        )
 
 
 def test_bad_container_name_is_refused(home: Path) -> None:
     """The container name is one token Docker accepts, never an option."""
     with pytest.raises(ArgumentPolicyError, match="container name"):
-        docker_run_argv(launch(), gpus=[0], host_port=1, name="--rm", model_cache=None, extra_env={})
+        docker_run_argv(launch(), gpus=[0], host_port=1, name="--rm", model_cache=None, extra_env={}, engine="vllm")
 
 
 def test_policy_opens_tags_and_mounts(home: Path) -> None:
@@ -199,7 +216,9 @@ def test_policy_opens_tags_and_mounts(home: Path) -> None:
         image="vllm/vllm-openai:v0.32.0",
         mounts=(Mount(source="~/data", target="/data", read_only=True),),
     )
-    argv = docker_run_argv(container, gpus=[0], host_port=1, name="n", model_cache=None, extra_env={}, policy=policy)
+    argv = docker_run_argv(
+        container, gpus=[0], host_port=1, name="n", model_cache=None, extra_env={}, policy=policy, engine="vllm"
+    )
     assert "vllm/vllm-openai:v0.32.0" in argv
     assert f"{home}/data:/data:ro" in argv
 
@@ -214,7 +233,14 @@ def test_registry_mount_roots_are_the_hosts_own(home: Path) -> None:
     )
     roots = EnginePolicy(mount_roots={"CACHE_ROOT": "/srv/cache", "MODEL_ROOT": "~/models"})
     argv = docker_run_argv(
-        launch(mounts=mounts), gpus=[], host_port=1, name="n", model_cache="/srv/hf", extra_env={}, policy=roots
+        launch(mounts=mounts),
+        gpus=[],
+        host_port=1,
+        name="n",
+        model_cache="/srv/hf",
+        extra_env={},
+        policy=roots,
+        engine="vllm",
     )
     volumes = [argv[i + 1] for i, token in enumerate(argv) if token == "-v"]
     assert volumes == [f"{home}/models/qwen38:/models:ro", "/srv/hf:/root/.cache/huggingface:ro"]
@@ -229,12 +255,12 @@ def test_registry_mount_roots_are_the_hosts_own(home: Path) -> None:
         with pytest.raises(ArgumentPolicyError, match=phrase):
             docker_run_argv(
                 launch(mounts=(Mount(source=source, target=target),)),
-                gpus=[], host_port=1, name="n", model_cache=None, extra_env={}, policy=policy,
+                gpus=[], host_port=1, name="n", model_cache=None, extra_env={}, policy=policy, engine="vllm",
             )  # fmt: skip
     with pytest.raises(ArgumentPolicyError, match="names no MODEL_ROOT"):
         docker_run_argv(
             launch(mounts=(Mount(source="${MODEL_ROOT}/m", target="/models"),)),
-            gpus=[], host_port=1, name="n", model_cache=None, extra_env={}, policy=EnginePolicy(),
+            gpus=[], host_port=1, name="n", model_cache=None, extra_env={}, policy=EnginePolicy(), engine="vllm",
         )  # fmt: skip
 
 
@@ -248,11 +274,11 @@ def test_a_link_under_a_mount_root_does_not_carry_the_mount_out(tmp_path: Path) 
     with pytest.raises(ArgumentPolicyError, match="outside this host's MODEL_ROOT"):
         docker_run_argv(
             launch(mounts=(Mount(source="${MODEL_ROOT}/evil", target="/models"),)),
-            gpus=[], host_port=1, name="n", model_cache=None, extra_env={}, policy=policy,
+            gpus=[], host_port=1, name="n", model_cache=None, extra_env={}, policy=policy, engine="vllm",
         )  # fmt: skip
     argv = docker_run_argv(
         launch(mounts=(Mount(source="${MODEL_ROOT}/m", target="/models"),)),
-        gpus=[], host_port=1, name="n", model_cache=None, extra_env={}, policy=policy,
+        gpus=[], host_port=1, name="n", model_cache=None, extra_env={}, policy=policy, engine="vllm",
     )  # fmt: skip
     assert f"{models}/m:/models:ro" in argv
 
@@ -263,5 +289,5 @@ def test_an_allowed_mount_still_lands_in_a_data_directory() -> None:
     with pytest.raises(ArgumentPolicyError, match="only under /model"):
         docker_run_argv(
             launch(mounts=(Mount(source="/srv/assets", target="/usr/lib/x"),)),
-            gpus=[], host_port=1, name="n", model_cache=None, extra_env={}, policy=policy,
+            gpus=[], host_port=1, name="n", model_cache=None, extra_env={}, policy=policy, engine="vllm",
         )  # fmt: skip

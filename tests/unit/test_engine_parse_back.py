@@ -22,8 +22,9 @@ from hypothesis import strategies as st
 
 from farm.engines.argspec import CanonicalCommand, ParsedOption, ValueKind
 from farm.engines.policy import EnginePolicy, canonical_command
+from farm.engines.readback import mirror_for, recipe_tokens
 from farm.engines.registry import engine_kind
-from farm.engines.reparse import check_parses_back, mirror_for, recipe_tokens
+from farm.engines.reparse import check_parses_back
 from farm.errors import ArgumentPolicyError
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -259,7 +259,7 @@ def test_extra_options_of_a_newer_engine_through_the_profile() -> None:
 )
 def test_environment_names_outside_the_allowlist(name: str, why: str) -> None:
     """The recipe environment's allowlist refuses, with a reason, anything that is not tuning."""
-    reason = refused_reason(name)
+    reason = refused_reason(name, "vllm")
     assert reason is not None
     assert why in reason
 

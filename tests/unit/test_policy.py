@@ -59,7 +59,7 @@ def test_vllm_switches_render_as_each_release_spells_them(option: str, on_0_32: 
     """vLLM 0.33 pairs `--enable-x` with `--disable-x` (EnableDisableAction; `--no-enable-x` is still read but
     hidden): a switch is judged on/off the same on both releases and rendered in each one's own spelling."""
     for version, rendered in (("0.32.0", on_0_32), ("0.33.0", on_0_33)):
-        policy = EnginePolicy(serve_args=shipped_vllm_spec(version))
+        policy = EnginePolicy(specs={"vllm": shipped_vllm_spec(version)})
         assert canonical_command(serve(option), "vllm", policy).render_options() == (rendered,)
     current = canonical_command(serve("--disable-prefix-caching"), "vllm")
     assert current.get("--enable-prefix-caching") is not None
@@ -202,7 +202,7 @@ def test_json_values_are_judged_key_by_key(option: str, value: object, why: str)
 def test_shell_and_secrets_are_refused_in_any_token(token: str, why: str) -> None:
     """No shell runs the command, but shell-shaped or secret-shaped tokens are refused wherever they stand."""
     with pytest.raises(ArgumentPolicyError, match=re.escape(why)):
-        check_argv(serve("--served-model-name", token))
+        check_argv(serve("--served-model-name", token), engine="vllm")
 
 
 def test_trust_remote_code_for_trusted_repositories() -> None:
@@ -210,38 +210,44 @@ def test_trust_remote_code_for_trusted_repositories() -> None:
     draft = "f" * 40
     policy = EnginePolicy(allow_trust_remote_code_models=frozenset({f"{MODEL}@{GOOD}", f"org/draft@{draft}"}))
     speculative = json.dumps({"model": "org/draft", "revision": draft, "method": "eagle"})
-    check_argv(serve("--revision", GOOD, "--trust-remote-code", "--speculative-config", speculative), policy)
-    check_argv(("vllm", "serve", "--model", MODEL, "--revision", GOOD, "--trust-remote-code"), policy)
+    check_argv(
+        serve("--revision", GOOD, "--trust-remote-code", "--speculative-config", speculative), policy, engine="vllm"
+    )
+    check_argv(("vllm", "serve", "--model", MODEL, "--revision", GOOD, "--trust-remote-code"), policy, engine="vllm")
 
 
 def test_code_loading_and_local_media_when_the_host_allows_them() -> None:
     """allowed_risky_flags and allow_local_media open exactly what they name."""
     policy = EnginePolicy(allow_local_media=True, allowed_risky_flags=frozenset({"--logits-processors"}))
-    check_argv(serve("--allowed-local-media-path", "/models/media", "--logits-processors", "pkg.Proc"), policy)
+    check_argv(
+        serve("--allowed-local-media-path", "/models/media", "--logits-processors", "pkg.Proc"), policy, engine="vllm"
+    )
     with pytest.raises(ArgumentPolicyError, match="worker-cls"):
-        check_argv(serve("--worker-cls", "pkg.W"), policy)
+        check_argv(serve("--worker-cls", "pkg.W"), policy, engine="vllm")
     with pytest.raises(ArgumentPolicyError, match="local media"):
-        check_argv(serve("--allowed-local-media-path", "/models/media"))
+        check_argv(serve("--allowed-local-media-path", "/models/media"), engine="vllm")
 
 
 def test_host_roots_decide_paths() -> None:
     """A path under the host's own roots passes; the same path on a host without that root does not."""
     policy = EnginePolicy(path_roots=("/srv/models",))
-    check_argv(serve("--generation-config", "/srv/models/hub"), policy)
+    check_argv(serve("--generation-config", "/srv/models/hub"), policy, engine="vllm")
     with pytest.raises(ArgumentPolicyError, match="outside"):
-        check_argv(serve("--generation-config", "/srv/other"), policy)
+        check_argv(serve("--generation-config", "/srv/other"), policy, engine="vllm")
 
 
 def test_newer_options_through_the_profile() -> None:
     """An option of a newer vLLM passes when the profile lists it, its value still judged as a plain word."""
     policy = EnginePolicy(allowed_extra_flags=frozenset({"--future-flag"}))
-    check_argv(serve("--future-flag", "3", "--enforce-eager"), policy)
+    check_argv(serve("--future-flag", "3", "--enforce-eager"), policy, engine="vllm")
     with pytest.raises(ArgumentPolicyError, match="qualified Python name"):
-        check_argv(serve("--future-flag", "evil.mod.X"), policy)
+        check_argv(serve("--future-flag", "evil.mod.X"), policy, engine="vllm")
     with pytest.raises(ArgumentPolicyError, match="not an option"):
-        check_argv(serve("--other-future-flag", "1"), policy)
+        check_argv(serve("--other-future-flag", "1"), policy, engine="vllm")
     with pytest.raises(ArgumentPolicyError, match="abbreviation of --trust-remote-code"):
-        check_argv(serve("--trust-remote"), EnginePolicy(allowed_extra_flags=frozenset({"--trust-remote"})))
+        check_argv(
+            serve("--trust-remote"), EnginePolicy(allowed_extra_flags=frozenset({"--trust-remote"})), engine="vllm"
+        )
 
 
 def test_a_host_list_from_another_vllm(tmp_path: Path) -> None:
@@ -255,10 +261,10 @@ def test_a_host_list_from_another_vllm(tmp_path: Path) -> None:
     }
     path = tmp_path / "args.json"
     path.write_text(json.dumps(data))
-    policy = EnginePolicy(serve_args=load_vllm_spec(path))
-    check_argv(serve("--brand-new", "1"), policy)
+    policy = EnginePolicy(specs={"vllm": load_vllm_spec(path)})
+    check_argv(serve("--brand-new", "1"), policy, engine="vllm")
     with pytest.raises(ArgumentPolicyError, match=re.escape("vllm 9.9.9")):
-        check_argv(serve("--enforce-eager"), policy)
+        check_argv(serve("--enforce-eager"), policy, engine="vllm")
 
 
 def test_a_broken_list_is_an_error(tmp_path: Path) -> None:
@@ -272,4 +278,4 @@ def test_a_broken_list_is_an_error(tmp_path: Path) -> None:
 def test_empty_argv_is_refused() -> None:
     """An empty argv is an error, not a pass."""
     with pytest.raises(ArgumentPolicyError, match="empty"):
-        check_argv((), DEFAULT_POLICY)
+        check_argv((), DEFAULT_POLICY, engine="vllm")

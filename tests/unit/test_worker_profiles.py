@@ -93,3 +93,27 @@ def test_cost_section_states_the_prices_used_for_cost_per_token(tmp_path: Path) 
         with pytest.raises(ProfileError) as caught:
             load_profile(path)
         assert caught.value.field == field
+
+
+VLLM_HOST = 'name = "x"\n[hardware]\nhardware_id = "cpu"\ncount = 1\n[engine]\nkind = "vllm"\n'
+
+
+def test_vllm_dev_mode_is_one_switch_for_a_loopback_vllm_process() -> None:
+    """`dev_mode_reset` puts VLLM_SERVER_DEV_MODE=1 in the engine's environment, on loopback only, for a vLLM
+    process only; setting the variable through extra_env is refused, pointing at the switch."""
+    from farm.worker.engines import vllm_extra_env
+
+    on = WorkerProfile.model_validate(tomllib.loads(VLLM_HOST + "[engine.vllm]\ndev_mode_reset = true\n"))
+    assert vllm_extra_env(on.engine.vllm) == {"VLLM_SERVER_DEV_MODE": "1"}
+    assert vllm_extra_env(WorkerProfile.model_validate(tomllib.loads(VLLM_HOST)).engine.vllm) == {}
+    wide = VLLM_HOST + 'host = "0.0.0.0"\n[engine.vllm]\ndev_mode_reset = true\n'
+    with pytest.raises(ValueError, match="dev_mode_reset needs engines on a loopback address"):
+        WorkerProfile.model_validate(tomllib.loads(wide))
+    container = VLLM_HOST.replace('"vllm"', '"vllm-container"') + "[engine.vllm]\ndev_mode_reset = true\n"
+    with pytest.raises(ValueError, match="applies to kind = 'vllm'"):
+        WorkerProfile.model_validate(tomllib.loads(container))
+    sneaked = VLLM_HOST + '[engine.vllm.extra_env]\nVLLM_SERVER_DEV_MODE = "1"\n'
+    with pytest.raises(ValueError, match="use dev_mode_reset = true"):
+        WorkerProfile.model_validate(tomllib.loads(sneaked))
+    ipv6 = VLLM_HOST + 'host = "::1"\n[engine.vllm]\ndev_mode_reset = true\n'
+    assert WorkerProfile.model_validate(tomllib.loads(ipv6)).engine.vllm.dev_mode_reset

@@ -5,18 +5,21 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING
 
-from farm.engines.base import EngineKind
+from farm.engines.base import EngineDemo, EngineImages, EngineKind
 from farm.engines.llamacpp.counters import METRICS
 
 if TYPE_CHECKING:
     from farm.engines.argspec import ArgSpec
+    from farm.engines.environment_names import EngineEnvironment
+    from farm.engines.reparse import Mirror
 
 
 def _spec_of(release: str) -> Callable[[], ArgSpec]:
     def load() -> ArgSpec:
-        from farm.engines.llamacpp.adapter import shipped_llamacpp_spec
+        from farm.engines.llamacpp.spec import shipped_llamacpp_spec
 
         return shipped_llamacpp_spec(release)
 
@@ -24,14 +27,38 @@ def _spec_of(release: str) -> Callable[[], ArgSpec]:
 
 
 def _read_version(executable: tuple[str, ...]) -> str | None:
-    from farm.engines.llamacpp.adapter import release_of_build
+    from farm.engines.llamacpp.spec import release_of_build
 
     return release_of_build(executable)
 
 
 RELEASES = ("0.3.16", "0.3.36")
-"""The llama-cpp-python releases whose vendored llama-server has a shipped spec (adapter.SPEC_FILES), oldest
+"""The llama-cpp-python releases whose vendored llama-server has a shipped spec (spec.SPEC_FILES), oldest
 first; the last is what the farm's workers run (deploy/install-llama-server.sh)."""
+
+
+def _environment() -> EngineEnvironment:
+    from farm.engines.llamacpp.environment import ENVIRONMENT
+
+    return ENVIRONMENT
+
+
+def _read_back(spec: ArgSpec) -> Mirror:
+    from farm.engines.llamacpp.readback import read_back
+
+    return read_back(spec)
+
+
+def _prepare_demo() -> object:
+    from farm.engines.llamacpp.install import ensure_llama_server
+
+    return ensure_llama_server()
+
+
+def _host_spec(path: Path) -> ArgSpec:
+    from farm.engines.llamacpp.spec import load_llamacpp_spec
+
+    return load_llamacpp_spec(path)
 
 
 ENGINE = EngineKind(
@@ -63,6 +90,24 @@ ENGINE = EngineKind(
     context_flags=("-c", "--ctx-size", "--ctx_size"),
     metric_prefix="llamacpp:",
     metric_names=METRICS,
+    prefix_cache_resetter="farm.engines.llamacpp.cache",  # slot erase where allowed, `cache_prompt: false`
     artifact="gguf",
     adapter="farm.engines.llamacpp.adapter",
+    environment=_environment,
+    # ghcr.io/ggml-org/llama.cpp's `:server` images start /app/llama-server
+    images=EngineImages(
+        repositories=("ghcr.io/ggml-org/llama.cpp",),
+        tag_prefix="server",
+        entrypoints=(None, "/app/llama-server", "llama-server"),
+    ),
+    read_back=_read_back,
+    demo=EngineDemo(
+        spec="smollm2-llamacpp-cpu.toml",
+        profile="llamacpp-cpu.toml",
+        what="llama-server on the CPU, SmolLM2-135M-Instruct",
+        stand_in=False,
+        prepare=_prepare_demo,
+        preparing="building llama-server and fetching SmolLM2",
+    ),
+    host_spec=_host_spec,
 )

@@ -12,5 +12,5 @@ METRICS = {
 # No prefix-cache counters mapped: newer llama-servers count `llamacpp:prompt_tokens_cached_total` with
 # `prompt_tokens_total` excluding those (so queries would be their sum, which a name map cannot say); the farm
 # reads the hit rate from each answer's `timings.cache_n` instead (farm.bench.sse). It has no whole-cache reset
-# either (a slot is erased by `POST /slots/<id>?action=erase`; `cache_prompt: false` skips reuse), so its table
-# line names none.
+# either: its cold measurements erase each slot where the server allows it and send `cache_prompt: false`
+# (farm.engines.llamacpp.cache, the table line's `prefix_cache_resetter`).

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from farm.engines.base import EngineKind
+from farm.engines.base import EngineDemo, EngineKind
+from farm.engines.versions import version_reader
 
 if TYPE_CHECKING:
     from farm.engines.argspec import ArgSpec
@@ -27,4 +28,10 @@ ENGINE = EngineKind(
     aliases=("lm-studio", "lm studio", "lms"),
     artifact="gguf",
     adapter="farm.engines.lmstudio.adapter",
+    demo=EngineDemo(
+        spec="demo-lmstudio.toml",
+        profile="demo-lmstudio.toml",
+        what="simulated: the simulator standing in for LM Studio behind its adapter",
+    ),
+    read_version=version_reader(command=("version",)),
 )

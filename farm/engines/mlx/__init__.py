@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from farm.engines.base import EngineKind
+from farm.engines.base import EngineDemo, EngineKind
+from farm.engines.versions import version_reader
 
 if TYPE_CHECKING:
     from farm.engines.argspec import ArgSpec
@@ -36,6 +37,13 @@ ENGINE = EngineKind(
     context_flags=("--max-kv-size",),
     artifact="mlx",
     adapter="farm.engines.mlx.adapter",
+    loads_model_id=True,
+    demo=EngineDemo(
+        spec="demo-mlx.toml",
+        profile="demo-mlx.toml",
+        what="simulated: the simulator standing in for MLX behind its adapter",
+    ),
+    read_version=version_reader(command=("--version",), package="mlx-lm", modules=("mlx_lm.server",)),
     # MLX's attention is always its fused kernel, and every layer runs on the (unified-memory) GPU
     inherent_flags={
         "flashAttn": lambda value: value is True,

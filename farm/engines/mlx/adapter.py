@@ -41,14 +41,4 @@ def mlx_process_argv(request: LaunchRequest) -> tuple[str, ...]:
 
 def launch(request: LaunchRequest) -> EngineProcess:
     argv = mlx_process_argv(request)
-    return EngineProcess(
-        argv,
-        env=request.env,
-        log_path=request.log_path,
-        base_url=f"http://{request.host}:{request.port}",
-        served_model=argv[argv.index("--model") + 1],
-        simulated=request.simulated,
-        stop_grace_s=request.stop_grace_s,
-        probe=request.probe,
-        gpu_free_deadline_s=request.gpu_free_deadline_s,
-    )
+    return EngineProcess.launched(argv, request, served_model=argv[argv.index("--model") + 1])

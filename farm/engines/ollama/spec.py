@@ -12,9 +12,6 @@ from farm.engines.argspec import ArgSpec, ValueKind, declared
 K = ValueKind
 _o = declared
 
-OFFICIAL_IMAGES: tuple[str, ...] = ("ollama/ollama",)
-"""Ollama's own image repository (Docker Hub)."""
-
 OLLAMA = ArgSpec(
     engine="ollama",
     version="0.12",

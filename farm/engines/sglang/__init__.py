@@ -4,11 +4,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from farm.engines.base import EngineKind
+from farm.engines.base import EngineImages, EngineKind
 from farm.engines.sglang.counters import METRICS
+from farm.engines.versions import version_reader
 
 if TYPE_CHECKING:
     from farm.engines.argspec import ArgSpec
+    from farm.engines.environment_names import EngineEnvironment
+    from farm.engines.reparse import Mirror
 
 
 def _spec() -> ArgSpec:
@@ -21,6 +24,18 @@ def _release_0_5_23() -> ArgSpec:
     from farm.engines.sglang.spec import sglang_release_spec
 
     return sglang_release_spec("0.5.23")
+
+
+def _environment() -> EngineEnvironment:
+    from farm.engines.sglang.environment import ENVIRONMENT
+
+    return ENVIRONMENT
+
+
+def _read_back(spec: ArgSpec) -> Mirror:
+    from farm.engines.sglang.readback import read_back
+
+    return read_back(spec)
 
 
 ENGINE = EngineKind(
@@ -56,4 +71,9 @@ ENGINE = EngineKind(
     metric_names=METRICS,
     prefix_cache_reset="/flush_cache",  # refused while requests run
     adapter="farm.engines.sglang.adapter",
+    environment=_environment,
+    images=EngineImages(repositories=("lmsysorg/sglang",)),
+    read_back=_read_back,
+    loads_model_id=True,
+    read_version=version_reader(command=("--version",), package="sglang", modules=("sglang.launch_server",)),
 )

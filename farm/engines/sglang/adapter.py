@@ -8,15 +8,13 @@ SGLang serves the OpenAI API (`/v1/completions`, `/v1/chat/completions`) and `/h
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 
 from farm.engines.argspec import CanonicalCommand
 from farm.engines.base import LaunchRequest
-from farm.engines.process import GPU_FREE_DEADLINE_S, EngineProcess
-from farm.engines.reparse import check_launch
+from farm.engines.process import EngineProcess
+from farm.engines.readback import check_launch
 from farm.engines.sglang.counters import METRICS
 from farm.errors import ArgumentPolicyError
-from farm.hardware.probe import HardwareProbe
 
 
 def sglang_process_argv(
@@ -54,56 +52,13 @@ class SglangServerProcess(EngineProcess):
 
 def launch(request: LaunchRequest) -> SglangServerProcess:
     """SGLang for one job attempt (the table's adapter entry point)."""
-    return sglang_engine(
+    argv = sglang_process_argv(
         request.command,
         executable=request.executable,
         host=request.host,
         port=request.port,
         served_model=request.served_model,
         model_path=request.model_path,
-        log_path=request.log_path,
-        env=request.env,
         extra_args=request.extra_args,
-        stop_grace_s=request.stop_grace_s,
-        probe=request.probe,
-        gpu_free_deadline_s=request.gpu_free_deadline_s,
-        simulated=request.simulated,
     )
-
-
-def sglang_engine(
-    command: CanonicalCommand,
-    *,
-    executable: Sequence[str],
-    host: str,
-    port: int,
-    served_model: str,
-    model_path: str | None,
-    log_path: Path,
-    env: Mapping[str, str],
-    extra_args: Sequence[str] = (),
-    stop_grace_s: float = 30.0,
-    probe: HardwareProbe | None = None,
-    gpu_free_deadline_s: float = GPU_FREE_DEADLINE_S,
-    simulated: bool = False,
-) -> SglangServerProcess:
-    argv = sglang_process_argv(
-        command,
-        executable=executable,
-        host=host,
-        port=port,
-        served_model=served_model,
-        model_path=model_path,
-        extra_args=extra_args,
-    )
-    return SglangServerProcess(
-        argv,
-        env=env,
-        log_path=log_path,
-        base_url=f"http://{host}:{port}",
-        served_model=served_model,
-        simulated=simulated,
-        stop_grace_s=stop_grace_s,
-        probe=probe,
-        gpu_free_deadline_s=gpu_free_deadline_s,
-    )
+    return SglangServerProcess.launched(argv, request)

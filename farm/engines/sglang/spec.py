@@ -42,9 +42,6 @@ _NO_SECRETS = "secrets never go in argv (they would be stored and logged)"
 _NO_LISTENER = "the worker speaks HTTP to the engine on its own loopback port and opens no other listener"
 _REMOTE_WEIGHTS = "loads weights from another instance over the network; the host maps the model"
 
-OFFICIAL_IMAGES: tuple[str, ...] = ("lmsysorg/sglang",)
-"""SGLang's own image repository (Docker Hub), which takes the whole server command."""
-
 SGLANG_LOAD_FORMATS = (
     "auto", "bitsandbytes", "dummy", "expert_pack", "fastsafetensors", "gguf", "layered", "mistral", "npcache",
     "presharded", "pt", "safetensors", "sharded_state",

@@ -50,14 +50,5 @@ def launch(request: LaunchRequest) -> EngineProcess:
     request.run_dir.mkdir(parents=True, exist_ok=True)
     path = request.run_dir / CONFIG_FILE
     path.write_text(json.dumps(config, indent=1, sort_keys=True) + "\n", encoding="utf-8")
-    return EngineProcess(
-        tabbyapi_process_argv(request, str(path)),
-        env=request.env,
-        log_path=request.log_path,
-        base_url=f"http://{request.host}:{request.port}",
-        served_model=str(config["model"]["model_name"]),
-        simulated=request.simulated,
-        stop_grace_s=request.stop_grace_s,
-        probe=request.probe,
-        gpu_free_deadline_s=request.gpu_free_deadline_s,
-    )
+    argv = tabbyapi_process_argv(request, str(path))
+    return EngineProcess.launched(argv, request, served_model=str(config["model"]["model_name"]))

@@ -27,9 +27,6 @@ _WORKER_LISTENS = (
 )
 _NO_TELEMETRY = "ships the server's logs to an outside Seq server: the farm allows no outbound telemetry"
 
-OFFICIAL_IMAGES: tuple[str, ...] = ("ghcr.io/theroyallab/tabbyapi",)
-"""TabbyAPI's own image repository (its docker/Dockerfile)."""
-
 TABBYAPI_CONFIG: dict[str, dict[str, OptionSpec]] = {
     "network": {
         "host": _k(K.REFUSED, reason=_WORKER_LISTENS),

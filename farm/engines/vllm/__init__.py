@@ -4,12 +4,16 @@ classes (process.py), its adapter (adapter.py), vLLM on the CPU (cpu.py, tinymod
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING
 
-from farm.engines.base import EngineKind
+from farm.engines.base import EngineDemo, EngineImages, EngineKind
+from farm.engines.versions import version_reader
 
 if TYPE_CHECKING:
     from farm.engines.argspec import ArgSpec
+    from farm.engines.environment_names import EngineEnvironment
+    from farm.engines.reparse import Mirror
 
 
 def _spec_of(version: str) -> Callable[[], ArgSpec]:
@@ -23,6 +27,30 @@ def _spec_of(version: str) -> Callable[[], ArgSpec]:
 
 VERSIONS = ("0.32.0", "0.33.0")
 """The vLLM releases with a shipped spec (spec.SERVE_ARGS_FILES), oldest first; the last is the default."""
+
+
+def _environment() -> EngineEnvironment:
+    from farm.engines.vllm.environment import ENVIRONMENT
+
+    return ENVIRONMENT
+
+
+def _read_back(spec: ArgSpec) -> Mirror:
+    from farm.engines.vllm.readback import read_back
+
+    return read_back(spec)
+
+
+def _prepare_demo() -> object:
+    from farm.engines.vllm.cpu import ensure_tiny_model
+
+    return ensure_tiny_model()
+
+
+def _host_spec(path: Path) -> ArgSpec:
+    from farm.engines.vllm.spec import load_vllm_spec
+
+    return load_vllm_spec(path)
 
 
 ENGINE = EngineKind(
@@ -55,7 +83,31 @@ ENGINE = EngineKind(
     },
     context_flags=("--max-model-len", "--max_model_len"),
     metric_prefix="vllm:",
-    # Served with VLLM_SERVER_DEV_MODE=1; the hit rate is vllm:prefix_cache_hits over vllm:prefix_cache_queries.
+    # Served only with VLLM_SERVER_DEV_MODE=1 (off unless the profile says dev_mode_reset: vllm/cache.py); the hit
+    # rate is vllm:prefix_cache_hits over vllm:prefix_cache_queries.
     prefix_cache_reset="/reset_prefix_cache",
+    prefix_cache_resetter="farm.engines.vllm.cache",  # reads {"success": ...}, says 404 as dev mode off
     adapter="farm.engines.vllm.adapter",
+    environment=_environment,
+    images=EngineImages(repositories=("vllm/vllm-openai",), entrypoints=(None, "vllm"), subcommand=("serve",)),
+    read_back=_read_back,
+    loads_model_id=True,
+    # What vLLM needs from the worker's environment; tokens (HF_TOKEN) pass only when a profile adds them.
+    host_env_allowlist=(
+        *("PATH", "HOME", "USER", "LANG", "LC_ALL", "TMPDIR"),
+        *("HF_HOME", "HF_HUB_CACHE", "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "VLLM_*"),
+    ),
+    demo=EngineDemo(
+        spec="tiny-llama-cpu.toml",
+        profile="cpu.toml",
+        what="vLLM on the CPU, tiny random model",
+        stand_in=False,
+        prepare=_prepare_demo,
+        preparing="building the tiny model",
+    ),
+    host_spec=_host_spec,
+    container_adapter="farm.engines.vllm.container",
+    read_version=version_reader(
+        command=("--version",), package="vllm", modules=("vllm.entrypoints.openai.api_server",), drop=("serve",)
+    ),
 )

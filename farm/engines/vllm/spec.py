@@ -123,9 +123,6 @@ REVISIONS: Mapping[str, tuple[str, ...]] = {
 else by --revision), the tokenizer by --tokenizer-revision; a draft model by the `revision` key of
 --speculative-config (farm.engines.trust)."""
 
-OFFICIAL_IMAGES: tuple[str, ...] = ("vllm/vllm-openai",)
-"""vLLM's own image repository (Docker Hub); its entrypoint is `vllm serve`."""
-
 DEVICE_OPTIONS = ("--tensor-parallel-size", "--pipeline-parallel-size", "--data-parallel-size")
 """vLLM uses tensor x pipeline x data parallel devices."""
 
