@@ -20,9 +20,9 @@ from collections import defaultdict
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from itertools import repeat
+from itertools import compress, groupby, repeat
 from json.encoder import encode_basestring_ascii
-from operator import itemgetter
+from operator import itemgetter, lt, ne, truediv
 from typing import Any
 
 from sqlalchemy import Connection, select, update
@@ -332,28 +332,64 @@ def _figure_frame(
     return head, middle, tail
 
 
-def stored_contents(conn: Connection, run_ids: Sequence[int]) -> dict[int, tuple[RunContent, list[str]]]:
+def _summary_problems(measured: Sequence[tuple[Any, ...]], decoded: Sequence[Any]) -> list[int]:
+    """The rows (indexes) whose stored summary (n, mean, min, max) no longer follows from their values: n is
+    the count, min and max exact, mean within 1e-9 of fsum/n. Column-wise, by C loops (map) over every row of
+    a batch; the rows any of those finds suspicious are checked one by one."""
+    fsum, isclose = math.fsum, math.isclose
+
+    def bad(index: int) -> bool:
+        n, mean, low, high = measured[index][9:13]
+        values = decoded[index]
+        return n != len(values) or bool(
+            values and (low != min(values) or high != max(values) or not isclose(mean, fsum(values) / n, rel_tol=1e-9))
+        )
+
+    count = len(measured)
+    if not count:
+        return []
+    try:
+        ns, means, lows, highs = list(zip(*measured, strict=True))[9:13]
+        lengths = list(map(len, decoded))
+        if 0 in lengths:
+            raise TypeError  # an empty figure: one by one
+        suspects: set[int] = set()
+        for stored, now in (
+            (ns, lengths),
+            (lows, list(map(min, decoded))),
+            (highs, list(map(max, decoded))),
+            (means, list(map(truediv, map(fsum, decoded), lengths))),
+        ):
+            if list(stored) != now:  # one compare in C; the rows that differ only when some do
+                suspects.update(compress(range(count), map(ne, stored, now)))
+    except (TypeError, ValueError):  # values that are not all numbers, or not lists: one by one
+        return [index for index in range(count) if bad(index)]
+    return sorted(index for index in suspects if bad(index))
+
+
+def stored_contents(
+    conn: Connection, run_ids: Sequence[int], signed_figures: Mapping[int, str] | None = None
+) -> dict[int, tuple[RunContent, list[str]]]:
     """The signed content of stored runs as the store holds it now (figures, the sha256 of each repeat's sample
     bytes and of each figure's params bytes, provenance), with any stored summary (n, mean, min, max) that no
     longer follows from its figure's values.
 
-    Where the store keeps the values as JSON text (SQLite), each run also gets `figures_json`: its figures'
-    canonical JSON written from the stored numbers' own text (no float is formatted again), which
-    farm.signing.runs.check uses only when its sha256 is the signed one; a store that kept other text
-    (PostgreSQL, or an edit) is checked from the decoded figures."""
+    Where the store keeps the values as JSON text, each run also gets `figures_json`: its figures' canonical
+    JSON written from the stored numbers' own text (no float is formatted again), which
+    farm.signing.runs.check uses only when its sha256 is the signed one; a store that kept other text (or an
+    edit) is checked from the decoded figures.
+
+    `signed_figures` (run id → the figures sha256 its signature names), for a check: a run whose
+    `figures_json` hashes to it gets no decoded figure documents (`figures` empty: those bytes are, byte for
+    byte, what was signed, and `RunContent.parts` takes them); every other run gets them all."""
     if not run_ids:
         return {}
     listed = ",".join(str(int(run_id)) for run_id in run_ids)  # integers only: nothing to quote
     where = f"IN ({listed})"
     run_columns = "id, job_id, attempt, worker_id, provenance, failed_requests, total_requests"
     runs = _driver_rows(conn, f"SELECT {run_columns} FROM runs WHERE id {where}")  # noqa: S608 - integer ids
-    figures: dict[int, list[dict[str, Any]]] = defaultdict(list)
-    fragments: dict[int, list[tuple[str, str]] | None] = defaultdict(list)
     problems: dict[int, list[str]] = defaultdict(list)
     sha256 = hashlib.sha256
-    fsum, isclose = math.fsum, math.isclose
-    frames: dict[tuple[Any, ...], tuple[str, str, str] | None] = {}
-    params_digests: dict[Any, str] = {}
     # The values as the text the database writes them in: SQLite keeps the JSON text it was given; PostgreSQL's
     # jsonb writes each number as it stored it (270.0 stays 270.0), so the figures' canonical JSON is written
     # from that text on both, and checked against the signed sha256 before it is used.
@@ -361,40 +397,50 @@ def stored_contents(conn: Connection, run_ids: Sequence[int]) -> dict[int, tuple
     figure_columns = (
         f"run_id, key, kind, metric, unit, workload, {values}, params, requested_repeats, n, mean, min, max"
     )
-    measured = _driver_rows(conn, f"SELECT {figure_columns} FROM measurements WHERE run_id {where}")  # noqa: S608
+    measured = _driver_rows(
+        conn,
+        f"SELECT {figure_columns} FROM measurements WHERE run_id {where} ORDER BY run_id",  # noqa: S608
+    )
     decoded = _decoded_values([row[6] for row in measured])
-    for row, values in zip(measured, decoded, strict=True):
-        run_id, key, kind, metric, unit, workload, stored, params, requested, n, mean, low, high = row
-        params_sha256 = params_digests.get(params)
-        if params_sha256 is None:  # a sweep's figures share a few parameter sets: each hashed once a batch
-            params_sha256 = params_digests[params] = sha256(params).hexdigest()
-        figures[run_id].append(
-            {
-                "key": key,
-                "kind": kind,
-                "metric": metric,
-                "unit": unit,
-                "workload": workload,
-                "values": values,
-                "params_sha256": params_sha256,
-                "requested_repeats": requested,
-            }
-        )
-        written = fragments[run_id]
-        if written is not None:
-            shape = (key, kind, metric, unit, workload, requested)
-            frame = frames.get(shape)
-            if frame is None and type(stored) is str:
-                frame = frames[shape] = _figure_frame(*shape)
-            if frame is not None and type(stored) is str:
-                head, middle, tail = frame
-                written.append((key, head + params_sha256 + middle + stored.replace(", ", ",") + tail))
-            else:
-                fragments[run_id] = None
-        if n != len(values) or (
-            values and (low != min(values) or high != max(values) or not isclose(mean, fsum(values) / n, rel_tol=1e-9))
-        ):
-            problems[run_id].append(f"figure {key}: its stored summary does not follow from its values")
+    for index in _summary_problems(measured, decoded):
+        run_id, key = measured[index][0], measured[index][1]
+        problems[run_id].append(f"figure {key}: its stored summary does not follow from its values")
+    # Column-wise, by C loops: each row's params sha256 (a sweep's figures share a few parameter sets: each
+    # hashed once a batch) and its canonical JSON text where its columns have the types the store keeps.
+    columns: list[Any] = list(zip(*measured, strict=True)) if measured else [()] * 13
+    run_col, key_col, stored_col, params_col = columns[0], columns[1], columns[6], columns[7]
+    params_digests = {params: sha256(params).hexdigest() for params in set(params_col)}
+    params_sha = list(map(params_digests.__getitem__, params_col))
+    shapes = list(zip(key_col, columns[2], columns[3], columns[4], columns[5], columns[8], strict=True))
+    frames = {shape: _figure_frame(*shape) for shape in set(shapes)}
+    texts: list[str | None] = [None] * len(measured)
+    if all(map(str.__instancecheck__, stored_col)):
+        framed: list[Any] = list(map(frames.__getitem__, shapes))
+        if None not in framed:
+            texts = list(
+                map(
+                    "".join,
+                    zip(
+                        map(itemgetter(0), framed),
+                        params_sha,
+                        map(itemgetter(1), framed),
+                        map(str.replace, stored_col, repeat(", "), repeat(",")),
+                        map(itemgetter(2), framed),
+                        strict=True,
+                    ),
+                )
+            )
+        else:
+            texts = [
+                None if frame is None else frame[0] + digest + frame[1] + text.replace(", ", ",") + frame[2]
+                for frame, digest, text in zip(framed, params_sha, stored_col, strict=True)
+            ]
+    spans: dict[int, tuple[int, int]] = {}
+    begin = 0
+    for run_id, group in groupby(run_col):
+        end = begin + len(list(group))
+        spans[run_id] = (begin, end)
+        begin = end
     repeats: dict[int, dict[str, dict[int, str]]] = defaultdict(lambda: defaultdict(dict))
     kept: dict[int, list[tuple[str, str, str]]] = defaultdict(list)
     artifact_columns = "run_id, name, media_type, content"
@@ -409,21 +455,22 @@ def stored_contents(conn: Connection, run_ids: Sequence[int]) -> dict[int, tuple
         blob = bytes(data) if data is not None else encode_samples(_json(legacy) or [])
         repeats[run_id][key][index] = sha256(blob).hexdigest()
     out = {}
-    by_key = itemgetter(0)
     for run_id, job_id, attempt, worker_id, provenance, failed, total in runs:
         digests = {key: [by_index[i] for i in sorted(by_index)] for key, by_index in repeats[run_id].items()}
-        written = fragments.get(run_id, [])
-        figures_json = (
-            None
-            if written is None
-            else ("[" + ",".join(text for _, text in sorted(written, key=by_key)) + "]").encode("utf-8")
+        first, last = spans.get(run_id, (0, 0))
+        figures_json = _figures_json(key_col[first:last], texts[first:last])
+        matches = (
+            signed_figures is not None
+            and figures_json is not None
+            and sha256(figures_json).hexdigest() == signed_figures.get(run_id)
         )
+        documents = () if matches else tuple(_documents(measured, decoded, params_sha, first, last))
         out[run_id] = (
             RunContent(
                 job_id=job_id,
                 attempt=attempt,
                 worker_id=worker_id,
-                figures=tuple(figures[run_id]),
+                figures=documents,
                 sample_digests=digests,
                 provenance=dict(_json(provenance) or {}),
                 failed_requests=int(failed or 0),
@@ -434,6 +481,34 @@ def stored_contents(conn: Connection, run_ids: Sequence[int]) -> dict[int, tuple
             problems[run_id],
         )
     return out
+
+
+def _figures_json(keys: Sequence[Any], texts: Sequence[str | None]) -> bytes | None:
+    """A run's figures' canonical JSON from each figure's text, ordered by key (None when a figure has none)."""
+    if None in texts:
+        return None
+    ordered: Sequence[Any] = texts
+    if not all(map(lt, keys[:-1], keys[1:])):  # not already in key order (or keys repeat): sort, stably
+        ordered = [text for _, text in sorted(zip(keys, texts, strict=True), key=itemgetter(0))]
+    return ("[" + ",".join(ordered) + "]").encode("utf-8")
+
+
+def _documents(
+    measured: Sequence[tuple[Any, ...]], decoded: Sequence[Any], params_sha: Sequence[str], first: int, last: int
+) -> Iterator[dict[str, Any]]:
+    """The figure documents of rows first..last (one run's), decoded."""
+    for index in range(first, last):
+        _, key, kind, metric, unit, workload, _, _, requested = measured[index][:9]
+        yield {
+            "key": key,
+            "kind": kind,
+            "metric": metric,
+            "unit": unit,
+            "workload": workload,
+            "values": decoded[index],
+            "params_sha256": params_sha[index],
+            "requested_repeats": requested,
+        }
 
 
 def check_batch(
@@ -459,7 +534,7 @@ def check_batch(
         if run_ids
         else {}
     )
-    contents = stored_contents(conn, run_ids)
+    contents = stored_contents(conn, run_ids, {run_id: pair[0].figures_sha256 for run_id, pair in signed.items()})
     recipe_of, recipes = _recipes_of(conn, run_ids)
     was_validated = {
         run_id: bool(flag)

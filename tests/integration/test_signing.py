@@ -113,6 +113,20 @@ def _change_summary(conn: sa.Connection, run_id: int) -> None:
     )
 
 
+def _summary_column(column: str, value: float) -> Callable[[sa.Connection, int], None]:
+    """One stored summary column of the first figure set to `value` (each is checked by its own column-wise
+    pass in farm.store.signatures._summary_problems)."""
+
+    def apply(conn: sa.Connection, run_id: int) -> None:
+        conn.execute(
+            sa.update(MeasurementRow)
+            .where(MeasurementRow.run_id == run_id, MeasurementRow.key == KEYS[0])
+            .values({column: value})
+        )
+
+    return apply
+
+
 def _change_sample(conn: sa.Connection, run_id: int) -> None:
     from farm.store.sample_codec import encode
 
@@ -154,13 +168,27 @@ def _attempt(conn: sa.Connection, run_id: int) -> None:
     [
         (_change_figure, "figures changed"),
         (_change_summary, f"figure {KEYS[0]}: its stored summary"),
+        (_summary_column("n", 2), f"figure {KEYS[0]}: its stored summary"),
+        (_summary_column("min", 269.0), f"figure {KEYS[0]}: its stored summary"),
+        (_summary_column("max", 282.5), f"figure {KEYS[0]}: its stored summary"),
         (_change_sample, "samples changed"),
         (_provenance_change(_argv), "provenance changed"),
         (_provenance_change(_image), "provenance changed"),
         (_provenance_change(_revision), "provenance changed"),
         (_attempt, "identity or request counts changed"),
     ],
-    ids=["figure", "summary", "sample", "argv", "image-digest", "revision", "request-counts"],
+    ids=[
+        "figure",
+        "summary",
+        "summary-n",
+        "summary-min",
+        "summary-max",
+        "sample",
+        "argv",
+        "image-digest",
+        "revision",
+        "request-counts",
+    ],
 )
 def test_a_change_behind_the_store_is_caught_by_verify(
     store: Store,
@@ -423,3 +451,37 @@ def test_the_figures_text_verify_hashes_first_is_their_canonical_json(
         fast = content.figures_json == expected
         assert fast if job == plain or store.url.startswith("sqlite") else not fast
         assert content.parts(canonical.sha256_hex(expected))[0] == canonical.sha256_hex(expected)
+
+
+def test_a_check_decodes_the_figures_only_of_runs_whose_stored_text_is_not_what_was_signed(
+    store: Store, raw: sa.Engine, make_recipe: Callable[..., Recipe], make_result: Callable[..., RunResult]
+) -> None:
+    """Given the signed figures sha256 of each run (what `verify` passes), stored_contents leaves out the decoded
+    figure documents of a run whose figures' text hashes to it (those bytes are what was signed), and gives them
+    all for a run whose text does not (a changed value, or a wrong signed hash): the check then hashes those."""
+    from farm.store.signatures import stored_contents
+
+    key = HostKey.generate()
+    result = make_result(dict.fromkeys(KEYS, (270.0, 276.5, 282.25)))
+    same, changed = deliver(store, make_recipe(), result, key), deliver(store, make_recipe(), result, key)
+    with raw.begin() as conn:
+        _change_figure(conn, run_id_of(raw, changed))
+    ids = {job: run_id_of(raw, job) for job in (same, changed)}
+    with store._read("test") as conn:
+        signed = {
+            run_id: str(
+                conn.execute(
+                    sa.text("SELECT figures_sha256 FROM run_signatures WHERE run_id = :id"), {"id": run_id}
+                ).scalar()
+            )
+            for run_id in ids.values()
+        }
+        contents = stored_contents(conn, list(ids.values()), signed)
+        wrong = stored_contents(conn, [ids[same]], {ids[same]: "0" * 64})
+    if store.url.startswith("sqlite"):  # PostgreSQL's jsonb text of these numbers is the canonical one too
+        assert contents[ids[same]][0].figures == ()
+    assert contents[ids[same]][0].parts(signed[ids[same]])[0] == signed[ids[same]]
+    assert {f["key"] for f in contents[ids[changed]][0].figures} == set(KEYS)
+    assert contents[ids[changed]][0].parts(signed[ids[changed]])[0] != signed[ids[changed]]
+    assert {f["key"] for f in wrong[ids[same]][0].figures} == set(KEYS)
+    assert wrong[ids[same]][0].parts(signed[ids[same]])[0] == signed[ids[same]]
