@@ -4,9 +4,14 @@ The simulator (TTFT 50 ms, a token every 5 ms, no contention) runs on the second
 quietest, with a spinning process pinned beside it, so every read of the client's loop waits for its turn. The
 user-space stamps bend by that wait (CI saw ITL p99 14 ms against 5 ms); the kernel's stamps, from the packet
 capture, do not. Judged against the simulator's own record of each request (`/sim/requests?chunks=1`: arrival,
-and when each chunk was written): TTFT p99 within 5 ms, ITL p99 within 2 ms of the truth's, at 256 streams in a
-burst (the sharded client) and with open-loop arrivals keeping about 256 in flight (the client in this process),
-and not flagged client-bound; without the busy process, the same at 1024 streams.
+and when each chunk was written), at 256 streams in a burst (the sharded client) and with open-loop arrivals keeping
+about 256 in flight (the client in this process), not flagged client-bound; without the busy process, at 1024:
+- TTFT: the first token stamped within 5 ms (p99) of the moment the simulator wrote it, and the request's send
+  stamp between the client's own stamp before its write and the simulator's read of the request. The TTFT a user
+  waits runs from the send to the first token on the wire; the simulator stamps its arrival in user space, so under
+  a burst its own lag in reading requests (tens of ms at 256 on a shared machine) is server latency, part of the
+  truth, which a TTFT compared with its arrival-to-write time would count as client error. That gap is printed.
+- ITL: p99 within 2 ms of the truth's (the simulator's write times).
 """
 
 from __future__ import annotations
@@ -120,7 +125,20 @@ def judge(sim_url: str, samples: list[RequestSample], count: int) -> str:
     )
     # The kernel stamps a packet before any reader can: the user stamps are never earlier (clock conversion aside).
     assert min(lags) > -0.2, figures
-    assert abs(metrics.percentile(ttft_errors, 99)) <= TTFT_BOUND_MS, figures
+    # The first token, stamped on the wire, within the bound of the server's write of it (and never before it).
+    assert metrics.percentile(first_errors, 99) <= TTFT_BOUND_MS, figures
+    assert min(first_errors) > -0.2, figures
+    # The send stamp lies between the client's own stamp before the write and the server's read of the request.
+    records = {r["completion_tokens"]: r for r in get_json(sim_url + "/sim/requests?chunks=1")["requests"]}
+    for sample in samples:
+        arrival = records[sample.completion_tokens]["arrival_ns"]
+        user_started = sample.user_started_ns if sample.user_started_ns is not None else sample.started_ns
+        assert user_started - 200_000 <= sample.started_ns <= arrival + 200_000, (
+            sample.started_ns,
+            user_started,
+            arrival,
+            figures,
+        )
     assert abs(metrics.percentile(itls, 99) - metrics.percentile(truth_itls, 99)) <= ITL_BOUND_MS, figures
     return figures
 
