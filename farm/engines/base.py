@@ -195,6 +195,50 @@ class EngineKind:
     """Reads an argument list generated on a host for its own build (the profile's `engine.policy` file for it);
     None: it has none, its shipped specs judge."""
 
+    # What the recipes room asks of an engine (issue 21): it reads these instead of naming the engine.
+    python_package: str | None = None
+    """Its Python package, where a recorded line names its server as any module inside it (`sglang.srt...`)."""
+    other_subcommands: bool = False
+    """Its executable runs other subcommands too, none of them a server (`vllm bench`): a recorded command of it
+    with another subcommand is refused as such."""
+    draft_model_flags: tuple[str, ...] = ()
+    """Its spellings of a draft model file (llama-server's `-md`), which a host maps to its own file; empty: its
+    drafts are repositories, or it has none."""
+    attention_data_parallel: str | None = None
+    """The option under which its data-parallel ranks run inside the tensor-parallel devices (SGLang's
+    `--enable-dp-attention`): the data-parallel size then uses no devices of its own."""
+    hub_model_prefix: str = ""
+    """What it writes before a Hugging Face repository it pulls as a model name (Ollama's `hf.co/`)."""
+    artifact_repository: Callable[[str], bool] | None = None
+    """Whether a repository holds its local artifact (an MLX conversion), where that is not told by `gguf` in the
+    name; None: the GGUF rule, or none."""
+    title: str | None = None
+    """Its name as prose writes it (`TabbyAPI`); None: `name`."""
+    step_context: str | None = None
+    """Where it sets the context of a model its `model_steps` name, since those steps take no option for it
+    (Ollama: `OLLAMA_CONTEXT_LENGTH or num_ctx`)."""
+    config_option: str | None = None
+    """The option naming a config document that holds its whole command (TabbyAPI's `--config`): where a recipe's
+    container mounts a registry asset there, the asset's document (less its listen address) takes the path's
+    place; None: it has none."""
+    gguf_file_only: bool = False
+    """It loads a GGUF as one file (with the base model's tokenizer), never a GGUF repository of several
+    quantizations: a command naming such a repository without its file is refused."""
+    mtp_options: Callable[[int], tuple[str, ...]] | None = None
+    """The options that turn on its MTP drafting with that many tokens, for a generated command the notes say ran
+    with MTP; None: the farm cannot add them."""
+    kv_cache_split: tuple[tuple[str, ...], tuple[str, ...]] | None = None
+    """Its options for the K and the V cache types, each in every spelling (the canonical first), where it sets
+    them apart (llama.cpp); None: one option, or none."""
+    kv_cache_dtype_option: str | None = None
+    """Its one option for the KV cache type (`--kv-cache-dtype`), where a stated fp8 cache becomes it and f16 or
+    bf16 is its default; None: it has none."""
+
+    @property
+    def prose_name(self) -> str:
+        """Its name as prose writes it."""
+        return self.title or self.name
+
     def spec_at(self, version: str | None) -> tuple[ArgSpec, str]:
         """The spec a worker running `version` judges with, and a line saying which, for provenance: that
         version's own spec, else the nearest older one shipped, else the oldest (older than all), else (no
@@ -243,6 +287,12 @@ class EngineImages:
     subcommand: tuple[str, ...] = ()
     """Launcher tokens the registry writes as the container's first arguments though the entrypoint runs them
     (vLLM's `serve`): dropped before the arguments are judged."""
+    canonical_arguments: bool = False
+    """The registry's container arguments for it are its canonical command after the launcher (vLLM's images run
+    `vllm serve`): a written-out entrypoint of its own is dropped, and the container runs the command as read."""
+    whole_command: bool = False
+    """Its images run no server of their own: a recipe's container arguments are a whole command, launcher
+    included (SGLang's `python3 -m sglang.launch_server ...`)."""
 
 
 @dataclass(frozen=True)

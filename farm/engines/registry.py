@@ -13,7 +13,15 @@ from farm.engines import llamacpp, lmstudio, mlx, ollama, sglang, tabbyapi, vllm
 from farm.engines.base import EngineKind
 from farm.errors import ArgumentPolicyError
 
-__all__ = ["ALIASES", "ENGINES", "EngineKind", "canonical_engine_name", "engine_kind", "launchable_engines"]
+__all__ = [
+    "ALIASES",
+    "DEFAULT_ENGINE",
+    "ENGINES",
+    "EngineKind",
+    "canonical_engine_name",
+    "engine_kind",
+    "launchable_engines",
+]
 
 ENGINES: dict[str, EngineKind] = {
     kind.name: kind
@@ -27,6 +35,9 @@ ENGINES: dict[str, EngineKind] = {
         mlx.ENGINE,
     )
 }
+
+DEFAULT_ENGINE: str = vllm.ENGINE.name
+"""The engine a bare argv is read as where no engine is given (its parallelism and context options)."""
 
 ALIASES: Mapping[str, str] = {
     **{name: name for name in ENGINES},

@@ -276,7 +276,9 @@ def from_docker_run(tokens: Sequence[str], engine: str, source: str, field_name:
             source=source,
             field=field_name,
         )
-    command = read_command(arguments, source, field_name, declared_engine=engine, arguments_only=runs != "sglang")
+    command = read_command(
+        arguments, source, field_name, declared_engine=engine, arguments_only=runs is None or not _whole_command(runs)
+    )
     return Command(
         engine=command.engine,
         argv=command.argv,
@@ -643,13 +645,23 @@ _SCRIPT_LAUNCHERS = {
 }
 """Engines started as `python SCRIPT` (TabbyAPI's `python main.py`), by script name."""
 _ENGINE_WORDS = frozenset(spelling[0] for _, spelling in _SERVER_SPELLINGS)
+_PYTHON_PACKAGES = tuple(f"{kind.python_package}." for kind in ENGINES.values() if kind.python_package)
+"""Python packages whose every module names their engine in a recorded line (`sglang.srt...`)."""
+_SUBCOMMAND_EXECUTABLES = {kind.launcher: kind for kind in ENGINES.values() if kind.other_subcommands}
+"""Launchers whose executable runs other subcommands too, none of them a server (`vllm bench`)."""
+
+
+def _whole_command(engine: str) -> bool:
+    """Whether the engine's images take a whole command as their arguments (they run no server of their own)."""
+    images = ENGINES[engine].images if engine in ENGINES else None
+    return images is not None and images.whole_command
 
 
 def mentions_an_engine(tokens: Sequence[str]) -> bool:
     """Whether a recorded line names an engine's server anywhere (behind a wrapper such as `nohup` or `uv run`, or
     as a Python module), as opposed to a note or a script that serves nothing."""
     return any(
-        executable_name(token) in _ENGINE_WORDS or token in _PYTHON_MODULES or token.startswith("sglang.")
+        executable_name(token) in _ENGINE_WORDS or token in _PYTHON_MODULES or token.startswith(_PYTHON_PACKAGES)
         for token in tokens
     )
 
@@ -691,13 +703,15 @@ def _launcher_of(tokens: Sequence[str], source: str, field_name: str) -> tuple[s
     for engine, spelling in _SERVER_SPELLINGS:
         if base == spelling[0] and tuple(tokens[1 : len(spelling)]) == spelling[1:]:
             return engine, len(spelling)
-    if base == "vllm":
-        # vLLM's one executable runs other subcommands too (`vllm bench`, `vllm chat`), none of them a server
-        raise RecipeError(
-            f"expected 'vllm serve ...', got {second!r} after 'vllm'" if second else "expected 'vllm serve ...'",
-            source=source,
-            field=field_name,
-        )
+    for launcher in _SUBCOMMAND_EXECUTABLES:
+        if base == launcher[0]:
+            # an executable that runs other subcommands too (`vllm bench`, `vllm chat`), none of them a server
+            expected = f"expected '{' '.join(launcher)} ...'"
+            raise RecipeError(
+                f"{expected}, got {second!r} after '{launcher[0]}'" if second else expected,
+                source=source,
+                field=field_name,
+            )
     if ALIASES.get(executable.lower()) is not None and len(tokens) > 1:
         # `llama.cpp llama-server with -ngl 99, --jinja, reasoning off`: a note that names the engine, then its
         # settings in words; no shell runs an executable named after the engine
@@ -722,9 +736,10 @@ def _canonical(engine: str, args: Sequence[str], source: str, field_name: str) -
     positional: str | None = None
     if args and not args[0].startswith("-"):
         positional = args.pop(0)
-        if engine == "vllm" and args and not args[0].startswith("-"):
+        if args and not args[0].startswith("-"):
             raise RecipeError(
-                f"two arguments before the first option ({positional!r}, {args[0]!r}): vLLM takes one model",
+                f"two arguments before the first option ({positional!r}, {args[0]!r}): {' '.join(launcher)} takes "
+                "one model",
                 source=source,
                 field=field_name,
             )
@@ -962,12 +977,16 @@ def resolve_model(
     launcher = ENGINE_LAUNCHERS[engine]
     flags = MODEL_FLAGS.get(engine, ())
     if model is None:
-        if engine != "llama.cpp" or instance is None:
+        if engine not in _REPOSITORY_FILE_OPTIONS or instance is None:
             return args, None
         replacement = _instance_model(engine, instance, source, hint)
         if replacement is None:
             return args, f"the model is registry instance {instance!r}; the host maps it to its own file"
-        return [*args, "--hf-repo", replacement], f"the model is registry instance {instance!r}: {replacement}"
+        return [
+            *args,
+            _REPOSITORY_FILE_OPTIONS[engine][0],
+            replacement,
+        ], f"the model is registry instance {instance!r}: {replacement}"
     placeholder = _PLACEHOLDER.match(model) is not None
     laid_out = _REPOSITORY_LAYOUT.match(model) if engine in _REPOSITORY_FILE_OPTIONS else None
     if laid_out is not None:
@@ -987,9 +1006,10 @@ def resolve_model(
         repository = f"{cached['owner']}/{cached['name']}"
         revision = cached["revision"]
         note = f"the local path {model!r} is a Hugging Face cache of {repository} at {revision}"
-        if engine == "llama.cpp" and cached["file"]:
+        if engine in _REPOSITORY_FILE_OPTIONS and cached["file"]:
             # llama-server's -hf downloads the repository's current file: the snapshot's commit is in the note.
-            new = ["--hf-repo", repository, "--hf-file", cached["file"]]
+            repository_option, file_option = _REPOSITORY_FILE_OPTIONS[engine]
+            new = [repository_option, repository, file_option, cached["file"]]
             return _with_model(engine, args, launcher, flags, new), note
         if cached["file"] or engine not in _REVISION_OPTION:
             return args, None  # one file of a repository, or no way to pin it: the path stays, for the policy
@@ -1012,8 +1032,8 @@ def resolve_model(
     return _with_model(engine, args, launcher, flags, _model_tokens(engine, replacement)), f"{note}: {replacement}"
 
 
-LLAMACPP_DRAFT_SPELLINGS = ("--model-draft", "-md", "--spec-draft-model")
-"""llama-server's spellings of the draft model file (its --help, and newer builds' --spec-draft-model)."""
+_DRAFT_FILE_FLAGS = {name: kind.draft_model_flags for name, kind in ENGINES.items() if kind.draft_model_flags}
+"""Engines whose draft model is a file, and their spellings of it (llama-server's `-md`)."""
 
 
 def resolve_draft(engine: str, argv: Sequence[str]) -> tuple[list[str], str | None]:
@@ -1022,12 +1042,13 @@ def resolve_draft(engine: str, argv: Sequence[str]) -> tuple[list[str], str | No
     main model, and a note. A file inside a Hugging Face cache or a bare name is left as it is. The file's name is
     all the recipe says of the draft: two drafts of one name are one draft to a host."""
     args = list(argv)
-    if engine != "llama.cpp":
+    if engine not in _DRAFT_FILE_FLAGS:
         return args, None
+    spellings = _DRAFT_FILE_FLAGS[engine]
     notes: list[str] = []
     for index, token in enumerate(args):
         name, equals, inline = token.partition("=")
-        if name not in LLAMACPP_DRAFT_SPELLINGS or (not equals and index + 1 >= len(args)):
+        if name not in spellings or (not equals and index + 1 >= len(args)):
             continue
         value = inline if equals else args[index + 1]
         base = re.split(r"[\\/]", value)[-1]

@@ -12,7 +12,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from farm import hardware
-from farm.engines.registry import ENGINES
+from farm.engines.registry import DEFAULT_ENGINE, ENGINES
 from farm.errors import RecipeError
 from farm.recipes.commands import canonical_engine
 from farm.recipes.model import (
@@ -21,9 +21,9 @@ from farm.recipes.model import (
     Recipe,
 )
 
-PARALLEL_FLAGS: Mapping[str, tuple[str, ...]] = ENGINES["vllm"].parallel_flags
-"""vLLM's parallelism flags: devices used = tensor × pipeline × data parallel (decode-context parallel reuses
-the tensor-parallel devices, so it does not count)."""
+PARALLEL_FLAGS: Mapping[str, tuple[str, ...]] = ENGINES[DEFAULT_ENGINE].parallel_flags
+"""The default engine's (vLLM's) parallelism flags: devices used = tensor × pipeline × data parallel
+(decode-context parallel reuses the tensor-parallel devices, so it does not count)."""
 
 DEVICE_COUNTING_ENGINES: dict[str, Mapping[str, tuple[str, ...]]] = {
     name: kind.parallel_flags for name, kind in ENGINES.items() if kind.parallel_flags
@@ -94,7 +94,7 @@ def model_from_argv(argv: Sequence[str], source: str, field: str) -> str:
 
 
 def parallel_sizes(
-    argv: Sequence[str], *, source: str = "<argv>", field: str = "argv", engine: str = "vllm"
+    argv: Sequence[str], *, source: str = "<argv>", field: str = "argv", engine: str = DEFAULT_ENGINE
 ) -> dict[str, int]:
     """The tensor, pipeline and data parallel sizes an argv asks for (1 where a flag is absent)."""
     sizes = {}
@@ -106,7 +106,8 @@ def parallel_sizes(
             sizes[kind] = int(value)
         else:
             raise RecipeError(f"{names[0]} expects a positive integer, got {value!r}", source=source, field=field)
-    if engine == "sglang" and "--enable-dp-attention" in argv:
+    attention_data_parallel = ENGINES[engine].attention_data_parallel if engine in ENGINES else None
+    if attention_data_parallel is not None and attention_data_parallel in argv:
         sizes["data"] = 1  # data-parallel attention runs its ranks inside the tensor-parallel devices
     return sizes
 
@@ -124,10 +125,10 @@ def context_tokens(value: str) -> int | None:
     return None
 
 
-def max_model_len(argv: Sequence[str], engine: str = "vllm") -> int | None:
+def max_model_len(argv: Sequence[str], engine: str = DEFAULT_ENGINE) -> int | None:
     """The context length the argv sets (`--max-model-len 262144`, `--max_model_len=128k`, llama.cpp's `-c`,
     SGLang's `--context-length`), when it is a number; None when the argv leaves it to the model."""
-    value = flag_value(argv, CONTEXT_FLAGS.get(engine, CONTEXT_FLAGS["vllm"]))
+    value = flag_value(argv, CONTEXT_FLAGS.get(engine, CONTEXT_FLAGS[DEFAULT_ENGINE]))
     if value is None:
         return None
     tokens = context_tokens(value)

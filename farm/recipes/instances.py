@@ -67,11 +67,6 @@ class Instance:
         """Whether the repository itself holds GGUF files (its name says so, as GGUF publishers name them)."""
         return self.on_the_hub and "gguf" in self.repository.lower()
 
-    @property
-    def mlx_repository(self) -> bool:
-        owner, _, name = self.repository.lower().partition("/")
-        return owner == "mlx-community" or "mlx" in name.replace("_", "-").split("-")
-
 
 @cache
 def _shipped() -> dict[str, Instance]:
@@ -100,8 +95,7 @@ def snapshot_size() -> int:
 
 
 GGUF_ENGINES = frozenset(name for name, kind in ENGINES.items() if kind.artifact == "gguf")
-MLX_ENGINES = frozenset(name for name, kind in ENGINES.items() if kind.artifact == "mlx")
-LOCAL_ARTIFACT_ENGINES = GGUF_ENGINES | MLX_ENGINES
+LOCAL_ARTIFACT_ENGINES = frozenset(name for name, kind in ENGINES.items() if kind.artifact is not None)
 """Runtimes that serve a local artifact (a GGUF file, an MLX folder) which a host maps a model id to, and which
 load the model a request names: their command need not name one."""
 
@@ -146,8 +140,9 @@ _NEVER_NATIVE = re.compile(
 AWQ or NVFP4): an instance in one of them is a separate checkpoint."""
 
 _QUANTIZED_NAME = re.compile(
-    r"awq|gptq|nvfp4|fp4|fp8|int[48]|w[48]a(?:8|16)|autoround|auto-round|exl[23]|bnb|nf4|bits?\b|bpw|quant|gguf|mlx|"
-    r"mxfp4|marlin|compressed|[-_]q[2-8]",
+    r"awq|gptq|nvfp4|fp4|fp8|int[48]|w[48]a(?:8|16)|autoround|auto-round|exl[23]|bnb|nf4|bits?\b|bpw|quant|"
+    + "".join(f"{artifact}|" for artifact in sorted({kind.artifact for kind in ENGINES.values() if kind.artifact}))
+    + r"mxfp4|marlin|compressed|[-_]q[2-8]",
     re.IGNORECASE,
 )
 """What a quantized checkpoint's repository name says of itself (`GLM-4.7-Flash-AWQ`, `Qwen3.6-27B-NVFP4`)."""
@@ -201,9 +196,10 @@ def instance_model(engine: str, instance: Instance) -> str | None:
         # repository is that GGUF repository and its quantization is known.
         if quant is None or not instance.gguf_repository:
             return None
-        return f"{'hf.co/' if engine == 'ollama' else ''}{instance.repository}:{quant}"
-    if engine in MLX_ENGINES:
-        return instance.repository if instance.mlx_repository else None
+        return f"{ENGINES[engine].hub_model_prefix}{instance.repository}:{quant}"
+    holds_artifact = ENGINES[engine].artifact_repository if engine in ENGINES else None
+    if holds_artifact is not None:
+        return instance.repository if holds_artifact(instance.repository) else None
     if not instance.on_the_hub:
         raise CannotLoad(
             f"instance {instance.id!r} names no Hugging Face repository ({instance.repository!r}), so {engine} has "

@@ -124,7 +124,7 @@ class Recipe(_Frozen):
     hardware_id: str = Field(description="a local-ai-registry hardware id, e.g. rtx-pro-6000-blackwell-96gb")
     hardware_count: int = Field(ge=1)
     engine: Engine
-    argv: tuple[str, ...] = Field(description="the launch command as tokens, e.g. ('vllm', 'serve', MODEL, ...)")
+    argv: tuple[str, ...] = Field(description="the launch command as tokens, e.g. (EXECUTABLE, SUBCOMMAND, MODEL, ...)")
     environment: dict[str, str] = Field(
         default_factory=dict,
         description="variables the command set for the engine process (leading VAR=value words, "

@@ -11,6 +11,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from farm.engines.base import EngineKind
 from farm.engines.registry import ENGINES
 from farm.errors import ArgumentPolicyError, RecipeError
 from farm.recipes import assets, instances
@@ -140,8 +141,9 @@ def parse_registry(text: str, source: str, *, content_sha256: str | None = None)
     argv_field = command.source_field
     argv = list(command.argv)
     config_asset = None
-    if engine.name == "tabbyapi":
-        argv, config_asset = _config_asset(argv, launch, draft_launch, source)
+    config_option = ENGINES[engine.name].config_option if engine.name in ENGINES else None
+    if config_option is not None:
+        argv, config_asset = _config_asset(argv, ENGINES[engine.name], launch, draft_launch, source)
     check_launch(argv, engine.name, source, argv_field)
     # A paste is read as its engine reads it; the farm's own `argv` shape is written for the farm, and a repeated
     # option there stays the judge's to refuse.
@@ -170,11 +172,12 @@ def parse_registry(text: str, source: str, *, content_sha256: str | None = None)
         )
     notes_on_command = [*engine_notes, *command.notes, *repeated, *notes_repaired]
     if config_asset is not None:
+        title = ENGINES[engine.name].prose_name
         notes_on_command.append(
-            f"TabbyAPI's --config is registry asset {config_asset.name} (sha256 {config_asset.sha256[:12]}), read "
-            "into the command less network.host and network.port (the worker's): the document is judged key by key, "
-            "and a TabbyAPI launcher hands TabbyAPI exactly it, with its own listen address (no worker runs TabbyAPI "
-            "yet)"
+            f"{title}'s {config_option} is registry asset {config_asset.name} (sha256 {config_asset.sha256[:12]}), "
+            "read into the command less network.host and network.port (the worker's): the document is judged key by "
+            f"key, and a {title} launcher hands {title} exactly it, with its own listen address (no worker runs "
+            f"{title} yet)"
         )
     if argv_field != _SYNTHESIZED and not _in_container(argv_field, launch, draft_launch):
         hint = _model_hint(data, draft_launch, engine.name)
@@ -275,10 +278,10 @@ def parse_registry(text: str, source: str, *, content_sha256: str | None = None)
     ):
         # The image's own entrypoint, written out: the same as not replacing it. Other engines' images take a whole
         # command the recipe wrote its own way: the recipe runs as the process its canonical command is (_running).
-        container = container.model_copy(update={"entrypoint": None}) if engine.name == "vllm" else None
-    if container is not None and engine.name == "vllm" and (repeated or notes_repaired):
+        container = container.model_copy(update={"entrypoint": None}) if _canonical_arguments(engine.name) else None
+    if container is not None and _canonical_arguments(engine.name) and (repeated or notes_repaired):
         # The container runs the command as read (each option once, JSON values whole), not as pasted.
-        container = container.model_copy(update={"arguments": tuple(argv[len(ENGINE_LAUNCHERS["vllm"]) :])})
+        container = container.model_copy(update={"arguments": tuple(argv[len(ENGINE_LAUNCHERS[engine.name]) :])})
     if container is not None and config_asset is not None:
         # The config is in the command now: the container runs that command, without the asset's mount.
         container = container.model_copy(
@@ -438,8 +441,8 @@ def _registry_command(
         raise RecipeError(
             f"{' '.join(chosen[1][:3])!r} names its model, then {' '.join(chosen[1][3:])[:60]!r}, which "
             f"`{executable_name(chosen[1][0])} {chosen[1][1]}` does not take (that step names the model and nothing "
-            "else; Ollama sets the context with OLLAMA_CONTEXT_LENGTH or num_ctx): what ran cannot be told from the "
-            "command",
+            f"else; {ENGINES[engine].prose_name} sets the context with {ENGINES[engine].step_context}): what ran "
+            "cannot be told from the command",
             source=source,
             field=chosen[0],
         )
@@ -672,7 +675,7 @@ def _refuse_gguf_repository(engine: str, argv: list[str], source: str, field_nam
     these engines load one GGUF file (with the base model's tokenizer), and a repository of several quantizations
     names none of them, so the command would load nothing that ran (the registry's synthesized drafts name the
     instance's repository this way)."""
-    if engine not in ("vllm", "sglang"):
+    if engine not in ENGINES or not ENGINES[engine].gguf_file_only:
         return
     model = model_in_argv(engine, argv)
     if model is None or not instances.REPO_ID.match(model) or "gguf" not in model.lower():
@@ -774,13 +777,14 @@ def _generated_draft(
         if key in ("specDecoding", "mtpEnabled"):
             if any(token.partition("=")[0] in _SPECULATIVE_OPTIONS for token in argv):
                 continue
-            tokens = _mtp_tokens(data) if key == "mtpEnabled" and engine == "vllm" else None
-            if tokens is not None:
-                config = json.dumps({"method": "mtp", "num_speculative_tokens": tokens}, separators=(",", ":"))
-                argv += ["--speculative-config", config]
+            mtp_options = ENGINES[engine].mtp_options if engine in ENGINES else None
+            tokens = _mtp_tokens(data) if key == "mtpEnabled" and mtp_options is not None else None
+            if tokens is not None and mtp_options is not None:
+                added = mtp_options(tokens)
+                argv += added
                 notes.append(
                     f"{flags_field}.mtpEnabled and the recipe's notes record MTP with {tokens} tokens, which the "
-                    f"registry's synthesized draft drops: --speculative-config {config} added"
+                    f"registry's synthesized draft drops: {' '.join(added)} added"
                 )
                 continue
             raise RecipeError(
@@ -811,7 +815,8 @@ def _bare_gguf_repository(command: Command, instance_id: object) -> Command:
     when the farm's snapshot of the registry knows it, or none, for the host to map the instance id to its own file
     (as for any recipe that names its model only by its instance), with a note."""
     engine = command.engine
-    if engine != "llama.cpp" or not isinstance(instance_id, str):
+    repository_options = ENGINES[engine].repository_options if engine in ENGINES else None
+    if repository_options is None or not isinstance(instance_id, str):
         return command
     argv = list(command.argv)
     model = model_in_argv(engine, argv)
@@ -820,11 +825,11 @@ def _bare_gguf_repository(command: Command, instance_id: object) -> Command:
         return command
     instance = instances.lookup(instance_id)
     replacement = instances.instance_model(engine, instance) if instance is not None else None
-    new = ["--hf-repo", replacement] if replacement is not None else []
+    new = [repository_options[0], replacement] if replacement is not None else []
     argv = with_model(engine, argv, new)
     what = f"the instance's {replacement!r}" if replacement is not None else "the host's file for the instance"
     note = (
-        f"the registry's synthesized draft names the GGUF repository {model!r} without a quantization, so llama.cpp "
+        f"the registry's synthesized draft names the GGUF repository {model!r} without a quantization, so {engine} "
         f"would download its default file, not instance {instance_id!r}: the model is {what}"
     )
     return dataclasses.replace(
@@ -922,22 +927,23 @@ def _held_to_prose(
             )
     if isinstance(kv, tuple):
         k, v = kv
-        if engine == "llama.cpp":
-            for spellings, name, value in (
-                (("-ctk", "--cache-type-k"), "--cache-type-k", k),
-                (("-ctv", "--cache-type-v"), "--cache-type-v", v),
-            ):
+        kind = ENGINES.get(engine)
+        split = kind.kv_cache_split if kind is not None else None
+        dtype_option = kind.kv_cache_dtype_option if kind is not None else None
+        if split is not None:
+            for spellings, value in zip(split, (k, v), strict=True):
+                name = spellings[0]
                 argv, was = _set_option(argv, spellings, name, value)
                 if was != value:
                     what = "added" if was is None else f"replaces {was!r}"
                     notes.append(
                         f"{where} state a {value} KV cache, which the generated command lacks: {name} {value} {what}"
                     )
-        elif engine in ("vllm", "sglang") and k == v and k.startswith("fp8"):
-            argv, was = _set_option(argv, ("--kv-cache-dtype",), "--kv-cache-dtype", k)
+        elif dtype_option is not None and k == v and k.startswith("fp8"):
+            argv, was = _set_option(argv, (dtype_option,), dtype_option, k)
             if was != k:
-                notes.append(f"{where} state an {k} KV cache, which the generated command lacks: --kv-cache-dtype {k}")
-        elif not (engine in ("vllm", "sglang") and k == v and k in ("f16", "bf16")):
+                notes.append(f"{where} state an {k} KV cache, which the generated command lacks: {dtype_option} {k}")
+        elif not (dtype_option is not None and k == v and k in ("f16", "bf16")):
             raise RecipeError(
                 f"{where} state a {k}/{v} KV cache, which a {engine} command the farm generates cannot carry: the "
                 "command would launch another cache type than the one that ran",
@@ -1028,6 +1034,7 @@ def _slug(repository: str) -> str:
 
 def _config_asset(
     argv: list[str],
+    kind: EngineKind,
     launch: Mapping[str, Any],
     draft_launch: Mapping[str, Any],
     source: str,
@@ -1035,11 +1042,14 @@ def _config_asset(
     """A TabbyAPI command's `--config PATH` where the recipe's container mounts a registry asset at PATH: the
     asset's config document in place of the path (the farm's snapshot has the asset), or a refusal naming it. Any
     other `--config` is left as written, for the policy to refuse."""
-    names = [i for i, word in enumerate(argv) if word == "--config" or word.startswith("--config=")]
+    option = kind.config_option
+    if option is None:
+        return argv, None
+    names = [i for i, word in enumerate(argv) if word == option or word.startswith(f"{option}=")]
     if len(names) != 1:
         return argv, None
     index = names[0]
-    inline = argv[index].startswith("--config=")
+    inline = argv[index].startswith(f"{option}=")
     path = argv[index].partition("=")[2] if inline else (argv[index + 1] if index + 1 < len(argv) else "")
     for field_name, section in (("launch", launch), ("draft_launch", draft_launch)):
         mounts = section.get("mounts")
@@ -1054,16 +1064,16 @@ def _config_asset(
             asset = assets.lookup(mount_source)
             if asset is None:
                 raise RecipeError(
-                    f"TabbyAPI's --config {path} is registry asset {mount_source!r}, which the farm's snapshot of the "
-                    f"registry's config assets ({assets.snapshot_size()}; deploy/refresh-assets.py updates it) lacks: "
-                    "the config holds the whole command",
+                    f"{kind.prose_name}'s {option} {path} is registry asset {mount_source!r}, which the farm's "
+                    f"snapshot of the registry's config assets ({assets.snapshot_size()}; deploy/refresh-assets.py "
+                    "updates it) lacks: the config holds the whole command",
                     source=source,
                     field=f"{field_name}.mounts[{number}].source",
                 )
-            # Where TabbyAPI listens is the worker's: the recipe's config carries no listen address.
+            # Where the engine listens is the worker's: the recipe's config carries no listen address.
             document = json.dumps(assets.without_listen(asset.document), separators=(",", ":"), ensure_ascii=False)
             if inline:
-                return [*argv[:index], f"--config={document}", *argv[index + 1 :]], asset
+                return [*argv[:index], f"{option}={document}", *argv[index + 1 :]], asset
             return [*argv[: index + 1], document, *argv[index + 2 :]], asset
     return argv, None
 
@@ -1444,6 +1454,12 @@ def _command_file(launch: Mapping[str, Any]) -> str:
     return "a file"
 
 
+def _canonical_arguments(engine: str) -> bool:
+    """Whether the registry's container arguments for the engine are its canonical command after the launcher."""
+    images = ENGINES[engine].images if engine in ENGINES else None
+    return images is not None and images.canonical_arguments
+
+
 def _running(
     container: ContainerLaunch, engine: str, argv: list[str], environment: Mapping[str, str]
 ) -> ContainerLaunch | None:
@@ -1452,7 +1468,7 @@ def _running(
     the recipe ran. For vLLM the image's entrypoint is `vllm serve`, so the canonical argv's arguments are the
     container's; other engines' images take a whole command the draft wrote its own way, so the container is left
     out and the recipe runs as the process its command is."""
-    if engine != "vllm":
+    if not _canonical_arguments(engine):
         return None
     launcher = ENGINE_LAUNCHERS[engine]
     # The draft's entrypoint, environment, ports and mounts stay, and are judged as the draft wrote them.

@@ -32,8 +32,7 @@ ALLOWED: dict[str, str] = {
 """The files outside the engines' folders and the simulator that may name an engine, each with why."""
 
 RECIPES = "farm/recipes/"
-"""Known exception until the recipes helper's branch lands (it moves the launcher shapes of
-`farm/recipes/commands.py` and `registry.py` into the engines' folders): the lead removes the xfail below then."""
+"""The recipes room, checked on its own below (it names no engine either)."""
 
 INTERPRETERS = frozenset({"python", "python3"})
 
@@ -117,21 +116,16 @@ def test_the_scan_sees_a_name_in_code_and_not_in_prose() -> None:
 
 @pytest.mark.parametrize("name", sorted(ENGINES))
 def test_each_engine_is_named_in_at_most_two_files(name: str) -> None:
-    """Outside its folder, the simulator and (until its branch lands) the recipes room, an engine is named only in
-    the allowed files, at most two."""
+    """Outside its folder, the simulator and the recipes room (checked below), an engine is named only in the
+    allowed files, at most two."""
     found = {path: hits for path, hits in files_naming(ENGINES[name]).items() if not path.startswith(RECIPES)}
     unexpected = {path: hits[:3] for path, hits in found.items() if path not in ALLOWED}
     assert not unexpected, f"{name} is named outside its folder in {unexpected}"
     assert len(found) <= 2
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the recipes helper moves the launcher shapes of farm/recipes/ into the engines' folders (issue 21)",
-)
 def test_the_recipes_room_names_no_engine() -> None:
-    """Known exception: farm/recipes/ still names engines; this passes (and, strict, fails as an xfail) once the
-    recipes helper's branch lands, and the lead removes the marker."""
+    """The recipes room asks the table too: farm/recipes/ names no engine."""
     named = {
         name: sorted(path for path in files_naming(kind) if path.startswith(RECIPES)) for name, kind in ENGINES.items()
     }

@@ -87,6 +87,9 @@ ENGINE = EngineKind(
     aliases=("llama-cpp", "llamacpp", "llama_cpp", "llama-server"),
     model_flags=("-m", "--model", "-hf", "--hf-repo"),
     repository_options=("--hf-repo", "--hf-file"),
+    # llama-server's spellings of the draft model file (its --help, and newer builds' --spec-draft-model)
+    kv_cache_split=(("--cache-type-k", "-ctk"), ("--cache-type-v", "-ctv")),
+    draft_model_flags=("--model-draft", "-md", "--spec-draft-model"),
     context_flags=("-c", "--ctx-size", "--ctx_size"),
     metric_prefix="llamacpp:",
     metric_names=METRICS,

@@ -11,6 +11,12 @@ if TYPE_CHECKING:
     from farm.engines.argspec import ArgSpec
 
 
+def _mlx_repository(repository: str) -> bool:
+    """A repository of an MLX conversion: mlx-community's, or one whose name says `mlx` as a word."""
+    owner, _, name = repository.lower().partition("/")
+    return owner == "mlx-community" or "mlx" in name.replace("_", "-").split("-")
+
+
 def _spec() -> ArgSpec:
     from farm.engines.mlx.spec import MLX
 
@@ -36,6 +42,7 @@ ENGINE = EngineKind(
     model_flags=("--model",),
     context_flags=("--max-kv-size",),
     artifact="mlx",
+    artifact_repository=_mlx_repository,
     adapter="farm.engines.mlx.adapter",
     loads_model_id=True,
     demo=EngineDemo(

@@ -59,6 +59,10 @@ ENGINE = EngineKind(
     },
     official_images=(r"^(?:docker\.io/)?lmsysorg/sglang(?:[:@]|$)",),
     python_modules=("sglang.launch_server",),
+    python_package="sglang",
+    gguf_file_only=True,
+    kv_cache_dtype_option="--kv-cache-dtype",
+    attention_data_parallel="--enable-dp-attention",
     model_flags=("--model-path", "--model"),
     revision_option="--revision",
     parallel_flags={
@@ -72,7 +76,7 @@ ENGINE = EngineKind(
     prefix_cache_reset="/flush_cache",  # refused while requests run
     adapter="farm.engines.sglang.adapter",
     environment=_environment,
-    images=EngineImages(repositories=("lmsysorg/sglang",)),
+    images=EngineImages(repositories=("lmsysorg/sglang",), whole_command=True),
     read_back=_read_back,
     loads_model_id=True,
     read_version=version_reader(command=("--version",), package="sglang", modules=("sglang.launch_server",)),

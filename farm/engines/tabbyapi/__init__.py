@@ -28,6 +28,8 @@ ENGINE = EngineKind(
     # Its images (theroyallab/tabbyAPI docker/Dockerfile) run `python3` from their venv; the arguments start with
     # `main.py`. A container of it is judged at submit only: a launcher for it must write the judged config
     # document to a file it mounts, with its own listen address in it (TabbyAPI ignores its command line then).
+    title="TabbyAPI",
+    config_option="--config",
     images=EngineImages(
         repositories=("ghcr.io/theroyallab/tabbyapi",),
         entrypoints=(None, "python3", "/opt/venv/bin/python3"),

@@ -3,6 +3,7 @@ classes (process.py), its adapter (adapter.py), vLLM on the CPU (cpu.py, tinymod
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -53,6 +54,12 @@ def _host_spec(path: Path) -> ArgSpec:
     return load_vllm_spec(path)
 
 
+def _mtp_options(tokens: int) -> tuple[str, ...]:
+    """Its MTP drafting with that many tokens: one --speculative-config."""
+    config = json.dumps({"method": "mtp", "num_speculative_tokens": tokens}, separators=(",", ":"))
+    return ("--speculative-config", config)
+
+
 ENGINE = EngineKind(
     name="vllm",
     spec=_spec_of(VERSIONS[-1]),
@@ -76,6 +83,10 @@ ENGINE = EngineKind(
     model_flags=("--model",),
     revision_option="--revision",
     positional_model=True,
+    other_subcommands=True,
+    gguf_file_only=True,
+    mtp_options=_mtp_options,
+    kv_cache_dtype_option="--kv-cache-dtype",
     parallel_flags={
         "tensor": ("--tensor-parallel-size", "--tensor_parallel_size", "-tp"),
         "pipeline": ("--pipeline-parallel-size", "--pipeline_parallel_size", "-pp"),
@@ -89,7 +100,9 @@ ENGINE = EngineKind(
     prefix_cache_resetter="farm.engines.vllm.cache",  # reads {"success": ...}, says 404 as dev mode off
     adapter="farm.engines.vllm.adapter",
     environment=_environment,
-    images=EngineImages(repositories=("vllm/vllm-openai",), entrypoints=(None, "vllm"), subcommand=("serve",)),
+    images=EngineImages(
+        repositories=("vllm/vllm-openai",), entrypoints=(None, "vllm"), subcommand=("serve",), canonical_arguments=True
+    ),
     read_back=_read_back,
     loads_model_id=True,
     # What vLLM needs from the worker's environment; tokens (HF_TOKEN) pass only when a profile adds them.
