@@ -279,8 +279,9 @@ def parse_registry(text: str, source: str, *, content_sha256: str | None = None)
         # The image's own entrypoint, written out: the same as not replacing it. Other engines' images take a whole
         # command the recipe wrote its own way: the recipe runs as the process its canonical command is (_running).
         container = container.model_copy(update={"entrypoint": None}) if _canonical_arguments(engine.name) else None
-    if container is not None and _canonical_arguments(engine.name) and (repeated or notes_repaired):
-        # The container runs the command as read (each option once, JSON values whole), not as pasted.
+    if container is not None and _canonical_arguments(engine.name) and (repeated or notes_repaired or command.reshaped):
+        # The container runs the command as read (each option once, JSON values whole, chat text cut, a split path
+        # whole), not as pasted.
         container = container.model_copy(update={"arguments": tuple(argv[len(ENGINE_LAUNCHERS[engine.name]) :])})
     if container is not None and config_asset is not None:
         # The config is in the command now: the container runs that command, without the asset's mount.
