@@ -1109,6 +1109,11 @@ def draft_model(draft_launch: Mapping[str, object], engine: str) -> str | None:
     return values[0] if len(set(values)) == 1 else None
 
 
+def is_template_blank(word: str) -> bool:
+    """Whether a word is a template's blank (`<MODEL.gguf>`, `$MODEL`, `${MODEL}`), not a value."""
+    return _PLACEHOLDER.match(word) is not None
+
+
 def resolve_model(
     engine: str,
     argv: Sequence[str],

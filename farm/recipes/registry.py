@@ -30,6 +30,7 @@ from farm.recipes.commands import (
     image_engine,
     is_docker_run,
     is_placeholder,
+    is_template_blank,
     json_damage,
     mentions_an_engine,
     model_in_argv,
@@ -530,9 +531,24 @@ def _registry_command(
                     source=source,
                     field=f"{field_name}.entrypoint",
                 )
-        command = read_command(
-            tokens, source, f"{field_name}.arguments", declared_engine=engine, arguments_only=not entrypoint
-        )
+        try:
+            command = read_command(
+                tokens, source, f"{field_name}.arguments", declared_engine=engine, arguments_only=not entrypoint
+            )
+        except RecipeError as exc:
+            kind = section.get("kind")
+            if exc.detail.startswith("names no model") and isinstance(kind, str) and kind in _NO_COMMAND_KINDS:
+                # The real cause: the arguments are a few options the compose file's (or script's) command takes;
+                # the command itself, with its model, lives in that file.
+                raise RecipeError(
+                    f"a {kind} launch whose arguments ({' '.join(arguments)[:80]!r}) are options only, naming no "
+                    f"model: the command lives in {_command_file(section)}, which the recipe does not carry"
+                    + _configured_by(section),
+                    source=source,
+                    field=f"{field_name}.arguments",
+                ) from exc
+            raise
+        _refuse_unfilled_model(engine, command, section, source, f"{field_name}.arguments")
         if generated:
             command = _generated_draft(command, data, flags, source, flags_field)
         if deferred is not None and chosen is not None:
@@ -1077,6 +1093,39 @@ def _config_asset(
                 return [*argv[:index], f"{option}={document}", *argv[index + 1 :]], asset
             return [*argv[: index + 1], document, *argv[index + 2 :]], asset
     return argv, None
+
+
+def _configured_by(section: Mapping[str, Any]) -> str:
+    """`; its environment (DCP, MODEL, ...) configures the image's own command`, where the launch gives one."""
+    environment = section.get("environment")
+    if not isinstance(environment, Mapping) or not environment:
+        return ""
+    names = ", ".join(sorted(str(name) for name in environment)[:8])
+    return f"; its environment ({names}{', ...' if len(environment) > 8 else ''}) configures the image's own command"
+
+
+def _refuse_unfilled_model(
+    engine: str, command: Command, section: Mapping[str, Any], source: str, field_name: str
+) -> None:
+    """A container launch whose model is a template's blank (`$IMAGE`, `${MODEL}`, `<model>`): in a container the
+    farm has no instance to put in its place (the image's own paths), and `$IMAGE` is how a `docker run` line names
+    its image, so the arguments after it are no command of the engine's. Refused, naming the blank."""
+    if section.get("kind") not in ("docker", "docker-compose") and not section.get("image"):
+        return  # run as a process: a blank stands for the recipe's instance (commands.resolve_model)
+    model = model_in_argv(engine, command.argv)
+    if model is None or not is_template_blank(model):
+        return
+    image = "the image, as a `docker run` line names it: the arguments are the image and what follows it, not a "
+    image += f"{engine} command"
+    if model.strip("${}").upper() == "IMAGE":
+        what = image + _configured_by(section)
+    else:
+        what = "a blank the paste never filled in, and in a container the farm cannot put a model of its own there"
+    raise RecipeError(
+        f"the model is {model!r}, {what}: what ran cannot be told from the recipe",
+        source=source,
+        field=field_name,
+    )
 
 
 def _uncarried_command(

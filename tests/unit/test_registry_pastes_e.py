@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from farm.engines.admission import check_recipe_for_submit
+from farm.engines.environment import value_refused_reason
 from farm.errors import ArgumentPolicyError, RecipeError
 from farm.recipes.commands import around_a_command, rejoin_split_paths
 from farm.recipes.parse import load_recipe, parse_registry
@@ -23,6 +24,9 @@ SPLIT_PATHS = (
     REGISTRY / "ornith-1-0-35b-q4-k-m-apple-m3-ultra-512gb-llama-cpp-tp1.json",
 )
 EDIT_NOTE = REGISTRY / "discord-lil-lribeiro-qwen3-8-27b-nvfp4-v17-unpinned-rtx-pro-6000-blackwell-96gb-tp0-603530.json"
+IMAGE_AND_PROSE = REGISTRY / "discord-lil-glm53-flash-nvfp4-46aaae8a8203-rtx-pro-6000-blackwell-96gb-tp0-545832.json"
+COMPOSE_OPTIONS = REGISTRY / "discord-lil-lukealonso-glm-5-2-nvfp4-unpinned-rtx-pro-6000-blackwell-96gb-tp0.json"
+BLANK_IN_IMAGE = REGISTRY / "discord-lil-sehyo-qwen3-5-27b-nvfp4-unpinned-rtx-pro-6000-blackwell-96gb-tp1-069215.json"
 
 
 def _document(path: Path) -> dict[str, Any]:
@@ -170,3 +174,50 @@ def test_a_leading_bracket_that_starts_json_is_not_a_remark() -> None:
             ),
             "json.json",
         )
+
+
+def test_a_prose_post_whose_arguments_are_the_image_names_the_image_not_an_environment_variable() -> None:
+    """The GLM-5.3 post's arguments are `$IMAGE`, a code fence and a runbook link: the image's own command runs,
+    set by its environment. Refused at parse for that, naming `$IMAGE` and the environment, no longer at submit
+    for the variable `DCP` (which made the environment look like the only fault)."""
+    with pytest.raises(RecipeError) as caught:
+        load_recipe(IMAGE_AND_PROSE)
+    assert caught.value.field == "launch.arguments"
+    assert "the model is '$IMAGE', the image, as a `docker run` line names it" in caught.value.detail
+    assert "its environment (DCP, MODEL, PORT, TP) configures the image's own command" in caught.value.detail
+
+
+def test_a_blank_model_in_an_official_image_is_named_as_a_blank() -> None:
+    """`$MODEL` in an official vLLM image's arguments: a blank the paste never filled in, said so (it was refused as
+    "a relative path")."""
+    with pytest.raises(RecipeError, match=r"the model is '\$MODEL', a blank the paste never filled in"):
+        load_recipe(BLANK_IN_IMAGE)
+
+
+def test_a_compose_launch_with_options_only_names_the_compose_file() -> None:
+    """A docker-compose launch whose arguments are three options: refused for the compose file the recipe does
+    not carry (with the environment that configures it), not as "names no model"."""
+    with pytest.raises(RecipeError) as caught:
+        load_recipe(COMPOSE_OPTIONS)
+    detail = caught.value.detail
+    assert "a docker-compose launch whose arguments" in detail
+    assert "'1529479030112522370-docker-compose-v20-fi.yaml', which the recipe does not carry" in detail
+    assert "names no model" not in detail
+
+
+def test_a_switch_whose_name_has_a_paths_word_is_not_called_a_path() -> None:
+    """`VLLM_DISABLE_COMPILE_CACHE=0` on the real edit-note document: still refused (a cache of the worker's is the
+    profile's to decide), but as the switch vLLM declares it, not as "names a path on the worker"; an unknown
+    `..._CACHE=0` is called a value that is no path; a path value keeps the path reason."""
+    document = _document(EDIT_NOTE)
+    document["launch"]["arguments"] = document["launch"]["arguments"][:-5]
+    document["launch"]["environment"] = {"VLLM_DISABLE_COMPILE_CACHE": "0"}
+    recipe = parse_registry(json.dumps(document), "switch.json")
+    with pytest.raises(ArgumentPolicyError) as caught:
+        check_recipe_for_submit(recipe)
+    assert "VLLM_DISABLE_COMPILE_CACHE" in str(caught.value)
+    assert "a switch of vllm's, not a path" in str(caught.value)
+    assert "names a path on the worker" not in str(caught.value)
+    assert value_refused_reason("SOME_CACHE", "0", "vllm") is not None
+    assert "its value '0' is no path" in str(value_refused_reason("SOME_CACHE", "0", "vllm"))
+    assert value_refused_reason("VLLM_CACHE_ROOT", "/x", "vllm") == "names a path on the worker"
