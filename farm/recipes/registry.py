@@ -158,7 +158,11 @@ def parse_registry(text: str, source: str, *, content_sha256: str | None = None)
         notes_repaired = []
     if damaged:
         index = damaged[0]
-        if re.search(r"\s", argv[index]) or re.match(r"^[\[(][A-Za-z][\w ]*:\s", argv[index]):
+        if (
+            re.search(r"\s", argv[index])
+            or re.match(r"^[\[(][A-Za-z][\w ]*:\s", argv[index])
+            or (re.match(r"^[\[(][A-Za-z]", argv[index]) and not _takes_json(engine.name, argv[index - 1]))
+        ):
             raise RecipeError(
                 f"token {index} ({argv[index][:80]!r}) is a remark in brackets, not a value: the command was pasted "
                 "with chat text inside it",
@@ -685,6 +689,23 @@ def _once_each(engine: str, argv: list[str]) -> tuple[list[str], list[str]]:
             "out and the option is rendered once"
         )
     return [token for position, token in enumerate(argv) if position not in drop], notes
+
+
+def _takes_json(engine: str, option: str) -> bool:
+    """Whether `option` (the token before a value) is an option of the engine's that takes a JSON value: a bracketed
+    word after anything else is no JSON value that lost its quotes, but a remark."""
+    from farm.engines.argspec import ValueKind, is_flag
+    from farm.engines.policy import DEFAULT_POLICY
+
+    if not is_flag(option) or "=" in option:
+        return False
+    try:
+        spec = DEFAULT_POLICY.spec_for(engine)
+    except ArgumentPolicyError:
+        return True  # no spec to tell: the JSON reading stands
+    name = "--" + option[2:].replace("_", "-") if spec.underscores and option.startswith("--") else option
+    found = spec.lookup(name)
+    return found is None or found.kind in (ValueKind.JSON, ValueKind.JSON_OR_WORD, ValueKind.CONFIG, ValueKind.LORA)
 
 
 def _refuse_gguf_repository(engine: str, argv: list[str], source: str, field_name: str) -> None:

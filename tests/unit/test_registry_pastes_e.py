@@ -221,3 +221,26 @@ def test_a_switch_whose_name_has_a_paths_word_is_not_called_a_path() -> None:
     assert value_refused_reason("SOME_CACHE", "0", "vllm") is not None
     assert "its value '0' is no path" in str(value_refused_reason("SOME_CACHE", "0", "vllm"))
     assert value_refused_reason("VLLM_CACHE_ROOT", "/x", "vllm") == "names a path on the worker"
+
+
+@pytest.mark.parametrize("remark", [["[edited]"], ["[see", "below]"]])
+def test_a_bracketed_remark_inside_a_command_is_called_a_remark_not_json(remark: list[str]) -> None:
+    """A remark in brackets in the middle of the real edit-note document's arguments (after `--port 8000`, no
+    option's JSON value) is refused as chat text inside the command, not as JSON whose quotes were lost."""
+    document = _document(EDIT_NOTE)
+    arguments = document["launch"]["arguments"][:-5]
+    document["launch"]["arguments"] = [*arguments[:5], *remark, *arguments[5:]]
+    with pytest.raises(RecipeError, match="is a remark in brackets, not a value") as caught:
+        parse_registry(json.dumps(document), "remark.json")
+    assert "looks like JSON" not in caught.value.detail
+
+
+def test_a_json_options_value_that_lost_its_quotes_is_still_called_json() -> None:
+    """Near miss: the same bracketed shape as the value of a JSON option (`--speculative-config [mtp`) keeps the
+    JSON refusal: there it is a value whose quotes were lost."""
+    document = _document(EDIT_NOTE)
+    arguments = document["launch"]["arguments"][:-5]
+    arguments[-1] = "[method:mtp"
+    document["launch"]["arguments"] = arguments
+    with pytest.raises(RecipeError, match="looks like JSON but is not valid JSON"):
+        parse_registry(json.dumps(document), "json.json")
