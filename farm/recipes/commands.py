@@ -575,6 +575,75 @@ def is_option_like(token: str) -> bool:
 _NUMBER_WORD = re.compile(r"^-?\d+(\.\d+)?([eE][-+]?\d+)?$")
 
 
+_SHELLS = frozenset({"bash", "sh", "dash", "zsh"})
+_SCRIPT_FLAGS = frozenset({"-c", "-lc", "-ec", "-xc", "-euc", "-lec", "-elc"})
+_SHELL_OPTIONS = re.compile(r"^(?:-[euxo]+|\+[eux]+|pipefail)$")
+_STEP_SEPARATORS = frozenset({";", "&&"})
+
+
+def through_a_wrapper(tokens: Sequence[str]) -> tuple[list[str], str | None]:
+    """Rule "a wrapper that execs the server": a shell script that only sets the environment and then runs the
+    server (`bash -c 'export CUDA_DEVICE_ORDER=PCI_BUS_ID; exec vllm serve ...'`, a container's `-c SCRIPT`, or
+    `CUDA_DEVICE_ORDER=PCI_BUS_ID exec llama-server ...`) is read as that server command with those variables
+    (judged like any recipe's), and the wrapper is named in a note; it is never run. A script with any other step
+    (a patch, an install, `unset`, `cd`, a pipe, a loop) is returned as given, for the refusal of scripts."""
+    rest = list(tokens)
+    script: str | None = None
+    if len(rest) == 3 and executable_name(rest[0]) in _SHELLS and rest[1] in _SCRIPT_FLAGS:
+        script, wrapper = rest[2], f"{rest[0]} {rest[1]}"
+    elif len(rest) == 2 and rest[0] in _SCRIPT_FLAGS:
+        script, wrapper = rest[1], f"the shell's {rest[0]}"
+    if script is None:
+        words = 0
+        while words < len(rest) and _ENV_WORD.match(rest[words]):
+            words += 1
+        if words < len(rest) - 1 and rest[words] == "exec" and starts_a_server(rest[words + 1 :]):
+            return [*rest[:words], *rest[words + 1 :]], "`exec` before the server only replaces the shell: left out"
+        return rest, None
+    try:
+        lexer = shlex.shlex(script.replace("\\\n", " ").replace("\n", " ; "), posix=True, punctuation_chars=";&")
+        lexer.whitespace_split = True
+        lexer.commenters = ""
+        words_of_script = list(lexer)
+    except ValueError:
+        return rest, None
+    if any(re.search(r"[$`<>]", word) for word in words_of_script):
+        return rest, None  # expansions and redirections: what ran depends on the shell, not on the words
+    steps: list[list[str]] = [[]]
+    for word in words_of_script:
+        if word in _STEP_SEPARATORS:
+            steps.append([])
+        elif set(word) <= set(";&|"):
+            return rest, None  # `&`, `||`, `|`: not a plain sequence of steps
+        else:
+            steps[-1].append(word)
+    steps = [step for step in steps if step]
+    if not steps:
+        return rest, None
+    environment: list[str] = []
+    for step in steps[:-1]:
+        if step[0] == "set" and all(_SHELL_OPTIONS.match(word) for word in step[1:]):
+            continue
+        assignments = step[1:] if step[0] == "export" else step
+        if not assignments or not all(_ENV_WORD.match(word) for word in assignments):
+            return rest, None
+        environment += assignments
+    server = steps[-1][1:] if steps[-1][0] == "exec" else steps[-1]
+    leading = 0
+    while leading < len(server) and _ENV_WORD.match(server[leading]):
+        leading += 1
+    if not starts_a_server(server[leading:]):
+        return rest, None
+    shown = ", ".join(word.partition("=")[0] for word in environment)
+    sets = f"sets the environment ({shown}) and then " if shown else ""
+    note = (
+        f"{wrapper} is a wrapper that {sets}execs the server: read as that server command"
+        f"{', with those variables judged as the recipe' + chr(39) + 's own' if shown else ''}; the wrapper is "
+        "never run"
+    )
+    return [*environment, *server], note
+
+
 def read_command(
     tokens: Sequence[str],
     source: str,
@@ -589,6 +658,7 @@ def read_command(
     tokens, chat = around_a_command(tokens)
     tokens, listed_environment = from_yaml_items(without_closing_fence(tokens))
     tokens = without_closing_fence(before_prose_fence(from_compose_list(tokens)))
+    tokens, wrapped = through_a_wrapper(tokens)
     if len(tokens) > MAX_ARGV_TOKENS:
         raise RecipeError(
             f"{len(tokens)} tokens, more than {MAX_ARGV_TOKENS}: not a launch command", source=source, field=field_name
@@ -656,8 +726,8 @@ def read_command(
         environment=environment,
         source_field=field_name,
         source_tokens=original,
-        notes=(*notes, *rejoined),
-        reshaped=bool(chat or rejoined),
+        notes=(*notes, *rejoined, *([wrapped] if wrapped else [])),
+        reshaped=bool(chat or rejoined or wrapped),
     )
 
 
@@ -873,6 +943,13 @@ def _launcher_of(tokens: Sequence[str], source: str, field_name: str) -> tuple[s
         raise RecipeError(
             f"{executable!r} is the engine's name, not an executable: the recorded line is a note about the run "
             f"({' '.join(tokens)[:80]!r}), not a command the farm can read",
+            source=source,
+            field=field_name,
+        )
+    if base in _SHELLS and second in _SCRIPT_FLAGS:
+        raise RecipeError(
+            f"a `{base} {second}` script that does more than set the environment and exec the server "
+            f"({' '.join(tokens[2:3])[:80]!r}): what ran is the script, which the farm cannot judge",
             source=source,
             field=field_name,
         )

@@ -42,6 +42,7 @@ from farm.recipes.commands import (
     split_environment,
     starts_a_server,
     synthesize,
+    through_a_wrapper,
     with_model,
     without_closing_fence,
 )
@@ -416,8 +417,13 @@ def _registry_command(
     elif observed is not None:
         chosen = (observed_field, observed)
     step_note: str | None = None
+    wrapper_note: str | None = None
     if chosen is not None:
+        unwrapped, wrapper_note = through_a_wrapper(chosen[1])
+        chosen = (chosen[0], unwrapped)
         chosen, step_note = _server_step(chosen, source)
+    if wrapper_note is not None:
+        step_note = f"{wrapper_note}; {step_note}" if step_note else wrapper_note
     prose_note: str | None = None
     if chosen is not None and _prose_without_settings(chosen[1]):
         # Rule "a prose note without settings": `LM Studio serving MODEL on port 1234` names no option, so a

@@ -7,6 +7,7 @@ still the canonical argv, judged; near misses of each rule stay for the judge to
 from __future__ import annotations
 
 import json
+import shlex
 from pathlib import Path
 from typing import Any
 
@@ -244,3 +245,62 @@ def test_a_json_options_value_that_lost_its_quotes_is_still_called_json() -> Non
     document["launch"]["arguments"] = arguments
     with pytest.raises(RecipeError, match="looks like JSON but is not valid JSON"):
         parse_registry(json.dumps(document), "json.json")
+
+
+TWO_GPUS = REGISTRY / "gemma-4-31b-it-ud-q6-k-xl-rtx-3090-24gb-llama-cpp-tp2.json"
+
+
+def _wrapped(path: Path, script: str) -> dict[str, Any]:
+    """The real document with its recorded command put inside `bash -c SCRIPT` (SCRIPT's `{}` is the command)."""
+    document = _document(path)
+    tokenized = document["metadata"]["localmaxxing"]["tokenized"]
+    wrapped = ["bash", "-c", script.format(shlex.join(tokenized["arguments"]))]
+    tokenized["arguments"] = wrapped
+    document["metadata"]["localmaxxing"]["observed_command"] = shlex.join(wrapped)
+    return document
+
+
+def test_a_wrapper_that_orders_the_gpus_and_execs_the_server_is_looked_through() -> None:
+    """`bash -c 'export CUDA_DEVICE_ORDER=PCI_BUS_ID; exec llama-server ...'` around the real two-GPU command: read
+    as that command (the same canonical argv as the unwrapped document), the variable judged as the recipe's own,
+    and the wrapper named in a note, never run."""
+    plain = load_recipe(TWO_GPUS)
+    recipe = parse_registry(json.dumps(_wrapped(TWO_GPUS, "export CUDA_DEVICE_ORDER=PCI_BUS_ID; exec {}")), "w.json")
+    assert recipe.argv == plain.argv
+    assert recipe.environment["CUDA_DEVICE_ORDER"] == "PCI_BUS_ID"
+    assert any(
+        "bash -c is a wrapper that sets the environment (CUDA_DEVICE_ORDER)" in n
+        for n in recipe.provenance.command_notes
+    )
+    assert check_recipe_for_submit(recipe).render_options() == check_recipe_for_submit(plain).render_options()
+
+
+@pytest.mark.parametrize(
+    "script",
+    [
+        "patch -p0 < /tmp/fix.diff; exec {}",
+        "unset NCCL_GRAPH_FILE; exec {}",
+        "export A=$HOME; exec {}",
+        "{} | tee /tmp/log",
+        "pip install x && exec {}",
+    ],
+)
+def test_a_script_with_any_other_step_is_not_looked_through(script: str) -> None:
+    """Near misses: a patch, an `unset` (the farm could not reproduce it), an expansion, a pipe, an install: the
+    script is what ran, which the farm cannot judge; refused as before."""
+    with pytest.raises(RecipeError, match="script that does more than set the environment and exec the server"):
+        parse_registry(json.dumps(_wrapped(TWO_GPUS, script)), "w.json")
+
+
+def test_a_container_shell_script_that_execs_the_server_runs_the_server_as_read() -> None:
+    """The edit-note document's arguments as the shell `-c` script an image with a shell entrypoint takes
+    (`set -e; exec vllm serve ...`): read as the vLLM command; the container runs the arguments as read."""
+    document = _document(EDIT_NOTE)
+    arguments = document["launch"]["arguments"][:-5]
+    document["launch"]["arguments"] = ["-c", "set -euo pipefail; exec vllm serve " + shlex.join(arguments)]
+    recipe = parse_registry(json.dumps(document), "c.json")
+    assert recipe.model_id == "lribeiro/Qwen3.8-27B-nvfp4-v17"
+    assert recipe.container is not None
+    assert recipe.container.arguments[0] == "lribeiro/Qwen3.8-27B-nvfp4-v17"
+    assert "-c" not in recipe.container.arguments
+    check_recipe_for_submit(recipe)
