@@ -946,6 +946,13 @@ def _launcher_of(tokens: Sequence[str], source: str, field_name: str) -> tuple[s
             source=source,
             field=field_name,
         )
+    if base in _SHELLS and second is not None and not second.startswith("-") and len(tokens) >= 2:
+        raise RecipeError(
+            f"runs the script {second!r} with {base}, which the recipe does not carry: what ran is in the script, "
+            "which the farm can neither see nor judge",
+            source=source,
+            field=field_name,
+        )
     if base in _SHELLS and second in _SCRIPT_FLAGS:
         raise RecipeError(
             f"a `{base} {second}` script that does more than set the environment and exec the server "

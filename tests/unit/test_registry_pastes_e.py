@@ -304,3 +304,11 @@ def test_a_container_shell_script_that_execs_the_server_runs_the_server_as_read(
     assert recipe.container.arguments[0] == "lribeiro/Qwen3.8-27B-nvfp4-v17"
     assert "-c" not in recipe.container.arguments
     check_recipe_for_submit(recipe)
+
+
+def test_a_script_the_recipe_does_not_carry_is_named() -> None:
+    """`bash /tmp/bench_b70-gemma4-26b.sh` (held-out sample A, a recorded line): refused for the script the
+    recipe does not carry, not as "executable 'bash' is not a known engine's server"."""
+    path = REGISTRY.parent / "registry_heldout" / "gemma-4-26b-a4b-q8-k-xl-intel-arc-pro-b70-32gb-llama-cpp-tp1.json"
+    with pytest.raises(RecipeError, match=r"runs the script '/tmp/bench_b70-gemma4-26b.sh' with bash, which the"):
+        load_recipe(path)
