@@ -62,6 +62,17 @@ def test_the_same_split_path_in_the_observed_command_alone_is_one_path() -> None
     assert observed.argv == both.argv
 
 
+def test_the_same_split_path_in_a_top_level_argv_is_one_path() -> None:
+    """And in the farm's own top-level `argv` shape: the two words are the one path there too, which stands for the
+    instance as from the token list; no stray word is left."""
+    document = _document(SPLIT_PATHS[0])
+    document["argv"] = document["metadata"]["localmaxxing"]["tokenized"]["arguments"]
+    recipe = parse_registry(json.dumps(document), "argv.json")
+    assert recipe.provenance.command_source == "argv"
+    assert recipe.argv == load_recipe(SPLIT_PATHS[0]).argv
+    assert any("a path split at its spaces" in note for note in recipe.provenance.command_notes)
+
+
 def test_a_split_path_that_does_not_end_like_the_options_value_stays_refused() -> None:
     """Near miss, on the same document: `-m /Volumes/Extreme Pro` (no file ending, no path going on) is not joined,
     and the stray word is refused as before."""
