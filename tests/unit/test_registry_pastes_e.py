@@ -16,8 +16,9 @@ import pytest
 from farm.engines.admission import check_recipe_for_submit
 from farm.engines.environment import value_refused_reason
 from farm.errors import ArgumentPolicyError, RecipeError
-from farm.recipes.commands import around_a_command, rejoin_split_paths
+from farm.recipes.commands import around_a_command
 from farm.recipes.parse import load_recipe, parse_registry
+from farm.recipes.pasted_words import rejoin_split_paths
 
 REGISTRY = Path(__file__).resolve().parents[1] / "fixtures" / "registry"
 SPLIT_PATHS = (
