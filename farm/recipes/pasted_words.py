@@ -1,6 +1,6 @@
 """Words of a pasted command that the engine's own parser would read wrongly, read as the person who pasted it meant
 them: an unquoted path with a space, split in two (rule "a path split at a space"), and a one-word remark after a
-complete command (`(edited)`). Each rule asks the engine's argument spec (farm.engines.policy.DEFAULT_POLICY) what
+complete command (`(edited)`). Each rule asks the engine's argument spec (its table line's `spec`) what
 an option takes, and changes only what that spec says is a stray word; what comes out is still parsed and judged
 as any command (farm.engines.argspec, farm.engines.judge)."""
 
@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
+from farm.engines.registry import engine_kind
 from farm.errors import ArgumentPolicyError
 
 _PATH_START = re.compile(r"^(?:/|~/|\.{1,2}/|[A-Za-z]:[\\/])")
@@ -49,10 +50,8 @@ def rejoin_split_paths(engine: str, args: Sequence[str]) -> tuple[list[str], lis
     file or directory (the engine's spec says which) is followed by words up to the next option, and they join into
     the path the option takes (_joined_path), they are one value again, with a note. `args` are the arguments after
     the launcher; anything else is returned as given."""
-    from farm.engines.policy import DEFAULT_POLICY
-
     try:
-        spec = DEFAULT_POLICY.spec_for(engine)
+        spec = engine_kind(engine).spec()
     except ArgumentPolicyError:  # an engine without a shipped spec: read as written
         return list(args), []
     out: list[str] = []
@@ -107,12 +106,10 @@ def one_word_remark(engine: str, args: Sequence[str]) -> str | None:
     """A last word such as `(edited)` or `[fixed]` after a complete command, where the engine's parser would find
     it a stray value (it follows a switch or an option's value, not an option that takes a value): chat text, cut.
     A bracketed word an option takes (`--x [gpu]`) stays."""
-    from farm.engines.policy import DEFAULT_POLICY
-
     if not args or not _REMARK_WORD.match(args[-1]):
         return None
     try:
-        spec = DEFAULT_POLICY.spec_for(engine)
+        spec = engine_kind(engine).spec()
     except ArgumentPolicyError:
         return None
     index = 0
