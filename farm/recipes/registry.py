@@ -73,6 +73,7 @@ from farm.recipes.model import (
     ServingLimits,
     SourceRef,
 )
+from farm.recipes.pasted_words import rejoin_split_paths
 
 REGISTRY_SCHEMA = "local-ai-registry/v1"
 """The only registry schema version the farm reads."""
@@ -411,7 +412,7 @@ def _registry_command(
         listed_environment, listed_rest = split_environment(listed, source, tokenized_field)
         observed_environment, observed_rest = split_environment(observed, source, observed_field)
         environment = {**environment, **listed_environment, **observed_environment}
-        chosen = _more_faithful(tokenized_field, listed_rest, observed_field, observed_rest, source)
+        chosen = _more_faithful(tokenized_field, listed_rest, observed_field, observed_rest, source, engine=engine)
     elif listed is not None:
         chosen = (tokenized_field, listed)
     elif observed is not None:
@@ -1470,12 +1471,28 @@ def _repository(data: Mapping[str, Any]) -> str | None:
 
 
 def _more_faithful(
-    listed_field: str, listed: list[str], observed_field: str, observed: list[str], source: str
+    listed_field: str,
+    listed: list[str],
+    observed_field: str,
+    observed: list[str],
+    source: str,
+    *,
+    engine: str | None = None,
 ) -> tuple[str, list[str]]:
-    """Of two copies of one command, the one that keeps JSON values valid (or a Windows path's backslashes) where
-    they differ only there; otherwise they must agree."""
+    """Of two copies of one command, the one that keeps JSON values valid (or a Windows path's backslashes, or a
+    path with a space whole) where they differ only there; otherwise they must agree."""
     if listed == observed:
         return listed_field, listed
+    if engine is not None and len(listed) > len(observed):
+        # One copy split a path with a space that the other kept whole (quoted): the same command once the split
+        # path is joined again (pasted_words.rejoin_split_paths), and the whole copy is the faithful one.
+        joined, _ = rejoin_split_paths(engine, listed)
+        if joined == observed:
+            return observed_field, observed
+    if engine is not None and len(observed) > len(listed):
+        joined, _ = rejoin_split_paths(engine, observed)
+        if joined == listed:
+            return listed_field, listed
     if "&&" in observed and listed in _steps(observed):
         # `lms server start ... && lms load MODEL ...`: the token list keeps the one step that names the model.
         return listed_field, listed

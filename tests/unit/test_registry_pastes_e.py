@@ -324,3 +324,16 @@ def test_a_script_the_recipe_does_not_carry_is_named() -> None:
     path = REGISTRY.parent / "registry_heldout" / "gemma-4-26b-a4b-q8-k-xl-intel-arc-pro-b70-32gb-llama-cpp-tp1.json"
     with pytest.raises(RecipeError, match=r"runs the script '/tmp/bench_b70-gemma4-26b.sh' with bash, which the"):
         load_recipe(path)
+
+
+def test_a_copy_that_kept_the_path_whole_agrees_with_the_copy_that_split_it() -> None:
+    """The real M3 Ultra document with its observed command quoting the path (`-m '/Volumes/Extreme Pro/...'`)
+    while the token list split it: the two copies are one command once the split path is joined, not copies that
+    disagree; the argv is the same as where both split it."""
+    document = _document(SPLIT_PATHS[0])
+    tokens = document["metadata"]["localmaxxing"]["tokenized"]["arguments"]
+    whole = [*tokens[:2], f"{tokens[2]} {tokens[3]}", *tokens[4:]]
+    document["metadata"]["localmaxxing"]["observed_command"] = shlex.join(whole)
+    recipe = parse_registry(json.dumps(document), "quoted.json")
+    assert recipe.provenance.command_source == "metadata.localmaxxing.observed_command"
+    assert recipe.argv == load_recipe(SPLIT_PATHS[0]).argv
