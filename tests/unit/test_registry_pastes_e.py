@@ -337,3 +337,16 @@ def test_a_copy_that_kept_the_path_whole_agrees_with_the_copy_that_split_it() ->
     recipe = parse_registry(json.dumps(document), "quoted.json")
     assert recipe.provenance.command_source == "metadata.localmaxxing.observed_command"
     assert recipe.argv == load_recipe(SPLIT_PATHS[0]).argv
+
+
+def test_a_switch_given_twice_is_the_switch_once() -> None:
+    """The edit-note document with `--enable-chunked-prefill` given a second time at the end (a boolean option
+    twice): vLLM's parser reads the switch, so the command renders it once, with a note, and is accepted."""
+    document = _document(EDIT_NOTE)
+    document["launch"]["arguments"] = [*document["launch"]["arguments"][:-5], "--enable-chunked-prefill"]
+    recipe = parse_registry(json.dumps(document), "twice.json")
+    assert recipe.argv.count("--enable-chunked-prefill") == 1
+    assert recipe.container is not None
+    assert recipe.container.arguments.count("--enable-chunked-prefill") == 1
+    assert any("--enable-chunked-prefill is given more than once" in note for note in recipe.provenance.command_notes)
+    assert check_recipe_for_submit(recipe).enabled("--enable-chunked-prefill")
