@@ -829,6 +829,17 @@ def _launcher_of(tokens: Sequence[str], source: str, field_name: str) -> tuple[s
             source=source,
             field=field_name,
         )
+    if "--" in tokens[1:] and starts_a_server(tokens[tokens.index("--", 1) + 1 :]):
+        # `toolbox run -c NAME -- llama-server ...`, `distrobox enter NAME -- ...`: the server runs inside another
+        # environment (a container of the author's), whose build and settings the recipe does not show
+        inner = tokens[tokens.index("--", 1) + 1]
+        raise RecipeError(
+            f"runs {executable_name(inner)!r} inside {' '.join(tokens[: tokens.index('--', 1)])[:80]!r}, an "
+            "environment of the author's whose build the recipe does not show: the farm cannot tell which server "
+            "ran",
+            source=source,
+            field=field_name,
+        )
     known = ", ".join(" ".join(launcher) for launcher in ENGINE_LAUNCHERS.values())
     raise RecipeError(
         f"executable {executable!r} is not a known engine's server (known: {known})", source=source, field=field_name

@@ -350,3 +350,12 @@ def test_a_switch_given_twice_is_the_switch_once() -> None:
     assert recipe.container.arguments.count("--enable-chunked-prefill") == 1
     assert any("--enable-chunked-prefill is given more than once" in note for note in recipe.provenance.command_notes)
     assert check_recipe_for_submit(recipe).enabled("--enable-chunked-prefill")
+
+
+def test_a_server_run_inside_the_authors_environment_names_it() -> None:
+    """`toolbox run -c flashnext-strix -- llama-server ...` (sample E, a forked build in a toolbox container):
+    refused for the environment the server ran in, whose build the recipe does not show, not as "executable
+    'toolbox' is not a known engine's server"."""
+    path = REGISTRY / "qwen3-8-flash-next-unsloth-dynamic-iq4-xs-ryzen-ai-max-plus-395-128gb-llama-cpp-tp1.json"
+    with pytest.raises(RecipeError, match=r"runs 'llama-server' inside 'toolbox run -c flashnext-strix', an env"):
+        load_recipe(path)
