@@ -163,7 +163,11 @@ def parse_registry(text: str, source: str, *, content_sha256: str | None = None)
         if (
             re.search(r"\s", argv[index])
             or re.match(r"^[\[(][A-Za-z][\w ]*:\s", argv[index])
-            or (re.match(r"^[\[(][A-Za-z]", argv[index]) and not _takes_json(engine.name, argv[index - 1]))
+            or (
+                index > 0
+                and re.match(r"^[\[(][A-Za-z]", argv[index]) is not None
+                and not _takes_json(engine.name, argv[index - 1])
+            )
         ):
             raise RecipeError(
                 f"token {index} ({argv[index][:80]!r}) is a remark in brackets, not a value: the command was pasted "
