@@ -23,7 +23,7 @@ INSTANCE_FIELDS = {"repository", "revision", "served_name", "format", "precision
 """What deploy/refresh-instances.py keeps of an instance document, and all that farm.recipes.instances reads."""
 
 SHIPPED_INSTANCES_AT_LEAST = 455
-"""The instances issue 22's refresh shipped (308 before it; 455 after it): a later refresh may add, never silently lose them."""
+"""The instances issue 22's refresh shipped (308 before it): a later refresh may add, never silently lose them."""
 
 
 def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
