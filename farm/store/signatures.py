@@ -17,6 +17,7 @@ import functools
 import hashlib
 import json
 import math
+import struct
 import sys
 from array import array
 from collections import defaultdict
@@ -376,12 +377,12 @@ def v2_figure_parts(conn: Connection, run_ids: Sequence[int]) -> dict[int, str]:
     """Each run's farm-run/v2 figures part, from the text the database itself writes (farm.signing.canonical's
     figures_v2_sha256 over what the store keeps): the database joins each run's figure lines and summary numbers
     in C (SQLite's group_concat, PostgreSQL's string_agg), so this reads one line text and one numbers text a
-    run and decodes nothing but the summary numbers.
+    run and decodes nothing but PostgreSQL's summary numbers (SQLite's come as the hex of their bytes).
 
     A candidate: a caller uses it only when it equals the part the run's signature names (then the stored figures
     are, byte for byte, what was signed). SQLite's group_concat joins in the order it scans (the (run_id, key)
-    index, key order, on every SQLite we know), which no document promises: a run it joined otherwise, or whose
-    numbers SQLite wrote inexactly, only misses this path and is checked from its decoded rows."""
+    index, key order, on every SQLite we know), which no document promises: a run it joined otherwise (or any
+    changed row) only misses this path and is checked from its decoded rows."""
     if not run_ids:
         return {}
     listed = ",".join(str(int(run_id)) for run_id in run_ids)  # integers only: nothing to quote
@@ -404,29 +405,45 @@ def v2_figure_parts(conn: Connection, run_ids: Sequence[int]) -> dict[int, str]:
     else:
         driver = conn.connection.driver_connection
         driver.create_function("farm_sha256_hex", 1, _sha256_hex, deterministic=True)  # type: ignore[union-attr]
-        # printf's %s writes NULL as '' and an integer in decimal; %!.17g writes a double with 17 significant
-        # digits, which read back as that double (SQLite's quote() checks its 15 digits with its own, inexact,
-        # reader and was wrong for 1 run in 100).
+        driver.create_function("farm_binary64_hex", 6, _binary64_hex, deterministic=True)  # type: ignore[union-attr]
+        # printf's %s writes NULL as '' and an integer in decimal. The summary numbers go out as the hex of their
+        # binary64 bytes, made from the doubles SQLite hands the function: no number is written as text and
+        # read back (SQLite's own float text is either inexact, quote()'s 15 digits, or slow, %!.17g).
         form = canonical.FIELD.join(["%s"] * 9) + canonical.LINE
         columns = ("key", "kind", "metric", "unit", "workload", '"values"', "farm_sha256_hex(params)")
         lines = f"group_concat(printf('{form}', {', '.join(columns)}, requested_repeats, n), '')"
-        form = ",".join(["%!.17g"] * len(canonical.SUMMARY_FIELDS))
-        numbers = f"group_concat(printf('{form}', {', '.join(canonical.SUMMARY_FIELDS)}), ',')"
+        numbers = f"group_concat(farm_binary64_hex({', '.join(canonical.SUMMARY_FIELDS)}), '')"
     sql = (
         f"SELECT run_id, {lines}, {numbers} FROM measurements "  # noqa: S608 - integer ids, fixed columns
         f"WHERE run_id IN ({listed}) GROUP BY run_id"
     )
     out = {}
+    postgres = conn.dialect.name == "postgresql"
     swap = sys.byteorder != "little"
-    for run_id, lines, summaries in _driver_rows(conn, sql):
+    for run_id, joined, summaries in _driver_rows(conn, sql):
         try:
-            packed = array("d", map(float, summaries.split(",")))
-        except (AttributeError, ValueError):  # a NULL or a number SQL wrote otherwise: the slow path decides
+            if postgres:
+                packed = array("d", map(float, summaries.split(",")))
+                if swap:
+                    packed.byteswap()
+                binary = packed.tobytes()
+            else:
+                binary = bytes.fromhex(summaries)
+        except (AttributeError, ValueError):  # a NULL, or a number not as the store writes it: the slow path
             continue
-        if swap:
-            packed.byteswap()
-        out[run_id] = canonical.figures_v2_part(lines.encode("utf-8"), packed.tobytes())
+        out[run_id] = canonical.figures_v2_part(joined.encode("utf-8"), binary)
     return out
+
+
+_BINARY64 = struct.Struct("<6d")
+
+
+def _binary64_hex(*numbers: Any) -> str | None:
+    """The hex of six numbers as little-endian binary64 (None for a NULL or a text: the run takes the slow path)."""
+    try:
+        return _BINARY64.pack(*numbers).hex()
+    except struct.error:
+        return None
 
 
 @functools.lru_cache(maxsize=1024)
