@@ -483,12 +483,11 @@ def stored_contents(
     runs = _driver_rows(conn, f"SELECT {run_columns} FROM runs WHERE id {where}")  # noqa: S608 - integer ids
     problems: dict[int, list[str]] = defaultdict(list)
     sha256 = hashlib.sha256
-    # The values as the text the database writes them in: SQLite keeps the JSON text it was given; PostgreSQL's
-    # jsonb writes each number as it stored it (270.0 stays 270.0), so the figures' canonical JSON is written
-    # from that text on both, and checked against the signed sha256 before it is used.
-    values = '"values"::text' if conn.dialect.name == "postgresql" else '"values"'
+    # The values as the text the store keeps (text on both databases since 0009: the canonical JSON for runs
+    # stored since, SQLite's JSON text or PostgreSQL's jsonb text before), so a v1 run's canonical JSON is
+    # written from that text and checked against the signed sha256 before it is used.
     figure_columns = (
-        f"run_id, key, kind, metric, unit, workload, {values}, params, requested_repeats, n, mean, min, max, "
+        'run_id, key, kind, metric, unit, workload, "values", params, requested_repeats, n, mean, min, max, '
         "median, stdev, spread"
     )
     read = [run_id for run_id in run_ids if run_id not in skip_figures]
