@@ -32,6 +32,7 @@ import farm
 from farm.domain import Artifact, Figure, JobState, RunSignature, Summary, summarize
 from farm.errors import BundleRefused, FarmError, InputError, OutputError
 from farm.filters import ResultFilter
+from farm.signing import canonical
 from farm.signing.keys import PublicKey
 from farm.signing.runs import RunContent, Verdict, artifact_digests, check, summary_problems
 from farm.store import Store, signatures
@@ -227,7 +228,7 @@ def _export_lines(
                     "failed_requests": content.failed_requests,
                     "total_requests": content.total_requests,
                 },
-                "figures": [{**f, "params_bytes": params[(run_id, f["key"])]} for f in content.figures],
+                "figures": [_bundled_figure(f, params[(run_id, f["key"])], row.scheme) for f in content.figures],
                 "samples": {
                     k: [by_index[i] for i in sorted(by_index)] for k, by_index in samples.get(run_id, {}).items()
                 },
@@ -237,6 +238,15 @@ def _export_lines(
             },
             None,
         )
+
+
+def _bundled_figure(document: dict[str, Any], params_bytes: str, scheme: str) -> dict[str, Any]:
+    """A figure as a bundle carries it: its signed document and its params bytes; its summary only for a v2 run
+    (which signs it), so a v1 run's figures are exactly what a farm that knows only v1 checks."""
+    out = {**document, "params_bytes": params_bytes}
+    if scheme != canonical.SCHEME_V2:
+        out.pop("summary", None)
+    return out
 
 
 # --- import ----------------------------------------------------------------------------------------------------
