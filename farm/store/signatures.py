@@ -18,7 +18,6 @@ import hashlib
 import json
 import math
 import struct
-import sys
 from array import array
 from collections import defaultdict
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -377,7 +376,7 @@ def v2_figure_parts(conn: Connection, run_ids: Sequence[int]) -> dict[int, str]:
     """Each run's farm-run/v2 figures part, from the text the database itself writes (farm.signing.canonical's
     figures_v2_sha256 over what the store keeps): the database joins each run's figure lines and summary numbers
     in C (SQLite's group_concat, PostgreSQL's string_agg), so this reads one line text and one numbers text a
-    run and decodes nothing but PostgreSQL's summary numbers (SQLite's come as the hex of their bytes).
+    run and decodes nothing (the summary numbers come as their binary64 bytes).
 
     A candidate: a caller uses it only when it equals the part the run's signature names (then the stored figures
     are, byte for byte, what was signed). SQLite's group_concat joins in the order it scans (the (run_id, key)
@@ -387,7 +386,6 @@ def v2_figure_parts(conn: Connection, run_ids: Sequence[int]) -> dict[int, str]:
         return {}
     listed = ",".join(str(int(run_id)) for run_id in run_ids)  # integers only: nothing to quote
     if conn.dialect.name == "postgresql":
-        _driver_rows(conn, "SELECT set_config('extra_float_digits', '1', true)")  # shortest exact float text
         field, line = f"'{canonical.FIELD}'", f"'{canonical.LINE}'"
         columns: tuple[str, ...] = (
             "key",
@@ -401,7 +399,9 @@ def v2_figure_parts(conn: Connection, run_ids: Sequence[int]) -> dict[int, str]:
             "n::text",
         )
         lines = f"string_agg({f'||{field}||'.join(columns)}||{line}, '' ORDER BY key COLLATE \"C\")"
-        numbers = f"string_agg(concat_ws(',', {', '.join(canonical.SUMMARY_FIELDS)}), ',' ORDER BY key COLLATE \"C\")"
+        # float8send: each double's 8 bytes (big-endian), so no number goes through text.
+        numbers = "||".join(f"float8send({name})" for name in canonical.SUMMARY_FIELDS)
+        numbers = f"string_agg({numbers}, ''::bytea ORDER BY key COLLATE \"C\")"
     else:
         driver = conn.connection.driver_connection
         driver.create_function("farm_sha256_hex", 1, _sha256_hex, deterministic=True)  # type: ignore[union-attr]
@@ -419,17 +419,16 @@ def v2_figure_parts(conn: Connection, run_ids: Sequence[int]) -> dict[int, str]:
     )
     out = {}
     postgres = conn.dialect.name == "postgresql"
-    swap = sys.byteorder != "little"
     for run_id, joined, summaries in _driver_rows(conn, sql):
         try:
-            if postgres:
-                packed = array("d", map(float, summaries.split(",")))
-                if swap:
-                    packed.byteswap()
+            if postgres:  # big-endian doubles: each 8 bytes reversed, whatever this host's order
+                packed = array("d")
+                packed.frombytes(bytes(summaries))
+                packed.byteswap()
                 binary = packed.tobytes()
             else:
                 binary = bytes.fromhex(summaries)
-        except (AttributeError, ValueError):  # a NULL, or a number not as the store writes it: the slow path
+        except (TypeError, ValueError):  # a NULL, or a number not as the store writes it: the slow path
             continue
         out[run_id] = canonical.figures_v2_part(joined.encode("utf-8"), binary)
     return out
