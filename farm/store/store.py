@@ -5,10 +5,11 @@ The lease protocol, in one place:
 - Time is the database's: every lease decision of a transaction reads the database's clock once (`now()` on
   PostgreSQL, the SQLite library's clock), never a worker's, so hosts need not agree on the time. (Tests pass
   `now=` to drive time by hand.)
-- `claim` is one conditional UPDATE of a queued row (PostgreSQL: `... WHERE id = (SELECT ... FOR UPDATE
-  SKIP LOCKED LIMIT 1) RETURNING`; SQLite: the same statement inside `BEGIN IMMEDIATE`). It sets the
-  owner, a lease expiry and `attempt + 1`, and inserts the run row for (job, attempt). The attempt number
-  only ever grows: it is the fencing token.
+- `claim` is one conditional UPDATE of a queued row (`... WHERE id = (SELECT ... FOR UPDATE SKIP LOCKED
+  LIMIT 1) RETURNING`), with who may take what written into it (farm.store.claims). It sets the owner, a lease
+  expiry and `attempt + 1`, and inserts the run row for (job, attempt): on PostgreSQL in the same statement, in
+  autocommit (one round trip, the recipe returned with it unless the store holds it already); on SQLite inside
+  `BEGIN IMMEDIATE`. The attempt number only ever grows: it is the fencing token.
 - Host-aware retries: a claim skips a job its host already failed while another live, unquarantined host of
   the class whose broker answers (it can receive the job's message) and that has not failed it exists; when
   none does, the host may take it again after the job's back-off (`retry_after`). A quarantined host claims

@@ -19,10 +19,18 @@ a worker that finishes a job picks up the next one in one claim query, without a
 matching a message (bench/fleet.py measures the difference), and an idle worker woken by any message of its
 class takes the job next in line. Every message still stands for a queued job that nobody claimed through it, so
 the messages in a queue are never fewer than its unclaimed jobs; the surplus (messages of jobs claimed straight)
-are duplicates that cost one claim query each. The chain stops when nothing is queued for this host, when the
-worker is stopping (SIGTERM: the job in hand is finished, and no next one is taken), quarantined or paused,
-when results wait in its spool (a claim could start a later attempt of their own job), and on any store error
-(the message path and the sweepers take over).
+are surplus. The worker withdraws the announcement of each job it claims straight (farm.queue.announce, sent
+with its sweeper's next broker ping), and a message whose announcement is gone is dropped without a claim query
+(`withdrawn`); one that comes before the withdrawal is a duplicate that costs one claim query. The chain stops
+when nothing is queued for this host, when the worker is stopping (SIGTERM: the job in hand is finished, and no
+next one is taken), quarantined or paused, when results wait in its spool (a claim could start a later attempt
+of their own job), and on any store error (the message path and the sweepers take over).
+
+A worker that starts free claims straight from the store too (`run_queued`, started beside Celery's consumer
+when the worker is ready), rather than waiting for a message or a sweeper's announcement; a task that arrives
+meanwhile waits for the job slot (one job at a time), and claims nothing if the worker was stopped meanwhile.
+Between two jobs of a chain the store is asked whether the ended job went back to the queue only when the
+worker does not know how it ended (`run_job` says succeeded or failed for good): a pickup is one claim query.
 """
 
 from __future__ import annotations
