@@ -14,6 +14,9 @@ The key is trusted first (once: trusting it again would re-check every run it si
 verify` runs as a user runs it (its own process, the whole store: every figure, the bytes of every repeat's
 samples, every provenance, every artifact, every signature); then
 `farm leaderboard --json`, with and without `--verified`, to show that readers do not check signatures.
+
+Runs are signed as workers sign them now (farm-run/v2, docs/signing.md). A store that already holds N runs is
+not filled again: the same command then times `farm verify` (and the readers) alone, on the same store.
 """
 
 from __future__ import annotations

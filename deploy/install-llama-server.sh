@@ -20,6 +20,15 @@ pip_() {
   "$PIP_VENV/bin/pip" "$@"
 }
 
+# One install at a time per machine: a second caller (a parallel test session, `farm demo --engine llama.cpp`)
+# waits here for the first and then finds its install mark, instead of deleting the folder the first is building.
+CACHE="$(dirname "$ROOT")"
+mkdir -p "$CACHE"
+if command -v flock > /dev/null; then
+  exec 9> "$CACHE/.install-llama-server.lock"
+  flock 9
+fi
+
 find_model() {
   find "$MODEL_ROOT" -name '*.gguf' -type f | sort | head -n 1
 }

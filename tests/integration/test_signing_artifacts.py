@@ -116,7 +116,7 @@ def test_a_signature_from_before_artifacts_were_signed_still_verifies(
     result = replace(result, provenance={**result.provenance, "worker_id": WORKER, "attempt": claimed.attempt})
     content = content_of(job_id, claimed.attempt, WORKER, result)
     digest = content.digest(artifacts=False)
-    made = sign_result(job_id, claimed.attempt, WORKER, result, key).signature
+    made = sign_result(job_id, claimed.attempt, WORKER, result, key, scheme=canonical.SCHEME_V1).signature
     assert made is not None
     old = replace(
         made,
@@ -216,7 +216,8 @@ def test_complete_many_stores_and_checks_each_run_as_complete_does(
     count_rows: Callable[[str], int],
 ) -> None:
     """Three runs sharing one result's samples delivered at once: each is stored with its figures, samples and
-    artifacts, checked at delivery (untrusted, then verified once trusted), and reads back as `complete`
+    artifacts, pooled into the group's statistics as three deliveries one by one would be, checked at delivery
+    (untrusted, then verified once trusted), and reads back as `complete`
     stores it; a second delivery of the same runs changes nothing."""
     key = HostKey.generate()
     recipe = make_recipe()
@@ -224,6 +225,11 @@ def test_complete_many_stores_and_checks_each_run_as_complete_does(
     deliveries = _claimed_deliveries(store, recipe, result, key, 3)
     store.complete_many(deliveries)
     job_ids = [job_id for job_id, *_ in deliveries]
+    with raw.connect() as conn:  # the batch's runs pooled into one group_stats row per key, as three `complete`s
+        pooled = conn.execute(
+            sa.text("SELECT n, total, min, max, runs, requested FROM group_stats WHERE key = :key"), {"key": KEYS[0]}
+        ).all()
+    assert [tuple(row) for row in pooled] == [(9, 3 * (270.0 + 276.0 + 282.0), 270.0, 282.0, 3, 9)]
     assert {job_id: verdict for job_id, (verdict, _) in verdicts(store).items()} == dict.fromkeys(
         job_ids, Verdict.UNTRUSTED
     )

@@ -69,3 +69,28 @@ def test_a_digest_that_disagrees_with_the_metadata_stops_the_refresh(tmp_path: P
     assert done.returncode != 0
     assert "differs from its metadata's" in done.stderr
     assert not output.exists()
+
+
+def test_copied_assets_merge_over_the_shipped_snapshot(tmp_path: Path) -> None:
+    """A folder of assets copied from the registry (the YAML and its metadata, a COMMITS file) adds to the shipped
+    snapshot with --merge; the assets the folder does not hold are kept, and the digest is still checked."""
+    folder = tmp_path / "copied"
+    folder.mkdir()
+    (folder / "m-tabbyapi-config.yml").write_text(CONFIG, encoding="utf-8")
+    meta = {"file": "m-tabbyapi-config.yml", "sha256": hashlib.sha256(CONFIG.encode()).hexdigest()}
+    (folder / "m-tabbyapi-config.json").write_text(json.dumps(meta), encoding="utf-8")
+    (folder / "COMMITS").write_text("a908edb82734a1745dd67abe889be68936dda53c\n", encoding="utf-8")
+    output = tmp_path / "assets.json"
+    kept = {"sha256": "0" * 64, "document": {"model": {"model_name": "Kept"}}}
+    output.write_text(json.dumps({"source": {"commits": []}, "assets": {"kept.yml": kept}}), encoding="utf-8")
+    done = _run(folder, "--merge", "--output", output)
+    assert done.returncode == 0, done.stderr
+    snapshot = json.loads(output.read_text())
+    assert sorted(snapshot["assets"]) == ["kept.yml", "m-tabbyapi-config.yml"]
+    assert snapshot["assets"]["kept.yml"] == kept
+    assert snapshot["source"]["commits"] == ["a908edb82734a1745dd67abe889be68936dda53c"]
+    meta["sha256"] = "1" * 64
+    (folder / "m-tabbyapi-config.json").write_text(json.dumps(meta), encoding="utf-8")
+    refused = _run(folder, "--merge", "--output", output)
+    assert refused.returncode != 0
+    assert "differs from its metadata's" in refused.stderr

@@ -100,8 +100,9 @@ def test_a_llama_cpp_draft_naming_a_gguf_repository_without_its_quantization_is_
     """The registry's draft gives llama-server `-hf unsloth/gemma-4-26B-A4B-it-GGUF`, no quantization: llama.cpp
     would download the repository's default file (Q4_K_M), not the instance's UD-Q8_K_XL. The fixture's recording
     wins over the draft as it is, so the recording is replaced here by the prose note two other fixtures carry
-    (`llama.cpp GGUF five-prompt plus vision benchmark`), which falls back to the draft: its model becomes the host's
-    file for the instance (the farm's snapshot lacks it), and the note says why."""
+    (`llama.cpp GGUF five-prompt plus vision benchmark`), which falls back to the draft: its model becomes the
+    instance's own repository in the instance's quantization (the farm's snapshot holds the instance), and the note
+    says why."""
     name = "gemma-4-26b-a4b-it-ud-q8-k-xl-dgx-spark-gb10-128gb-llama-cpp-tp1.json"
     data = json.loads((REGISTRY / name).read_text())
     prose = "llama.cpp GGUF five-prompt plus vision benchmark"
@@ -111,7 +112,8 @@ def test_a_llama_cpp_draft_naming_a_gguf_repository_without_its_quantization_is_
     recipe = load_recipe(tmp_path / name)
     assert recipe.provenance.command_source == "draft_launch.arguments"
     assert "-hf" not in recipe.argv
-    assert "--hf-repo" not in recipe.argv
+    assert recipe.argv[recipe.argv.index("--hf-repo") + 1] == "unsloth/gemma-4-26B-A4B-it-GGUF:UD-Q8_K_XL"
+    assert "unsloth/gemma-4-26B-A4B-it-GGUF" not in recipe.argv, "never the bare repository (its default file)"
     assert recipe.argv[recipe.argv.index("-c") + 1] == "262144"
     assert any("without a quantization" in note for note in recipe.provenance.command_notes)
 

@@ -216,3 +216,80 @@ def test_the_signer_normalizes_figure_values_and_keeps_figures_that_need_none() 
     kept, normal = signed.figures
     assert kept is plain
     assert [repr(v) for v in normal.values] == ["0.0", "10000000000000000", "2.5"]
+
+
+V2_DOCUMENT = {
+    "key": "decode/code/decode_tok_s",
+    "kind": "decode",
+    "metric": "decode_tok_s",
+    "unit": "tok/s",
+    "workload": None,
+    "values": [270.0, 1e-07],
+    "params_sha256": "0" * 64,
+    "requested_repeats": 2,
+    "summary": {
+        "n": 2,
+        "mean": 135.00000005,
+        "median": 135.00000005,
+        "min": 1e-07,
+        "max": 270.0,
+        "stdev": 1.5,
+        "spread": 2.0,
+    },
+}
+
+
+def test_the_v2_figure_line_and_figures_part_test_vector() -> None:
+    """A v2 figure line is the fields joined by U+001F and ended by U+001E (no workload: empty), its values the
+    canonical JSON text the store keeps; the figures part is sha256(sha256(lines) + sha256(summaries)), the
+    summaries each figure's six floats as little-endian binary64 (docs/signing.md)."""
+    line = canonical.figure_line(V2_DOCUMENT)
+    assert line == (
+        "decode/code/decode_tok_s\x1fdecode\x1fdecode_tok_s\x1ftok/s\x1f\x1f[270.0,1e-07]\x1f"
+        + "0" * 64
+        + "\x1f2\x1f2\x1e"
+    )
+    import struct
+
+    summaries = struct.pack("<6d", 135.00000005, 135.00000005, 1e-07, 270.0, 1.5, 2.0)
+    expected = hashlib.sha256(
+        hashlib.sha256(line.encode("utf-8")).digest() + hashlib.sha256(summaries).digest()
+    ).hexdigest()
+    assert canonical.figures_v2_sha256([V2_DOCUMENT]) == expected
+    assert canonical.signed_prefix(canonical.SCHEME_V2) == b"farm-run/v2\n"
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"key": "a\x1fb"},
+        {"unit": "tok\x1es"},
+        {"workload": ""},
+        {"summary": {**V2_DOCUMENT["summary"], "stdev": float("nan")}},  # type: ignore[dict-item]
+        {"summary": {**V2_DOCUMENT["summary"], "mean": -0.0}},  # type: ignore[dict-item]
+    ],
+    ids=["field-separator", "line-separator", "empty-workload", "nan-summary", "negative-zero"],
+)
+def test_figures_with_no_v2_form_are_signed_v1(change: dict[str, object]) -> None:
+    """A figure whose text holds a separator, whose workload is '' (read back as none) or whose summary has a
+    number a store would not give back has no v2 form: the run is signed farm-run/v1, and still checks."""
+    assert canonical.v2_eligible([V2_DOCUMENT])
+    assert not canonical.v2_eligible([{**V2_DOCUMENT, **change}])
+
+
+def test_a_result_is_signed_v2_and_its_summary_is_covered() -> None:
+    """sign_result signs farm-run/v2 by default, over the summaries too: a changed stored summary (one the
+    values still allow, a median) is a change; a v1 signature of the same result still checks."""
+    key = HostKey.generate()
+    signed = sign_result("j-1", 1, "w", _result(), key)
+    assert signed.signature is not None
+    assert signed.signature.scheme == canonical.SCHEME_V2
+    content = content_of("j-1", 1, "w", signed)
+    assert check(content, signed.signature, key.public, trusted=True).verdict is Verdict.VERIFIED
+    figure = content.figures[0]
+    median = replace(content, figures=({**figure, "summary": {**figure["summary"], "median": 1.0}},))
+    assert check(median, signed.signature, key.public, trusted=True).verdict is Verdict.CHANGED
+    old = sign_result("j-1", 1, "w", _result(), key, scheme=canonical.SCHEME_V1)
+    assert old.signature is not None
+    assert old.signature.scheme == canonical.SCHEME_V1
+    assert check(content_of("j-1", 1, "w", old), old.signature, key.public, trusted=True).verdict is Verdict.VERIFIED
