@@ -165,6 +165,9 @@ def test_farm_verify_names_a_changed_group_exits_1_and_repairs_it(
     runs_only = farm(env, "verify", job_id)
     assert runs_only.returncode == 0, runs_only.stdout + runs_only.stderr
     assert "pooled" not in runs_only.stdout
+    with_job = farm(env, "verify", "--repair-pooled", job_id)
+    assert with_job.returncode == 2
+    assert "name no JOB with it" in with_job.stderr
     changed = (MeasurementRow.run_id == run_id_of(raw, job_id)) & (MeasurementRow.key == DECODE)
     with raw.begin() as conn:  # a run changed too: the rebuild would pool its changed figure, so it is refused
         kept = conn.execute(sa.select(MeasurementRow.max).where(changed)).scalar_one()
