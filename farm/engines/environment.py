@@ -71,6 +71,7 @@ DROPPED_NAMES = {
 """Variables a recipe may carry that are dropped, not refused: they name where the author's machine keeps files,
 which says nothing about what runs. Credentials (is_secret_name) are dropped the same way."""
 
+_NAMES_A_PATH = "names a path on the worker"
 _SECRET = re.compile(r"(TOKEN(?!S|IZ)|KEY|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH)", re.I)
 _REFUSED_PARTS: tuple[tuple[re.Pattern[str], str], ...] = (
     (_SECRET, "a secret: tokens come from the worker's own environment, never from a recipe"),
@@ -79,7 +80,7 @@ _REFUSED_PARTS: tuple[tuple[re.Pattern[str], str], ...] = (
         re.compile(r"(^|_)(HOST|HOST_IP|IP|ADDR|ADDRESS|PORT|URL|URI|ENDPOINT|SERVER|ORIGINS|PROXY)(_|$)"),
         "sets where the engine listens or connects",
     ),
-    (re.compile(r"(^|_)(DIR|PATH|ROOT|HOME|CACHE|FILE|PREFIX)(_|$)"), "names a path on the worker"),
+    (re.compile(r"(^|_)(DIR|PATH|ROOT|HOME|CACHE|FILE|PREFIX)(_|$)"), _NAMES_A_PATH),
     (re.compile(r"USE_MODELSCOPE|USAGE_STATS|TRACE|OTEL|OTLP"), "sends data or downloads beyond the farm's checks"),
     (
         re.compile(r"(^|_)(REPO|REPOSITORY|MIRROR|BUCKET|REGION|S3|GCS)(_|$)"),
@@ -106,6 +107,12 @@ def refused_reason(name: str, engine: str) -> str | None:
 def value_refused_reason(name: str, value: str, engine: str) -> str | None:
     """Why `name=value` may not reach `engine`: the name's reason, or the value not of the name's kind."""
     verdict = _judged_name(name, engine)
+    if verdict == _NAMES_A_PATH and (_KIND_VALUE[SWITCH].match(value) or value.isdigit()):
+        return (
+            f"its name reads as a path's, but its value {value!r} is no path: a switch or number the farm does not "
+            f"know {engine} to read as plain tuning (exact names: farm/engines/environment_names.py and the engine's "
+            "environment.py)"
+        )
     if isinstance(verdict, str):
         return verdict
     kind, choices = verdict
@@ -131,6 +138,13 @@ def _judged_name(name: str, engine: str) -> str | tuple[str, tuple[str, ...]]:
     candidates = tuple(dict.fromkeys((name, read_as)))
     for candidate in candidates:
         why = _refused(candidate, home)
+        if why == _NAMES_A_PATH and isinstance(declared := _known_kind(candidate, home), tuple):
+            # `VLLM_DISABLE_COMPILE_CACHE=0`: the name has a path's word, but the engine declares a switch or a
+            # number, which names no path; still refused (it turns a cache of the worker's on or off), for that.
+            return (
+                f"{_KIND_WORDS[declared[0]].split(' (')[0]} of {own}'s, not a path: its name says it sets how a "
+                "cache or file of the worker's is used, which the worker's profile decides, not a recipe"
+            )
         if why is not None:
             return why
     for candidate in reversed(candidates):

@@ -21,6 +21,7 @@ from farm.engines.registry import ALIASES, ENGINES
 from farm.errors import RecipeError
 from farm.recipes import instances
 from farm.recipes.model import ENGINE_LAUNCHERS, KNOWN_ENGINES, POSITIONAL_MODEL_ENGINES
+from farm.recipes.pasted_words import one_word_remark, rejoin_split_paths
 
 ENGINE_ALIASES: Mapping[str, str] = ALIASES
 """Engine names as recipes spell them (compared lowercased, trimmed), to the farm's canonical name: the table's
@@ -57,6 +58,9 @@ class Command:
     model_source: str | None = None
     notes: tuple[str, ...] = ()
     """What was changed on the way to the canonical argv (a translation, a model named by its instance)."""
+    reshaped: bool = False
+    """Whether the arguments are read otherwise than they were pasted (chat text cut, a split path joined, a
+    wrapper looked through): a container launch then runs the arguments as read, never the paste."""
 
 
 def canonical_engine(name: object, source: str, field_name: str) -> str:
@@ -407,13 +411,26 @@ _LABEL = re.compile(r"^(?:command|cmd|args|run|launch|server)s?:$", re.IGNORECAS
 def around_a_command(tokens: Sequence[str]) -> tuple[list[str], list[str]]:
     """The tokens without the chat text a paste put around a complete command, and what was cut (for a note):
     a leading label (`command:`), and a closing remark in parentheses or brackets (`(4x DGX Spark GB10, RoCE)`,
-    `[edit: fixed the port]`) after the last option's value. A remark is cut only when it is the whole tail, opens
-    with `(` or `[` and closes with `)` or `]`, spans more than one word (a one-word `[gpu]` or `[1,2]` may be a
-    value) and holds no option; anything else is left whole, for read_command to judge."""
+    `[edit: fixed the port]`) after the last option's value, or one before the command (`(on the 3090 box) vllm
+    serve ...`). A closing remark is cut only when it is the whole tail, opens with `(` or `[` and closes with `)`
+    or `]`, spans more than one word (a one-word `[gpu]` or `[1,2]` may be a value: read_command cuts a one-word
+    remark only where the engine's parser would find it stray, one_word_remark) and holds no option; anything else
+    is left whole, for read_command to judge."""
     rest = list(tokens)
     cut: list[str] = []
     if len(rest) > 1 and _LABEL.match(rest[0]):
         cut.append(rest.pop(0))
+    if rest and re.match(r"^[(\[][A-Za-z]", rest[0]):
+        # a remark before the command (`(on the 3090 box) vllm serve ...`, `[Edited to fix the tag] MODEL ...`):
+        # cut when it spans more than one word or what follows it starts a server or an option
+        for end, word in enumerate(rest):
+            if word.endswith((")", "]")):
+                after = rest[end + 1 :]
+                shell = any(re.search(r"&&|\|\||[;|`$]", part) for part in rest[: end + 1])
+                if after and not shell and (end > 0 or starts_a_server(after) or _OPTION_LIKE.match(after[0])):
+                    cut.append(" ".join(rest[: end + 1]))
+                    rest = after
+                break
     for start in range(1, len(rest)):
         head, tail = rest[start], rest[start:]
         if not head.startswith(("(", "[")) or len(tail) < 2 or not tail[-1].endswith((")", "]", ")```", "]```")):
@@ -424,6 +441,76 @@ def around_a_command(tokens: Sequence[str]) -> tuple[list[str], list[str]]:
         rest = rest[:start]
         break
     return rest, cut
+
+
+_SHELLS = frozenset({"bash", "sh", "dash", "zsh"})
+_SCRIPT_FLAGS = frozenset({"-c", "-lc", "-ec", "-xc", "-euc", "-lec", "-elc"})
+_SHELL_OPTIONS = re.compile(r"^(?:-[euxo]+|\+[eux]+|pipefail)$")
+_STEP_SEPARATORS = frozenset({";", "&&"})
+
+
+def through_a_wrapper(tokens: Sequence[str]) -> tuple[list[str], str | None]:
+    """Rule "a wrapper that execs the server": a shell script that only sets the environment and then runs the
+    server (`bash -c 'export CUDA_DEVICE_ORDER=PCI_BUS_ID; exec vllm serve ...'`, a container's `-c SCRIPT`, or
+    `CUDA_DEVICE_ORDER=PCI_BUS_ID exec llama-server ...`) is read as that server command with those variables
+    (judged like any recipe's), and the wrapper is named in a note; it is never run. A script with any other step
+    (a patch, an install, `unset`, `cd`, a pipe, a loop) is returned as given, for the refusal of scripts."""
+    rest = list(tokens)
+    script: str | None = None
+    if len(rest) == 3 and executable_name(rest[0]) in _SHELLS and rest[1] in _SCRIPT_FLAGS:
+        script, wrapper = rest[2], f"{rest[0]} {rest[1]}"
+    elif len(rest) == 2 and rest[0] in _SCRIPT_FLAGS:
+        script, wrapper = rest[1], f"the shell's {rest[0]}"
+    if script is None:
+        words = 0
+        while words < len(rest) and _ENV_WORD.match(rest[words]):
+            words += 1
+        if words < len(rest) - 1 and rest[words] == "exec" and starts_a_server(rest[words + 1 :]):
+            return [*rest[:words], *rest[words + 1 :]], "`exec` before the server only replaces the shell: left out"
+        return rest, None
+    try:
+        lexer = shlex.shlex(script.replace("\\\n", " ").replace("\n", " ; "), posix=True, punctuation_chars=";&")
+        lexer.whitespace_split = True
+        lexer.commenters = ""
+        words_of_script = list(lexer)
+    except ValueError:
+        return rest, None
+    if any(re.search(r"[$`<>]", word) for word in words_of_script):
+        return rest, None  # expansions and redirections: what ran depends on the shell, not on the words
+    steps: list[list[str]] = [[]]
+    for word in words_of_script:
+        if word in _STEP_SEPARATORS:
+            steps.append([])
+        elif set(word) <= set(";&|"):
+            return rest, None  # `&`, `||`, `|`: not a plain sequence of steps
+        else:
+            steps[-1].append(word)
+    steps = [step for step in steps if step]
+    if not steps:
+        return rest, None
+    environment: list[str] = []
+    for step in steps[:-1]:
+        if step[0] == "set" and all(_SHELL_OPTIONS.match(word) for word in step[1:]):
+            continue
+        assignments = step[1:] if step[0] == "export" else step
+        if not assignments or not all(_ENV_WORD.match(word) for word in assignments):
+            return rest, None
+        environment += assignments
+    server = steps[-1][1:] if steps[-1][0] == "exec" else steps[-1]
+    leading = 0
+    while leading < len(server) and _ENV_WORD.match(server[leading]):
+        leading += 1
+    if not starts_a_server(server[leading:]):
+        return rest, None
+    shown = ", ".join(word.partition("=")[0] for word in environment)
+    if shown:
+        note = (
+            f"{wrapper} is a wrapper that sets the environment ({shown}) and then execs the server: read as that "
+            "server command, with those variables judged as the recipe's own; the wrapper is never run"
+        )
+    else:
+        note = f"{wrapper} is a wrapper that execs the server: read as that server command; the wrapper is never run"
+    return [*environment, *server], note
 
 
 def read_command(
@@ -440,6 +527,7 @@ def read_command(
     tokens, chat = around_a_command(tokens)
     tokens, listed_environment = from_yaml_items(without_closing_fence(tokens))
     tokens = without_closing_fence(before_prose_fence(from_compose_list(tokens)))
+    tokens, wrapped = through_a_wrapper(tokens)
     if len(tokens) > MAX_ARGV_TOKENS:
         raise RecipeError(
             f"{len(tokens)} tokens, more than {MAX_ARGV_TOKENS}: not a launch command", source=source, field=field_name
@@ -494,6 +582,11 @@ def read_command(
         raise RecipeError(
             f"executable {rest[0]!r} is {engine}, not the engine {declared_engine!r}", source=source, field=field_name
         )
+    args, rejoined = rejoin_split_paths(engine, args)
+    remark = one_word_remark(engine, args)
+    if remark is not None:
+        chat = [*chat, remark]
+        args = args[:-1]
     argv = _canonical(engine, args, source, field_name)
     notes = tuple(f"chat text around the command was left out: {text[:100]!r}" for text in chat)
     return Command(
@@ -502,7 +595,8 @@ def read_command(
         environment=environment,
         source_field=field_name,
         source_tokens=original,
-        notes=notes,
+        notes=(*notes, *rejoined, *([wrapped] if wrapped else [])),
+        reshaped=bool(chat or rejoined or wrapped),
     )
 
 
@@ -718,6 +812,31 @@ def _launcher_of(tokens: Sequence[str], source: str, field_name: str) -> tuple[s
         raise RecipeError(
             f"{executable!r} is the engine's name, not an executable: the recorded line is a note about the run "
             f"({' '.join(tokens)[:80]!r}), not a command the farm can read",
+            source=source,
+            field=field_name,
+        )
+    if base in _SHELLS and second is not None and not second.startswith("-") and len(tokens) >= 2:
+        raise RecipeError(
+            f"runs the script {second!r} with {base}, which the recipe does not carry: what ran is in the script, "
+            "which the farm can neither see nor judge",
+            source=source,
+            field=field_name,
+        )
+    if base in _SHELLS and second in _SCRIPT_FLAGS:
+        raise RecipeError(
+            f"a `{base} {second}` script that does more than set the environment and exec the server "
+            f"({' '.join(tokens[2:3])[:80]!r}): what ran is the script, which the farm cannot judge",
+            source=source,
+            field=field_name,
+        )
+    if "--" in tokens[1:] and starts_a_server(tokens[tokens.index("--", 1) + 1 :]):
+        # `toolbox run -c NAME -- llama-server ...`, `distrobox enter NAME -- ...`: the server runs inside another
+        # environment (a container of the author's), whose build and settings the recipe does not show
+        inner = tokens[tokens.index("--", 1) + 1]
+        raise RecipeError(
+            f"runs {executable_name(inner)!r} inside {' '.join(tokens[: tokens.index('--', 1)])[:80]!r}, an "
+            "environment of the author's whose build the recipe does not show: the farm cannot tell which server "
+            "ran",
             source=source,
             field=field_name,
         )
@@ -952,6 +1071,11 @@ def draft_model(draft_launch: Mapping[str, object], engine: str) -> str | None:
     tokens = [token for token in arguments if isinstance(token, str)]
     values, _ = _pop_all(tokens, MODEL_FLAGS.get(engine, ()))
     return values[0] if len(set(values)) == 1 else None
+
+
+def is_template_blank(word: str) -> bool:
+    """Whether a word is a template's blank (`<MODEL.gguf>`, `$MODEL`, `${MODEL}`), not a value."""
+    return _PLACEHOLDER.match(word) is not None
 
 
 def resolve_model(

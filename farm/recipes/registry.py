@@ -30,6 +30,7 @@ from farm.recipes.commands import (
     image_engine,
     is_docker_run,
     is_placeholder,
+    is_template_blank,
     json_damage,
     mentions_an_engine,
     model_in_argv,
@@ -41,6 +42,7 @@ from farm.recipes.commands import (
     split_environment,
     starts_a_server,
     synthesize,
+    through_a_wrapper,
     with_model,
     without_closing_fence,
 )
@@ -71,6 +73,7 @@ from farm.recipes.model import (
     ServingLimits,
     SourceRef,
 )
+from farm.recipes.pasted_words import rejoin_split_paths
 
 REGISTRY_SCHEMA = "local-ai-registry/v1"
 """The only registry schema version the farm reads."""
@@ -157,7 +160,15 @@ def parse_registry(text: str, source: str, *, content_sha256: str | None = None)
         notes_repaired = []
     if damaged:
         index = damaged[0]
-        if re.search(r"\s", argv[index]) or re.match(r"^[\[(][A-Za-z][\w ]*:\s", argv[index]):
+        if (
+            re.search(r"\s", argv[index])
+            or re.match(r"^[\[(][A-Za-z][\w ]*:\s", argv[index])
+            or (
+                index > 0
+                and re.match(r"^[\[(][A-Za-z]", argv[index]) is not None
+                and not _takes_json(engine.name, argv[index - 1])
+            )
+        ):
             raise RecipeError(
                 f"token {index} ({argv[index][:80]!r}) is a remark in brackets, not a value: the command was pasted "
                 "with chat text inside it",
@@ -279,8 +290,9 @@ def parse_registry(text: str, source: str, *, content_sha256: str | None = None)
         # The image's own entrypoint, written out: the same as not replacing it. Other engines' images take a whole
         # command the recipe wrote its own way: the recipe runs as the process its canonical command is (_running).
         container = container.model_copy(update={"entrypoint": None}) if _canonical_arguments(engine.name) else None
-    if container is not None and _canonical_arguments(engine.name) and (repeated or notes_repaired):
-        # The container runs the command as read (each option once, JSON values whole), not as pasted.
+    if container is not None and _canonical_arguments(engine.name) and (repeated or notes_repaired or command.reshaped):
+        # The container runs the command as read (each option once, JSON values whole, chat text cut, a split path
+        # whole), not as pasted.
         container = container.model_copy(update={"arguments": tuple(argv[len(ENGINE_LAUNCHERS[engine.name]) :])})
     if container is not None and config_asset is not None:
         # The config is in the command now: the container runs that command, without the asset's mount.
@@ -404,14 +416,19 @@ def _registry_command(
         listed_environment, listed_rest = split_environment(listed, source, tokenized_field)
         observed_environment, observed_rest = split_environment(observed, source, observed_field)
         environment = {**environment, **listed_environment, **observed_environment}
-        chosen = _more_faithful(tokenized_field, listed_rest, observed_field, observed_rest, source)
+        chosen = _more_faithful(tokenized_field, listed_rest, observed_field, observed_rest, source, engine=engine)
     elif listed is not None:
         chosen = (tokenized_field, listed)
     elif observed is not None:
         chosen = (observed_field, observed)
     step_note: str | None = None
+    wrapper_note: str | None = None
     if chosen is not None:
+        unwrapped, wrapper_note = through_a_wrapper(chosen[1])
+        chosen = (chosen[0], unwrapped)
         chosen, step_note = _server_step(chosen, source)
+    if wrapper_note is not None:
+        step_note = f"{wrapper_note}; {step_note}" if step_note else wrapper_note
     prose_note: str | None = None
     if chosen is not None and _prose_without_settings(chosen[1]):
         # Rule "a prose note without settings": `LM Studio serving MODEL on port 1234` names no option, so a
@@ -529,9 +546,24 @@ def _registry_command(
                     source=source,
                     field=f"{field_name}.entrypoint",
                 )
-        command = read_command(
-            tokens, source, f"{field_name}.arguments", declared_engine=engine, arguments_only=not entrypoint
-        )
+        try:
+            command = read_command(
+                tokens, source, f"{field_name}.arguments", declared_engine=engine, arguments_only=not entrypoint
+            )
+        except RecipeError as exc:
+            kind = section.get("kind")
+            if exc.detail.startswith("names no model") and isinstance(kind, str) and kind in _NO_COMMAND_KINDS:
+                # The real cause: the arguments are a few options the compose file's (or script's) command takes;
+                # the command itself, with its model, lives in that file.
+                raise RecipeError(
+                    f"a {kind} launch whose arguments ({' '.join(arguments)[:80]!r}) are options only, naming no "
+                    f"model: the command lives in {_command_file(section)}, which the recipe does not carry"
+                    + _configured_by(section),
+                    source=source,
+                    field=f"{field_name}.arguments",
+                ) from exc
+            raise
+        _refuse_unfilled_model(engine, command, section, source, f"{field_name}.arguments")
         if generated:
             command = _generated_draft(command, data, flags, source, flags_field)
         if deferred is not None and chosen is not None:
@@ -668,6 +700,23 @@ def _once_each(engine: str, argv: list[str]) -> tuple[list[str], list[str]]:
             "out and the option is rendered once"
         )
     return [token for position, token in enumerate(argv) if position not in drop], notes
+
+
+def _takes_json(engine: str, option: str) -> bool:
+    """Whether `option` (the token before a value) is an option of the engine's that takes a JSON value: a bracketed
+    word after anything else is no JSON value that lost its quotes, but a remark."""
+    from farm.engines.argspec import ValueKind, is_flag
+    from farm.engines.policy import DEFAULT_POLICY
+
+    if not is_flag(option) or "=" in option:
+        return False
+    try:
+        spec = DEFAULT_POLICY.spec_for(engine)
+    except ArgumentPolicyError:
+        return True  # no spec to tell: the JSON reading stands
+    name = "--" + option[2:].replace("_", "-") if spec.underscores and option.startswith("--") else option
+    found = spec.lookup(name)
+    return found is None or found.kind in (ValueKind.JSON, ValueKind.JSON_OR_WORD, ValueKind.CONFIG, ValueKind.LORA)
 
 
 def _refuse_gguf_repository(engine: str, argv: list[str], source: str, field_name: str) -> None:
@@ -1078,6 +1127,39 @@ def _config_asset(
     return argv, None
 
 
+def _configured_by(section: Mapping[str, Any]) -> str:
+    """`; its environment (DCP, MODEL, ...) configures the image's own command`, where the launch gives one."""
+    environment = section.get("environment")
+    if not isinstance(environment, Mapping) or not environment:
+        return ""
+    names = ", ".join(sorted(str(name) for name in environment)[:8])
+    return f"; its environment ({names}{', ...' if len(environment) > 8 else ''}) configures the image's own command"
+
+
+def _refuse_unfilled_model(
+    engine: str, command: Command, section: Mapping[str, Any], source: str, field_name: str
+) -> None:
+    """A container launch whose model is a template's blank (`$IMAGE`, `${MODEL}`, `<model>`): in a container the
+    farm has no instance to put in its place (the image's own paths), and `$IMAGE` is how a `docker run` line names
+    its image, so the arguments after it are no command of the engine's. Refused, naming the blank."""
+    if section.get("kind") not in ("docker", "docker-compose") and not section.get("image"):
+        return  # run as a process: a blank stands for the recipe's instance (commands.resolve_model)
+    model = model_in_argv(engine, command.argv)
+    if model is None or not is_template_blank(model):
+        return
+    image = "the image, as a `docker run` line names it: the arguments are the image and what follows it, not a "
+    image += f"{engine} command"
+    if model.strip("${}").upper() == "IMAGE":
+        what = image + _configured_by(section)
+    else:
+        what = "a blank the paste never filled in, and in a container the farm cannot put a model of its own there"
+    raise RecipeError(
+        f"the model is {model!r}, {what}: what ran cannot be told from the recipe",
+        source=source,
+        field=field_name,
+    )
+
+
 def _uncarried_command(
     launch: Mapping[str, Any], engine: str, source: str, metadata: object = None
 ) -> RecipeError | None:
@@ -1393,12 +1475,28 @@ def _repository(data: Mapping[str, Any]) -> str | None:
 
 
 def _more_faithful(
-    listed_field: str, listed: list[str], observed_field: str, observed: list[str], source: str
+    listed_field: str,
+    listed: list[str],
+    observed_field: str,
+    observed: list[str],
+    source: str,
+    *,
+    engine: str | None = None,
 ) -> tuple[str, list[str]]:
-    """Of two copies of one command, the one that keeps JSON values valid (or a Windows path's backslashes) where
-    they differ only there; otherwise they must agree."""
+    """Of two copies of one command, the one that keeps JSON values valid (or a Windows path's backslashes, or a
+    path with a space whole) where they differ only there; otherwise they must agree."""
     if listed == observed:
         return listed_field, listed
+    if engine is not None and len(listed) > len(observed):
+        # One copy split a path with a space that the other kept whole (quoted): the same command once the split
+        # path is joined again (pasted_words.rejoin_split_paths), and the whole copy is the faithful one.
+        joined, _ = rejoin_split_paths(engine, listed)
+        if joined == observed:
+            return observed_field, observed
+    if engine is not None and len(observed) > len(listed):
+        joined, _ = rejoin_split_paths(engine, observed)
+        if joined == listed:
+            return listed_field, listed
     if "&&" in observed and listed in _steps(observed):
         # `lms server start ... && lms load MODEL ...`: the token list keeps the one step that names the model.
         return listed_field, listed

@@ -78,3 +78,21 @@ def test_recipe_check_warns_where_submit_would_refuse(tmp_path: Path) -> None:
     assert "warning: `farm submit` would refuse it: unknown hardware id 'rtx-9090-48gb'" in result.output.replace(
         "\n", " "
     ).replace("  ", " ")
+
+
+def test_recipe_check_warns_when_no_worker_runs_the_engine(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A real MLX recipe, on a farm whose workers run no MLX (the table's launchable engines, narrowed at the
+    seam `check_runnable` reads): `farm recipe check` accepts it and warns that `farm submit` would refuse it, with
+    the engines the workers do run; the same recipe with MLX among them gets no warning."""
+    from farm.engines import admission
+
+    path = next(p for p in sorted((FIXTURES / "registry").glob("*-mlx-tp1.json")))
+    plain = CliRunner().invoke(app, ["recipe", "check", str(path)])
+    assert plain.exit_code == 0
+    assert "would refuse it" not in plain.output
+    monkeypatch.setattr(admission, "launchable_engines", lambda: ("vllm", "llama.cpp"))
+    result = CliRunner().invoke(app, ["recipe", "check", str(path)])
+    assert result.exit_code == 0
+    flat = " ".join(result.output.split())
+    assert "warning: `farm submit` would refuse it: the recipe is valid, but no worker of this farm runs mlx" in flat
+    assert "(the farm's workers run: vllm, llama.cpp)" in flat
