@@ -97,6 +97,7 @@ from farm.store.summaries import run_summary_values
 if TYPE_CHECKING:
     from farm.recipes.model import Recipe  # only named in signatures: the store's readers start without pydantic
     from farm.signing.keys import PublicKey
+    from farm.store.pooled import PooledCheck
     from farm.store.signatures import Before, KeyView, RunCheck, StoredSignature
 
 HOST_LOST_MESSAGE = "the worker's lease expired: host lost"
@@ -1345,6 +1346,21 @@ class Store:
             with self._write("cannot keep the verdicts of runs") as conn:
                 signatures.keep_verdicts(conn, results, _clock(conn, now))
             yield from (run_check for run_check, _ in results)
+
+    def check_pooled(self) -> list[PooledCheck]:
+        """Every group of the pooled table (`group_stats`, what the leaderboard reads) that no longer matches
+        the stored runs it pools, derived again in the database (farm.store.pooled)."""
+        from farm.store import pooled
+
+        with self._read("cannot check the pooled table") as conn:
+            return pooled.check(conn)
+
+    def rebuild_pooled(self) -> int:
+        """Replace the pooled table with what the stored runs pool to (one transaction); returns its rows."""
+        from farm.store import pooled
+
+        with self._write("cannot rebuild the pooled table") as conn:
+            return pooled.rebuild(conn)
 
     def _check_batch(self, batch: Sequence[int], keys: Any) -> list[tuple[RunCheck, Before]]:
         from farm.store import signatures
