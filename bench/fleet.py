@@ -126,6 +126,8 @@ class HostTally:
     claimed: int = 0
     messages: int = 0
     duplicates: int = 0
+    withdrawn: int = 0
+    """Messages dropped without a claim query: their announcement was withdrawn (the job was claimed straight)."""
     errors: list[str] = field(default_factory=list)
     first_claim: float | None = None
     last_claim: float | None = None
@@ -171,7 +173,7 @@ class BenchWorker:
     def report_alive(self, job_id: str | None = None, phase: str | None = None) -> None:
         self.store.worker_heartbeat(self.worker_id, job_id=job_id, phase=phase, broker_ok=True)
 
-    def run_job(self, job: ClaimedJob) -> None:
+    def run_job(self, job: ClaimedJob) -> JobState | None:
         claimed_at, cpu = time.monotonic(), time.thread_time()
         store, tally = self.store, self.tally
         by_message = self.message_at > self.free_at
@@ -193,6 +195,7 @@ class BenchWorker:
             time.sleep(self.job_s * self.rng.uniform(0.5, 1.5))  # hosts drift apart, as real ones do
         store.complete(job.id, job.attempt, self.worker_id, tiny_result(self.worker_id, job.attempt))
         self.free_at = time.monotonic()
+        return JobState.SUCCEEDED
 
 
 class MessageOnlyRuntime(FarmRuntime):
@@ -241,6 +244,7 @@ def run_host(
             start.wait()
             sweeper.start()
             worker.free_at = time.monotonic()
+            runtime.run_queued()  # a worker that starts free claims straight from the store (farm_mode's on_ready)
             while not stop.is_set():
                 try:
                     message = queue.get(block=True, timeout=0.5)
@@ -249,8 +253,11 @@ def run_host(
                 worker.message_at = time.monotonic()
                 worker.tally.messages += 1
                 job_id = str(message.payload[0][0])  # Celery's protocol 2: [args, kwargs, embed]
-                if runtime.handle(job_id) == "duplicate":
+                outcome = runtime.handle(job_id)
+                if outcome == "duplicate":
                     worker.tally.duplicates += 1
+                elif outcome == "withdrawn":
+                    worker.tally.withdrawn += 1
                 message.ack()
             queue.close()
     except Exception as exc:  # reported, not raised: the fleet's figures say how many hosts failed and why
@@ -645,7 +652,8 @@ def main() -> int:
         print(
             f"jobs: {succeeded} succeeded of {len(ids)}, states {states}, doubled {doubled}, "
             f"messages taken {sum(t['messages'] for t in tallies.values())} "
-            f"(duplicates {sum(t['duplicates'] for t in tallies.values())}), host errors {len(errors)}"
+            f"(duplicates {sum(t['duplicates'] for t in tallies.values())}, dropped as withdrawn "
+            f"{sum(t['withdrawn'] for t in tallies.values())}), host errors {len(errors)}"
         )
         for error_text in sorted(set(errors))[:5]:
             print(f"  host error: {error_text}")

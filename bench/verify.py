@@ -13,7 +13,9 @@ and checks each run exactly as Store.complete does (the signature checked at del
 The key is trusted first (once: trusting it again would re-check every run it signed), and `python -m farm
 verify` runs as a user runs it (its own process, the whole store: every figure, the bytes of every repeat's
 samples, every provenance, every artifact, every signature); then
-`farm leaderboard --json`, with and without `--verified`, to show that readers do not check signatures.
+`farm leaderboard --json`, with and without `--verified`, to show that readers do not check signatures. The check
+of the pooled table (`group_stats` derived again in the database, part of a whole-store `farm verify`) is also
+timed alone, in this process.
 
 Runs are signed as workers sign them now (farm-run/v2, docs/signing.md). A store that already holds N runs is
 not filled again: the same command then times `farm verify` (and the readers) alone, on the same store.
@@ -172,7 +174,9 @@ def main() -> None:
     out = Path(f"/tmp/farm-bench-verify-{os.getpid()}.json")
     for label, extra in (("one process", ["--workers", "1"]), ("default processes", [])):
         seconds, peak_mb, status, cpu_s = store_scale.run_measured(["verify", "--json", *extra], env, stdout=out)
-        checks = json.loads(out.read_text(encoding="utf-8"))
+        listed = json.loads(out.read_text(encoding="utf-8"))
+        checks = [item for item in listed if "job_id" in item]  # the runs; then each pooled group that differs
+        pooled = [item for item in listed if "pooled" in item]
         verdicts: dict[str, int] = {}
         for item in checks:
             verdicts[item["verdict"]] = verdicts.get(item["verdict"], 0) + 1
@@ -180,7 +184,8 @@ def main() -> None:
         n = max(len(checks), 1)
         print(
             f"farm verify ({label}): {len(checks)} runs in {seconds:.2f} s wall, {cpu_s:.2f} s CPU "
-            f"(all processes), {peak_mb:.0f} MB, exit {status}; verdicts {verdicts}, {validated} validated; "
+            f"(all processes), {peak_mb:.0f} MB, exit {status}; verdicts {verdicts}, {validated} validated, "
+            f"{len(pooled)} pooled groups differ; "
             f"load average {os.getloadavg()[0]:.1f}"
         )
         print(
@@ -188,6 +193,20 @@ def main() -> None:
             f"(start-up subtracted); 10,000 runs at this rate: {base_cpu + (cpu_s - base_cpu) / n * 10_000:.1f} s CPU"
         )
     out.unlink()
+    # The pooled table's check alone (part of each whole-store `farm verify` above): derived again in the
+    # database and compared with what is stored.
+    store = Store.open(args.database_url)
+    timings = []
+    for _ in range(args.repeats):
+        began, began_cpu = time.monotonic(), time.process_time()
+        differ = store.check_pooled()
+        timings.append((time.monotonic() - began, time.process_time() - began_cpu))
+    store.close()
+    wall, cpu = min(timings)
+    print(
+        f"pooled table check (group_stats derived again and compared): {wall:.3f} s wall, {cpu:.3f} s CPU here; "
+        f"{len(differ)} groups differ"
+    )
     for name, argv in (
         ("farm leaderboard --json", ["leaderboard", "--json"]),
         ("farm leaderboard --verified --json", ["leaderboard", "--verified", "--json"]),

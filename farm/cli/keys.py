@@ -84,18 +84,39 @@ def verify(
     job_ids: list[str] | None = typer.Argument(None, metavar="[JOB ...]", help="only these jobs' runs"),
     as_json: bool = typer.Option(False, "--json", help="every run's verdict as JSON"),
     workers: int | None = typer.Option(None, "--workers", min=1, help="processes that check (default: one per CPU)"),
+    repair_pooled: bool = typer.Option(
+        False,
+        "--repair-pooled",
+        help="rebuild the pooled table (what the leaderboard reads) from the stored runs, once every run verifies",
+    ),
 ) -> None:
     """Check every run (or those of the jobs named) against its signature. Exits 1 naming each run whose
     figures, samples or provenance no longer match, or whose key is unknown; runs signed by an untrusted key
-    and unsigned runs are counted, not failures."""
+    and unsigned runs are counted, not failures. Over the whole store (no JOB named) the pooled table the
+    leaderboard reads (`group_stats`) is derived again from the runs and compared: each group that differs is
+    named (`pooled changed`, `pooled missing`, `pooled extra`) and exits 1 too; `--repair-pooled` rebuilds it."""
     import time
 
     s = settings()
     started = time.monotonic()
+    if repair_pooled and job_ids:
+        with farm_errors():
+            from farm.errors import InputError
+
+            raise InputError("--repair-pooled rebuilds the whole pooled table: name no JOB with it")
     with farm_errors():
-        checks = list(open_store(s).verify(job_ids or None, workers=workers))
+        store = open_store(s)
+        checks = list(store.verify(job_ids or None, workers=workers))
+        pooled_started = time.monotonic()
+        groups = [] if job_ids else store.check_pooled()
+        pooled_s = time.monotonic() - pooled_started
     elapsed = time.monotonic() - started
     failed = [c for c in checks if c.verdict.failed]
+    repaired: int | None = None
+    if repair_pooled and groups and not failed:
+        with farm_errors():
+            repaired = store.rebuild_pooled()
+            groups = store.check_pooled()  # checked again: what is left (nothing, unless written at once) is named
     if as_json:
         print_json(
             [
@@ -110,16 +131,27 @@ def verify(
                 }
                 for c in checks
             ]
+            + [{"pooled": g.group, "verdict": g.kind, "reason": g.reason} for g in groups]
         )
     else:
         for c in failed:
             print(f"{c.job_id} attempt {c.attempt} ({c.worker_id}): {c.verdict.value}: {c.reason}")
+        for g in groups:
+            print(f"pooled {g.kind}: {g.group}: {g.reason}")
         counts: dict[str, int] = {}
         for c in checks:
             counts[c.verdict.value] = counts.get(c.verdict.value, 0) + 1
         summary = ", ".join(f"{n} {name}" for name, n in sorted(counts.items())) or "no runs"
         print(f"{len(checks)} runs checked in {elapsed:.2f} s: {summary}")
-    if failed:
+        if not job_ids:
+            print(f"pooled table checked in {pooled_s:.2f} s: {len(groups)} groups differ from their runs")
+        if repaired is not None:
+            print(f"pooled table rebuilt from the stored runs: {repaired} rows")
+        elif groups and failed and repair_pooled:
+            print("pooled table not rebuilt: runs above do not verify (a rebuild would pool their changed figures)")
+        elif groups:
+            print("rebuild it from the stored runs (once every run verifies): farm verify --repair-pooled")
+    if failed or groups:
         raise typer.Exit(1)
 
 

@@ -20,6 +20,15 @@ A queued job needs a (new) announcement when
 The decision and the write of the key are one Lua script, so any number of sweepers can run at once without
 announcing a job twice. A job announced twice anyway is harmless: the second claim finds it running or done.
 
+A job claimed straight from the store (not through its message: farm.worker.celery) leaves its message in the
+queue. The claimer withdraws the announcement (`withdraw`: the key is deleted if it names an earlier attempt than
+the one claimed), batched with its sweeper's next broker ping, so no round trip is added to the claim; the
+worker that takes such a message finds no key (`announcement_stands`) and drops it without a claim query. A
+message is only ever sent after its key was written, so a message without a key is one whose job was claimed
+since, or whose announcement was forgotten (a message consumed without a claim, Redis that lost its data):
+in the last two cases the job waits for its next announcement, which the sweepers make as for a job never
+announced (after FARM_ANNOUNCE_GRACE_S).
+
 The sweeper (farm.worker.sweeper) runs as a thread in every farm worker: no extra service to deploy, and it lives
 exactly as long as some worker for the class does (celery beat would be one more process that must run exactly
 once).
@@ -27,6 +36,7 @@ once).
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Sequence
 
@@ -74,6 +84,27 @@ return 1
 key TTL, 1 when a job without a key is due (0 while it is in its grace period). Returns 1 when the caller is to
 announce (the key is written), else 0."""
 
+_WITHDRAW = """
+for index, key in ipairs(KEYS) do
+  local current = redis.call('GET', key)
+  if current then
+    local sep = string.find(current, ' ', 1, true)
+    local attempt = sep and tonumber(string.sub(current, 1, sep - 1))
+    if attempt ~= nil and attempt < tonumber(ARGV[index]) then
+      redis.call('DEL', key)
+    end
+  end
+end
+return 0
+"""
+"""KEYS: jobs' keys. ARGV: the attempt claimed of each. A key that names an earlier attempt is deleted (its
+message is surplus); one written since for this attempt or a later one (the job came back and was announced
+again) stands."""
+
+WITHDRAWALS_HELD = 10_000
+"""Withdrawals a worker holds while its broker does not answer; beyond them the oldest are let go (a message not
+withdrawn costs one claim query that finds its job taken, nothing else)."""
+
 
 class Announcer:
     """Sends wake-up messages (a job id to its hardware class's queue) and keeps their bookkeeping in Redis."""
@@ -82,6 +113,8 @@ class Announcer:
         self.app = app
         self.redis = client
         self._script = client.register_script(_ANNOUNCE_IF_DUE)
+        self._withdrawals: dict[str, int] = {}
+        self._withdrawals_lock = threading.Lock()
 
     @classmethod
     def from_url(cls, broker_url: str, settings: Settings | None = None) -> Announcer:
@@ -102,12 +135,43 @@ class Announcer:
         return cls(create_app(broker_url, settings), client)
 
     def ping(self) -> str | None:
-        """Whether the broker answers: None when it does, else why not (one call, bounded by the timeout)."""
+        """Whether the broker answers: None when it does, else why not (one round trip, bounded by the timeout,
+        that carries the withdrawals held since the last one)."""
+        with self._withdrawals_lock:
+            withdrawals, self._withdrawals = self._withdrawals, {}
         try:
-            self.redis.ping()
+            if withdrawals:
+                pipe = self.redis.pipeline(transaction=False)
+                keys = [ANNOUNCED_KEY_PREFIX + job_id for job_id in withdrawals]
+                # EVAL, not the registered script: a pipeline checks its scripts with one more round trip first.
+                pipe.eval(_WITHDRAW, len(keys), *keys, *withdrawals.values())
+                pipe.ping()
+                pipe.execute()
+            else:
+                self.redis.ping()
         except redis.RedisError as exc:
+            with self._withdrawals_lock:
+                self._withdrawals = {**withdrawals, **self._withdrawals}
+                for job_id in list(self._withdrawals)[: max(0, len(self._withdrawals) - WITHDRAWALS_HELD)]:
+                    del self._withdrawals[job_id]
             return f"{type(exc).__name__}: {exc}"
         return None
+
+    def withdraw(self, job_id: str, attempt: int) -> None:
+        """The job was claimed (attempt `attempt`) without its message: that message is surplus. Held, and sent
+        with the next `ping` (module docstring)."""
+        with self._withdrawals_lock:
+            self._withdrawals[job_id] = attempt
+
+    def announcement_stands(self, job_id: str) -> bool:
+        """Whether a message for this job may still be wanted: False when the job has no announcement (it was
+        withdrawn, or forgotten: module docstring), and the message is dropped without a claim. True when Redis
+        does not answer: the claim decides then."""
+        try:
+            return bool(self.redis.exists(ANNOUNCED_KEY_PREFIX + job_id))
+        except redis.RedisError as exc:
+            log.warning("announce.check_failed", job=job_id, error=str(exc))
+            return True
 
     def close(self) -> None:
         self.redis.close()

@@ -107,6 +107,19 @@ TCP_KEEPALIVE = {"keepalives": 1, "keepalives_idle": 10, "keepalives_interval": 
 """TCP keepalives on every PostgreSQL connection: a connection whose peer vanished without closing it (a
 partition, a host that lost power) fails within about 25 s instead of waiting on a reply forever."""
 
+PING_AFTER_IDLE_S = 1.0
+"""A pooled PostgreSQL connection that lay idle for longer than this is pinged (one round trip, in autocommit) as
+it is taken from the pool, and replaced by a new one when the ping fails: a database, pooler or network that
+dropped it meanwhile costs no call. One used within this long is handed out as it is. A ping on every checkout
+(SQLAlchemy's pool_pre_ping) put one more round trip in front of every claim, and a claim is one round trip
+(farm.store.claims): a worker that claims its next job the moment its last one is written reuses the connection
+it wrote with (the pool hands out the most recently used one first). A call that meets a connection the
+database dropped within the last second fails as a call during an outage does (StoreError, which every caller
+handles), and SQLAlchemy then replaces every connection of the pool."""
+
+_USED_AT = "farm_used_at"
+"""Key of a pooled connection's `info`: when it last went back to the pool (time.monotonic)."""
+
 
 def create_store_engine(url: str, *, pool_size: int = POOL_SIZE) -> Engine:
     """An engine for the farm's store, configured for claims as described in the module docstring; on
@@ -117,7 +130,7 @@ def create_store_engine(url: str, *, pool_size: int = POOL_SIZE) -> Engine:
     try:
         engine = create_engine(
             parsed,
-            pool_pre_ping=True,
+            pool_use_lifo=True,  # the connection used last, so a claim right after a write needs no ping
             pool_size=pool_size,
             max_overflow=0,
             pool_timeout=POOL_TIMEOUT_S,
@@ -131,13 +144,31 @@ def create_store_engine(url: str, *, pool_size: int = POOL_SIZE) -> Engine:
         raise StoreError(f"cannot create an engine for {parsed.render_as_string(hide_password=True)}") from error
 
     @event.listens_for(engine, "connect")
-    def _on_connect(dbapi_connection: Any, _record: Any) -> None:
+    def _on_connect(dbapi_connection: Any, record: Any) -> None:
         cursor = dbapi_connection.cursor()
         try:
             cursor.execute(f"SET work_mem = '{POSTGRES_WORK_MEM}'")
         finally:
             cursor.close()
         dbapi_connection.commit()  # a session setting: kept past the pool's rollback on return
+        record.info[_USED_AT] = time.monotonic()  # it just answered
+
+    @event.listens_for(engine, "checkin")
+    def _on_checkin(_dbapi_connection: Any, record: Any) -> None:
+        record.info[_USED_AT] = time.monotonic()
+
+    @event.listens_for(engine, "checkout")
+    def _on_checkout(dbapi_connection: Any, record: Any, _proxy: Any) -> None:
+        used_at = record.info.get(_USED_AT)
+        if used_at is not None and time.monotonic() - used_at <= PING_AFTER_IDLE_S:
+            return
+        autocommit = dbapi_connection.autocommit
+        try:
+            dbapi_connection.autocommit = True  # the ping opens no transaction: one round trip
+            dbapi_connection.execute("SELECT 1")
+            dbapi_connection.autocommit = autocommit
+        except Exception as error:  # whatever the driver raised, this connection is no use: the pool takes a new one
+            raise exc.DisconnectionError(f"a pooled connection did not answer its ping: {error}") from error
 
     return engine
 

@@ -399,7 +399,8 @@ class GroupFigureStat(Base):
 
     The leaderboard and the ranks of aggregated entries read this table alone (one row per group and key,
     whatever the number of runs) unless a filter selects runs by time or job, when they pool `measurements` over
-    `run_summaries` instead.
+    `run_summaries` instead. No signature covers it: a whole-store `farm verify` derives it again from the runs
+    and names each group that differs (farm.store.pooled); `farm verify --repair-pooled` rebuilds it.
     """
 
     __tablename__ = "group_stats"

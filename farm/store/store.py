@@ -5,10 +5,11 @@ The lease protocol, in one place:
 - Time is the database's: every lease decision of a transaction reads the database's clock once (`now()` on
   PostgreSQL, the SQLite library's clock), never a worker's, so hosts need not agree on the time. (Tests pass
   `now=` to drive time by hand.)
-- `claim` is one conditional UPDATE of a queued row (PostgreSQL: `... WHERE id = (SELECT ... FOR UPDATE
-  SKIP LOCKED LIMIT 1) RETURNING`; SQLite: the same statement inside `BEGIN IMMEDIATE`). It sets the
-  owner, a lease expiry and `attempt + 1`, and inserts the run row for (job, attempt). The attempt number
-  only ever grows: it is the fencing token.
+- `claim` is one conditional UPDATE of a queued row (`... WHERE id = (SELECT ... FOR UPDATE SKIP LOCKED
+  LIMIT 1) RETURNING`), with who may take what written into it (farm.store.claims). It sets the owner, a lease
+  expiry and `attempt + 1`, and inserts the run row for (job, attempt): on PostgreSQL in the same statement, in
+  autocommit (one round trip, the recipe returned with it unless the store holds it already); on SQLite inside
+  `BEGIN IMMEDIATE`. The attempt number only ever grows: it is the fencing token.
 - Host-aware retries: a claim skips a job its host already failed while another live, unquarantined host of
   the class whose broker answers (it can receive the job's message) and that has not failed it exists; when
   none does, the host may take it again after the job's back-off (`retry_after`). A quarantined host claims
@@ -49,7 +50,7 @@ from datetime import UTC, datetime, timedelta
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import ColumnElement, Connection, Row, and_, case, func, insert, or_, select, true, update
+from sqlalchemy import ColumnElement, Connection, Row, and_, case, func, insert, or_, select, update
 
 import farm
 from farm.domain import (
@@ -68,7 +69,7 @@ from farm.domain import (
 from farm.errors import InvalidTransition, JobNotFound, LeaseLost, StoreError
 from farm.scrubber import scrub_artifact, scrub_text
 from farm.settings import LIVE_WITHIN_S
-from farm.store import migrate, queries
+from farm.store import claims, migrate, queries
 from farm.store.db import (
     POOL_SIZE,
     READ_ONLY,
@@ -96,6 +97,7 @@ from farm.store.summaries import run_summary_values
 if TYPE_CHECKING:
     from farm.recipes.model import Recipe  # only named in signatures: the store's readers start without pydantic
     from farm.signing.keys import PublicKey
+    from farm.store.pooled import PooledCheck
     from farm.store.signatures import Before, KeyView, RunCheck, StoredSignature
 
 HOST_LOST_MESSAGE = "the worker's lease expired: host lost"
@@ -151,28 +153,6 @@ def _clock(conn: Connection, now: datetime | None) -> datetime:
     return datetime.now(UTC)
 
 
-def _failed_by(worker_id: str) -> ColumnElement[bool]:
-    """The job (correlated) has a failed attempt on this host."""
-    return (
-        select(Run.id)
-        .where(Run.job_id == Job.id, Run.worker_id == worker_id, Run.state == RunState.FAILED.value)
-        .exists()
-    )
-
-
-def _failed_by_all(worker_ids: Sequence[str]) -> ColumnElement[bool]:
-    """The job (correlated) has a failed attempt on every one of these hosts: one subquery whatever their number
-    (one EXISTS per host made every claim of a 100-host fleet plan 99 subqueries)."""
-    if not worker_ids:
-        return true()
-    failed_hosts = (
-        select(func.count(func.distinct(Run.worker_id)))
-        .where(Run.job_id == Job.id, Run.state == RunState.FAILED.value, Run.worker_id.in_(list(worker_ids)))
-        .scalar_subquery()
-    )
-    return failed_hosts == len(worker_ids)
-
-
 def _current_attempt_of(job_id: str, attempt: int, worker_id: str) -> ColumnElement[bool]:
     """`attempt` is the job's newest attempt, it is `worker_id`'s, and nothing ended the job since but a reaper
     (which leaves the job queued, or failed with host_lost): results of it are still welcome."""
@@ -213,6 +193,11 @@ class Store:
         """The URL with any password hidden, for messages and logs."""
         self.is_sqlite = is_sqlite(parsed)
         self._engine = create_store_engine(url, pool_size=pool_size)
+        self._single = self._engine.execution_options(isolation_level="AUTOCOMMIT")
+        """The same pool, each statement its own transaction: a claim, which is one statement on PostgreSQL, and
+        the reads (at READ COMMITTED a read transaction's statements each see their own snapshot anyway), with
+        no BEGIN and COMMIT round trips around them."""
+        self._recipes = claims.RecipeCache()
 
     @classmethod
     def open(
@@ -269,12 +254,40 @@ class Store:
 
     @contextmanager
     def _read(self, what: str) -> Iterator[Connection]:
-        with (
-            translate_errors(what),
-            self._engine.connect().execution_options(**READ_ONLY) as conn,
-            conn.begin(),
-        ):
-            yield conn
+        """A connection for reads: on PostgreSQL each statement in autocommit (`_single`), on SQLite one deferred
+        read transaction (one snapshot of the file)."""
+        if self.is_sqlite:
+            with translate_errors(what), self._engine.connect().execution_options(**READ_ONLY) as conn, conn.begin():
+                yield conn
+        else:
+            with translate_errors(what), self._single.connect() as conn:
+                yield conn
+
+    @contextmanager
+    def _single_write(self, what: str) -> Iterator[Connection]:
+        """A connection for a write that is one statement: on PostgreSQL in autocommit (no BEGIN and COMMIT round
+        trips), on SQLite a write transaction as any."""
+        if self.is_sqlite:
+            with self._write(what) as conn:
+                yield conn
+        else:
+            with translate_errors(what), self._single.connect() as conn:
+                yield conn
+
+    def _now(self, conn: Connection, now: datetime | None) -> Any:
+        """The database's clock inside a statement (`now()` on PostgreSQL, see `_clock`), or `now` (tests)."""
+        if now is None and conn.dialect.name == "postgresql":
+            return func.now()
+        return _clock(conn, now)
+
+    def _recipe(self, conn: Connection, sha256: str, document: dict[str, Any] | None) -> dict[str, Any]:
+        """A claimed job's recipe document: from the cache, else `document` (what the claim returned), else read."""
+        if document is None:
+            cached = self._recipes.get(sha256)
+            if cached is not None:
+                return cached
+            document = conn.execute(select(RecipeRow.document).where(RecipeRow.sha256 == sha256)).scalar_one()
+        return self._recipes.put(sha256, dict(document))
 
     # --- recipes and submission -----------------------------------------------------------------------------
 
@@ -367,27 +380,12 @@ class Store:
     ) -> ClaimedJob | None:
         """Claim the next queued job of one of `hardware_classes` that this host may take, or None.
 
-        None at once when the host is quarantined. A job this host already failed is skipped while another
-        live host of its class that has not failed it exists; when none does, it is taken again once its
-        back-off (`retry_after`) has passed. `live_within_s`: a host heard from within this long is live.
+        None when the host is quarantined. A job this host already failed is skipped while another live host of
+        its class that has not failed it exists; when none does, it is taken again once its back-off
+        (`retry_after`) has passed. `live_within_s`: a host heard from within this long is live. One statement
+        on PostgreSQL (farm.store.claims).
         """
-        classes = list(hardware_classes)
-        if not classes:
-            return None
-        with self._write("cannot claim a job") as conn:
-            when = _clock(conn, now)
-            eligible = self._eligible(conn, worker_id, classes, when, live_within_s)
-            if eligible is None:
-                return None
-            candidate = (
-                select(Job.id)
-                .where(Job.state == JobState.QUEUED.value, Job.hardware_class.in_(classes), eligible)
-                .order_by(Job.priority, Job.created_at, Job.id)
-                .limit(1)
-                .with_for_update(skip_locked=True)
-                .scalar_subquery()
-            )
-            return self._claim_where(conn, Job.id == candidate, worker_id, lease_s, when)
+        return self._claim(worker_id, hardware_classes, lease_s, now, live_within_s, None, "cannot claim a job")
 
     def claim_job(
         self,
@@ -405,16 +403,8 @@ class Store:
         other hardware, or is one this host should leave to another (see `claim`): a duplicate or stray message
         does nothing. `skipped` tells a skip from a duplicate.
         """
-        classes = list(hardware_classes)
-        if not classes:
-            return None
-        with self._write(f"cannot claim job {job_id!r}") as conn:
-            when = _clock(conn, now)
-            eligible = self._eligible(conn, worker_id, classes, when, live_within_s)
-            if eligible is None:
-                return None
-            condition = and_(Job.id == job_id, Job.hardware_class.in_(classes), eligible)
-            return self._claim_where(conn, condition, worker_id, lease_s, when)
+        what = f"cannot claim job {job_id!r}"
+        return self._claim(worker_id, hardware_classes, lease_s, now, live_within_s, job_id, what)
 
     def skipped(self, job_id: str, worker_id: str) -> bool:
         """Whether a job is still queued (so a claim of it that returned None left it to another host, or to
@@ -423,86 +413,51 @@ class Store:
             state = conn.execute(select(Job.state).where(Job.id == job_id)).scalar_one_or_none()
         return state == JobState.QUEUED.value
 
-    @staticmethod
-    def _eligible(
-        conn: Connection, worker_id: str, classes: Sequence[str], now: datetime, live_within_s: float
-    ) -> ColumnElement[bool] | None:
-        """The jobs `worker_id` may claim now (the rule in `claim`), per class; None when the host is quarantined.
-        The hosts are read here in one query, once per claim (a farm has a few dozen)."""
-        rows = conn.execute(
-            select(Host.worker_id, Host.hardware_classes, Host.quarantined_at, Host.last_heartbeat, Host.broker_ok)
-        ).all()
-        if any(row.worker_id == worker_id and row.quarantined_at is not None for row in rows):
-            return None
-        live_since = now - timedelta(seconds=live_within_s)
-        # A host whose broker does not answer cannot receive the job's message: it is no host to wait for.
-        hosts = [
-            row
-            for row in rows
-            if row.worker_id != worker_id
-            and row.quarantined_at is None
-            and row.last_heartbeat > live_since
-            and row.broker_ok is not False
-        ]
-        backed_off = or_(Job.retry_after.is_(None), Job.retry_after <= now)
-        per_class = []
-        for klass in classes:
-            others = [host.worker_id for host in hosts if klass in (host.hardware_classes or ())]
-            # Every other live host of the class failed it too: nobody better to take it, so it may come back here.
-            nobody_else = and_(_failed_by_all(others), backed_off)
-            per_class.append(and_(Job.hardware_class == klass, or_(~_failed_by(worker_id), nobody_else)))
-        return or_(*per_class)
-
-    def _claim_where(
-        self, conn: Connection, condition: ColumnElement[bool], worker_id: str, lease_s: float, now: datetime
+    def _claim(
+        self,
+        worker_id: str,
+        hardware_classes: Sequence[str],
+        lease_s: float,
+        now: datetime | None,
+        live_within_s: float,
+        job_id: str | None,
+        what: str,
     ) -> ClaimedJob | None:
-        expires = _lease_expiry(now, lease_s)
-        row = conn.execute(
-            update(Job)
-            .where(condition, Job.state == JobState.QUEUED.value)
-            .values(
-                state=JobState.RUNNING.value,
-                owner=worker_id,
-                attempt=Job.attempt + 1,
-                lease_expires_at=expires,
-                retry_after=None,
-                phase=Phase.CLAIMED.value,
-                progress=None,
-                updated_at=now,
-                started_at=now,
-            )
-            .returning(
-                Job.id,
-                Job.attempt,
-                Job.hardware_class,
-                Job.plan,
-                Job.recipe_sha256,
-                Job.sweep_name,
-                Job.spec_sha256,
-                Job.simulated,
-                Job.max_attempts,
-            )
-        ).first()
-        if row is None:
+        classes = list(hardware_classes)
+        if not classes:
             return None
-        conn.execute(
-            insert(Run).values(
-                job_id=row.id,
-                attempt=row.attempt,
-                worker_id=worker_id,
-                state=RunState.RUNNING.value,
-                started_at=now,
-            )
+        postgres = not self.is_sqlite
+        when = _utc(now) if now is not None or not postgres else None  # SQLite: this host's clock (see _clock)
+        params = claims.claim_parameters(
+            worker_id, classes, lease_s, when, live_within_s, job_id, self._recipes.known() if postgres else ()
         )
-        document = conn.execute(select(RecipeRow.document).where(RecipeRow.sha256 == row.recipe_sha256)).scalar_one()
+        by_id = job_id is not None
+        if postgres:
+            with translate_errors(what), self._single.connect() as conn:
+                sql, fixed = claims.postgres_statement(
+                    conn.dialect, by_id=by_id, database_clock=when is None, classes=len(classes)
+                )
+                row = conn.exec_driver_sql(sql, fixed | params).first()
+                if row is None:
+                    return None
+                recipe = self._recipe(conn, row.recipe_sha256, row.document)
+        else:
+            shape = 0 if by_id else len(classes)
+            statement = claims.claim_update(postgres=False, by_id=by_id, database_clock=False, classes=shape)
+            with self._write(what) as conn:
+                row = conn.execute(statement, params).first()
+                if row is None:
+                    return None
+                conn.execute(claims.run_insert(row.id, row.attempt, worker_id, row.started_at))
+                recipe = self._recipe(conn, row.recipe_sha256, None)
         return ClaimedJob(
             id=row.id,
             attempt=row.attempt,
             owner=worker_id,
             hardware_class=row.hardware_class,
-            recipe=dict(document),
+            recipe=recipe,
             plan=dict(row.plan),
-            lease_expires_at=expires,
+            lease_expires_at=_utc(row.lease_expires_at),
             extra={
                 "sweep_name": row.sweep_name,
                 "spec_sha256": row.spec_sha256,
@@ -1108,6 +1063,13 @@ class Store:
         still accepted until another attempt claims the job (`complete`).
         """
         budget_left = Job.attempt - Job.releases < Job.max_attempts
+        with self._read("cannot reap expired leases") as conn:
+            # Most passes find nothing to reap: one round trip says so, before a transaction is opened.
+            expired = select(Job.id).where(
+                Job.state == JobState.RUNNING.value, Job.lease_expires_at <= self._now(conn, now)
+            )
+            if not conn.execute(select(expired.exists())).scalar():
+                return []
         with self._write("cannot reap expired leases") as conn:
             when = _clock(conn, now)
             reaped = conn.execute(
@@ -1210,12 +1172,12 @@ class Store:
     ) -> None:
         """Say a worker is alive (database time), what it is doing, whether its broker answers (None: no broker)
         and how many results its spool holds in memory. StoreError when it never registered."""
-        with self._write(f"cannot record the heartbeat of worker {worker_id!r}") as conn:
+        with self._single_write(f"cannot record the heartbeat of worker {worker_id!r}") as conn:
             updated = conn.execute(
                 update(Host)
                 .where(Host.worker_id == worker_id)
                 .values(
-                    last_heartbeat=_clock(conn, now),
+                    last_heartbeat=self._now(conn, now),
                     current_job_id=job_id,
                     phase=phase,
                     broker_ok=broker_ok,
@@ -1384,6 +1346,21 @@ class Store:
             with self._write("cannot keep the verdicts of runs") as conn:
                 signatures.keep_verdicts(conn, results, _clock(conn, now))
             yield from (run_check for run_check, _ in results)
+
+    def check_pooled(self) -> list[PooledCheck]:
+        """Every group of the pooled table (`group_stats`, what the leaderboard reads) that no longer matches
+        the stored runs it pools, derived again in the database (farm.store.pooled)."""
+        from farm.store import pooled
+
+        with self._read("cannot check the pooled table") as conn:
+            return pooled.check(conn)
+
+    def rebuild_pooled(self) -> int:
+        """Replace the pooled table with what the stored runs pool to (one transaction); returns its rows."""
+        from farm.store import pooled
+
+        with self._write("cannot rebuild the pooled table") as conn:
+            return pooled.rebuild(conn)
 
     def _check_batch(self, batch: Sequence[int], keys: Any) -> list[tuple[RunCheck, Before]]:
         from farm.store import signatures

@@ -19,10 +19,18 @@ a worker that finishes a job picks up the next one in one claim query, without a
 matching a message (bench/fleet.py measures the difference), and an idle worker woken by any message of its
 class takes the job next in line. Every message still stands for a queued job that nobody claimed through it, so
 the messages in a queue are never fewer than its unclaimed jobs; the surplus (messages of jobs claimed straight)
-are duplicates that cost one claim query each. The chain stops when nothing is queued for this host, when the
-worker is stopping (SIGTERM: the job in hand is finished, and no next one is taken), quarantined or paused,
-when results wait in its spool (a claim could start a later attempt of their own job), and on any store error
-(the message path and the sweepers take over).
+are surplus. The worker withdraws the announcement of each job it claims straight (farm.queue.announce, sent
+with its sweeper's next broker ping), and a message whose announcement is gone is dropped without a claim query
+(`withdrawn`); one that comes before the withdrawal is a duplicate that costs one claim query. The chain stops
+when nothing is queued for this host, when the worker is stopping (SIGTERM: the job in hand is finished, and no
+next one is taken), quarantined or paused, when results wait in its spool (a claim could start a later attempt
+of their own job), and on any store error (the message path and the sweepers take over).
+
+A worker that starts free claims straight from the store too (`run_queued`, started beside Celery's consumer
+when the worker is ready), rather than waiting for a message or a sweeper's announcement; a task that arrives
+meanwhile waits for the job slot (one job at a time), and claims nothing if the worker was stopped meanwhile.
+Between two jobs of a chain the store is asked whether the ended job went back to the queue only when the
+worker does not know how it ended (`run_job` says succeeded or failed for good): a pickup is one claim query.
 """
 
 from __future__ import annotations
@@ -45,7 +53,7 @@ from farm.store import Store
 
 log = get_logger(__name__)
 
-Outcome = Literal["ran", "duplicate", "skipped", "store_unavailable", "spooled", "error"]
+Outcome = Literal["ran", "duplicate", "withdrawn", "skipped", "store_unavailable", "spooled", "stopping", "error"]
 OnSigterm = Literal["finish", "release"]
 
 SKIP_PAUSE_S = 1.0
@@ -85,7 +93,11 @@ class TaskWorker(Protocol):
 
     def deliver_spooled(self) -> frozenset[str]: ...
 
-    def run_job(self, job: ClaimedJob) -> None: ...
+    def run_job(self, job: ClaimedJob) -> JobState | None:
+        """Run a claimed job; the state this worker's own last write left it in, None when it does not know (its
+        lease was lost, its results were spooled): the runtime then asks the store whether the job is back in
+        the queue."""
+        ...
 
     def check_quarantine(self) -> str | None: ...
 
@@ -105,6 +117,8 @@ class FarmRuntime:
     stopping: bool = False
     """Set when the worker is shutting down: the job in hand ends, and no next one is claimed."""
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    _slot: threading.Lock = field(default_factory=threading.Lock)
+    """Held while a task or the start's straight claims run jobs: one job at a time on a host."""
 
     @property
     def busy(self) -> bool:
@@ -113,34 +127,64 @@ class FarmRuntime:
     def handle(self, job_id: str) -> Outcome:
         """Claim the job and run it; the body of `farm.run_job`.
 
-        A message consumed without a claim must not leave the job's announcement standing (the job would wait
-        FARM_ANNOUNCE_STALE_S for a sweeper to take the announcement as lost): every way out before the claim
-        resolves forgets it, so the next sweep announces the job again, an unexpected error included."""
+        A message whose announcement was withdrawn (its job was claimed straight from the store: `withdraw`) is
+        dropped without asking the store. A message consumed without a claim must not leave the job's
+        announcement standing (the job would wait FARM_ANNOUNCE_STALE_S for a sweeper to take the announcement
+        as lost): every way out before the claim resolves forgets it, so the next sweep announces the job again,
+        an unexpected error included."""
+        if not self.announcer.announcement_stands(job_id):
+            log.info("task.withdrawn", job=job_id)
+            return "withdrawn"
+        if not self._slot.acquire(blocking=False):
+            self._slot.acquire()  # the start's straight claims held it (run_queued)
+            if self.stopping:  # and the worker was stopped meanwhile: no new job. The message is spent (it is
+                self._slot.release()  # acknowledged on return), so its announcement goes; a sweeper makes one anew.
+                self.announcer.forget(job_id)
+                return "stopping"
         try:
-            job = self._claim(job_id)
-        except Exception:
-            log.exception("task.failed_before_claim", job=job_id)
-            self.announcer.forget(job_id)
-            return "error"
-        if job == "duplicate":
-            job = self.claim_next() or job  # the message is a wake-up for the class: the job next in line
-        if isinstance(job, str):
-            return job
+            try:
+                job = self._claim(job_id)
+            except Exception:
+                log.exception("task.failed_before_claim", job=job_id)
+                self.announcer.forget(job_id)
+                return "error"
+            if job == "duplicate":
+                job = self.claim_next() or job  # the message is a wake-up for the class: the job next in line
+            if isinstance(job, str):
+                return job
+            self._chain(job)
+        finally:
+            self._slot.release()
+        return "ran"
+
+    def run_queued(self) -> bool:
+        """Claim straight from the store and run, for as long as a job is queued for this worker: what a worker
+        that starts free does before it takes any message (a message, or a sweeper's pass, is a wait it need not
+        pay). True when it ran a job."""
+        with self._slot:
+            job = self.claim_next()
+            if job is None:
+                return False
+            self._chain(job)
+        return True
+
+    def _chain(self, job: ClaimedJob) -> None:
+        """Run `job`, then each next job claimed straight from the store, until none is queued for this worker."""
         next_job: ClaimedJob | None = job
         while next_job is not None:
-            self._run(next_job)
-            ended = next_job.id
+            ended = next_job
+            state = self._run(ended)
             next_job = self.claim_next()
             # After the next claim, so a pickup is one query: the ended job, if it went back to the queue, is
             # announced for the other hosts a claim query later (this host may even have taken it again).
-            self.announce_if_requeued(ended)
-        return "ran"
+            if state is None or state is JobState.QUEUED:
+                self.announce_if_requeued(ended.id)
 
-    def _run(self, job: ClaimedJob) -> None:
+    def _run(self, job: ClaimedJob) -> JobState | None:
         with self._lock:
             self.current = job
         try:
-            self.worker.run_job(job)
+            return self.worker.run_job(job)
         finally:
             with self._lock:
                 self.current = None
@@ -165,6 +209,9 @@ class FarmRuntime:
             return None
         if job is not None:
             log.info("task.claimed_next", job=job.id, attempt=job.attempt)
+            # Its message, still in the queue, is withdrawn (at this worker's next sweep): whoever takes it drops it
+            # without a claim query.
+            self.announcer.withdraw(job.id, job.attempt)
         return job
 
     def _claim(self, job_id: str) -> ClaimedJob | Outcome:

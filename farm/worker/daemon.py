@@ -28,7 +28,7 @@ import structlog
 from farm.bench.energy_figures import energy_figures, workloads_of
 from farm.bench.records import KIND_MEMORY, Figure, figure_key
 from farm.bench.runner import SweepOutcome, run_sweep
-from farm.domain import START_FAILURES, Artifact, ClaimedJob, FailureClass, Phase, RunResult
+from farm.domain import START_FAILURES, Artifact, ClaimedJob, FailureClass, JobState, Phase, RunResult
 from farm.engines.base import Engine
 from farm.engines.process import wait_gpus_free
 from farm.engines.registry import engine_kind
@@ -275,7 +275,9 @@ class Worker:
 
     # --- one job ---
 
-    def run_job(self, job: ClaimedJob) -> None:
+    def run_job(self, job: ClaimedJob) -> JobState | None:
+        """Run one claimed job to its end; the state this worker's last write left it in (None when it does not
+        know: the lease was lost, the results were spooled or refused)."""
         structlog.contextvars.bind_contextvars(job=job.id, attempt=job.attempt)
         state = _RunState()
         heartbeat = threading.Thread(target=self._heartbeat_loop, args=(job, state), name="heartbeat", daemon=True)
@@ -292,27 +294,28 @@ class Worker:
             self._set_phase(state, Phase.STOPPING)
             self._stop_engine(engine)
             result = self._signed(job, _with_log(result, engine))
-            self._deliver(job, result)
+            return self._deliver(job, result)
         except LeaseLost as exc:
             log.warning("job.lease_lost", reason=str(exc))
         except EngineError as exc:
-            self._fail(job, exc.failure_class, str(exc), engine)
+            return self._fail(job, exc.failure_class, str(exc), engine)
         except MeasurementError as exc:
             if state.lease_lost:
                 log.warning("job.abandoned", reason=state.lease_lost)
             else:
-                self._fail(job, classify_request_failure(str(exc)), str(exc), engine)
+                return self._fail(job, classify_request_failure(str(exc)), str(exc), engine)
         except FarmError as exc:
-            self._fail(job, FailureClass.BAD_RECIPE, str(exc), engine)
+            return self._fail(job, FailureClass.BAD_RECIPE, str(exc), engine)
         except Exception as exc:
             log.exception("job.unexpected_error")
-            self._fail(job, FailureClass.MEASUREMENT_ERROR, f"{type(exc).__name__}: {exc}", engine)
+            return self._fail(job, FailureClass.MEASUREMENT_ERROR, f"{type(exc).__name__}: {exc}", engine)
         finally:
             if engine is not None:
                 self._stop_engine(engine)
             state.stop.set()
             heartbeat.join(timeout=10)
             structlog.contextvars.unbind_contextvars("job", "attempt")
+        return None
 
     def _stop_engine(self, engine: Engine) -> None:
         """Stop the engine; cards that stay busy afterwards make this host unfit for more jobs."""
@@ -452,7 +455,8 @@ class Worker:
             log.error("job.unsigned", error=str(exc))
             return result
 
-    def _deliver(self, job: ClaimedJob, result: RunResult) -> None:
+    def _deliver(self, job: ClaimedJob, result: RunResult) -> JobState | None:
+        """Store the results (SUCCEEDED), else spool them (None: they wait) or fail the attempt they were refused in."""
         try:
             self.store.complete(job.id, job.attempt, self.worker_id, result)
         except LeaseLost:
@@ -460,8 +464,7 @@ class Worker:
         except StoreRefused as exc:
             kept = self.spool.put(job.id, job.attempt, self.worker_id, result, aside=True)
             log.error("job.results_refused", kept=str(kept), error=str(exc))
-            self._fail_attempt(job.id, job.attempt, _refused_message(exc, self.worker_id, kept))
-            return
+            return self._fail_attempt(job.id, job.attempt, _refused_message(exc, self.worker_id, kept))
         except StoreError as exc:
             self.store_watch.failed()
             path = self.spool.put(job.id, job.attempt, self.worker_id, result)
@@ -469,12 +472,13 @@ class Worker:
                 log.warning("job.results_spooled", in_memory=True, error=str(exc))
             else:
                 log.warning("job.results_spooled", path=str(path), error=str(exc))
-            return
+            return None
         log.info("job.succeeded", figures=len(result.figures))
+        return JobState.SUCCEEDED
 
-    def _fail(self, job: ClaimedJob, failure_class: str, message: str, engine: Engine | None) -> None:
+    def _fail(self, job: ClaimedJob, failure_class: str, message: str, engine: Engine | None) -> JobState | None:
         artifacts = (Artifact("engine.log", engine.log_text()),) if engine is not None else ()
-        self._fail_attempt(job.id, job.attempt, message, failure_class, artifacts)
+        return self._fail_attempt(job.id, job.attempt, message, failure_class, artifacts)
 
     def _fail_attempt(
         self,
@@ -483,7 +487,8 @@ class Worker:
         message: str,
         failure_class: str = FailureClass.MEASUREMENT_ERROR,
         artifacts: tuple[Artifact, ...] = (),
-    ) -> None:
+    ) -> JobState | None:
+        """Fail the attempt; the state the store left the job in (None: it refused or did not answer)."""
         message = scrub_text(message)
         try:
             state = self.store.fail(
@@ -498,10 +503,10 @@ class Worker:
             )
         except LeaseLost as exc:
             log.warning("job.fail_refused", job=job_id, attempt=attempt, reason=str(exc))
-            return
+            return None
         except StoreError as exc:
             log.error("job.fail_unrecorded", job=job_id, attempt=attempt, error=str(exc))
-            return
+            return None
         first_line = message.splitlines()[0] if message else ""
         log.error(
             "job.failed", job=job_id, attempt=attempt, failure_class=failure_class, message=first_line, state=str(state)
@@ -512,6 +517,7 @@ class Worker:
                 if reason is not None:
                     self._next_self_check = time.monotonic() + self.settings.self_check_interval_s
                     log.error("worker.quarantined", reason=reason)
+        return state
 
     # --- heartbeat ---
 

@@ -2,8 +2,8 @@
 profile's hardware classes.
 
 One job at a time (one thread, prefetch of one), the same Worker and store code as the polling loop, a sweeper
-thread (farm.worker.sweeper) beside Celery's consumer. A worker that finishes a job claims the next one straight
-from the store (farm.worker.celery) and goes back to the broker only when none is queued for it. SIGTERM is
+thread (farm.worker.sweeper) beside Celery's consumer. A worker that starts, or finishes a job, claims the next
+one straight from the store (farm.worker.celery) and goes back to the broker only when none is queued for it. SIGTERM is
 Celery's warm shutdown: the job in hand is finished (and no next one claimed), or handed back to the queue first
 when the on_sigterm policy says "release".
 
@@ -143,6 +143,21 @@ def run_farm_worker(settings: Settings, profile_path: Path, *, worker_id: str | 
             thread.start()
 
     signals.worker_shutting_down.connect(on_shutting_down, weak=False)
+
+    def start_claims() -> None:
+        try:
+            ran = runtime.run_queued()
+        except Exception:  # the message path and the sweepers carry on
+            log.exception("worker.start_claims_failed")
+            return
+        log.info("worker.start_claims_done", ran=ran)
+
+    def on_ready(**_: Any) -> None:
+        # A worker that starts free claims straight from the store (beside Celery's consumer: a task that comes
+        # meanwhile waits for the job slot), instead of waiting for a message or a sweeper's announcement.
+        threading.Thread(target=start_claims, name="start-claims", daemon=True).start()
+
+    signals.worker_ready.connect(on_ready, weak=False)
 
     store.register_worker(worker.worker_id, host=HostInfo.read().name, hardware_classes=list(worker.hardware_classes))
     log.info("worker.start", mode="farm", queues=queues, worker=worker.worker_id, on_sigterm=runtime.on_sigterm)

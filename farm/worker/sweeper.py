@@ -11,11 +11,16 @@ for the rest of the pass), and says the worker is alive when it is idle.
 
 While results wait in the spool, the next pass comes after SPOOL_RETRY_S rather than a whole sweep interval: the
 owner delivers as soon as the database answers again.
+
+The first pass comes a random part of a sweep interval after the sweeper starts (the spool is offered at once).
+The broker ping of each pass carries the withdrawals of announcements whose jobs the worker claimed straight
+from the store (farm.queue.announce).
 """
 
 from __future__ import annotations
 
 import functools
+import random
 import threading
 import time
 from collections.abc import Callable, Collection, Sequence
@@ -87,6 +92,7 @@ class Sweeper:
         self.watch = watch or StoreWatch(settings.reap_grace_s)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._random = random.Random()
 
     def start(self) -> None:
         self._thread = threading.Thread(target=self._loop, name="sweeper", daemon=True)
@@ -98,6 +104,14 @@ class Sweeper:
             self._thread.join(timeout=timeout_s)
 
     def _loop(self) -> None:
+        # The first pass comes a random part of an interval after the start, so that a fleet started at once does
+        # not sweep in step (100 workers' first passes in one instant were the start's largest burst of queries);
+        # results waiting in the spool are offered at once. Nothing else is lost by the wait: the reap is held
+        # for FARM_REAP_GRACE_S after a start anyway, and a worker that starts free claims straight from the store.
+        first_s = self._random.uniform(0.0, self.settings.sweep_interval_s)
+        if self._deliver(SweepReport()):
+            first_s = min(first_s, SPOOL_RETRY_S)
+        self._stop.wait(first_s)
         while not self._stop.is_set():
             interval = self.settings.sweep_interval_s
             try:

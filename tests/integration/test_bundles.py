@@ -149,8 +149,8 @@ def test_two_farms_exchange_bundles_both_ways_twice_and_both_verify(
     make_result: Callable[..., RunResult],
 ) -> None:
     """Farm A and farm B each measure their own runs and send each other a bundle of everything they hold, twice
-    over: both end with the same runs, nothing doubled, every run checking clean, each run's origin kept (a run
-    of A that came back from B is still A's own)."""
+    over: both end with the same runs, nothing doubled, every run checking clean (and the pooled table against
+    them), each run's origin kept (a run of A that came back from B is still A's own)."""
     key_a, key_b = HostKey.generate(), HostKey.generate()
     own_a = {deliver(store, make_recipe(), make_result(), key_a, worker="a-w1") for _ in range(2)}
     own_b = {deliver(other_store, make_recipe(), make_result(dict.fromkeys(KEYS, (5.0, 6.0))), key_b, worker="b-w1")}
@@ -164,6 +164,8 @@ def test_two_farms_exchange_bundles_both_ways_twice_and_both_verify(
     assert counts(store)["runs"] == counts(other_store)["runs"] == 3
     assert failures(store) == []
     assert failures(other_store) == []
+    assert store.check_pooled() == []  # the pooled table, added to at each import, matches the runs it pools
+    assert other_store.check_pooled() == []
     assert origins(store) == {**dict.fromkeys(own_a), **dict.fromkeys(own_b, "farm-b")}
     assert origins(other_store) == {**dict.fromkeys(own_a, "farm-a"), **dict.fromkeys(own_b)}
 

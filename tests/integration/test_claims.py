@@ -11,11 +11,14 @@ from datetime import UTC, datetime, timedelta
 from multiprocessing.queues import Queue
 from multiprocessing.synchronize import Barrier
 from pathlib import Path
+from typing import Any
 
 import pytest
+import sqlalchemy as sa
+from farm_harness import admin
 
 from farm.domain import FailureClass, JobState, Phase
-from farm.errors import LeaseLost
+from farm.errors import LeaseLost, StoreError
 from farm.recipes.model import Recipe
 from farm.store import RunState, Store
 
@@ -80,6 +83,62 @@ def test_claim_job_by_id(store: Store, make_recipe: Callable[..., Recipe]) -> No
     assert job.attempt == 1
     assert store.claim_job(job_id, "w2", [HW], lease_s=60) is None
     assert store.get_job(job_id).owner == "w1"
+
+
+def test_a_host_of_several_classes_claims_by_priority_and_age_across_them(
+    store: Store, make_recipe: Callable[..., Recipe]
+) -> None:
+    """A host that serves two classes takes the next job of either, by priority, then age; it never takes a
+    class it does not serve."""
+    small = make_recipe("small", hardware_id="rtx-4090-24gb", hardware_count=1)
+    [old_big] = _submit(store, make_recipe(), at=T0)
+    [old_small] = _submit(store, small, at=T0 + timedelta(seconds=1))
+    [urgent_small] = _submit(store, small, priority=-1, at=T0 + timedelta(seconds=2))
+    [new_big] = _submit(store, make_recipe(), at=T0 + timedelta(seconds=3))
+    _submit(store, make_recipe("h100", hardware_id="h100-sxm-80gb", hardware_count=1), priority=-5)
+    claimed = [store.claim("w-both", [HW, OTHER_HW], lease_s=60) for _ in range(5)]
+    assert [job.id if job else None for job in claimed] == [urgent_small, old_big, old_small, new_big, None]
+
+
+def test_concurrent_claimers_of_several_classes_claim_each_job_once(
+    store: Store, make_recipe: Callable[..., Recipe]
+) -> None:
+    """Four threads, each serving both classes, drain 60 jobs of two classes between them: each job once (the head
+    of the class a claim does not take stays locked until its statement ends, and other claimers skip it)."""
+    small = make_recipe("small", hardware_id="rtx-4090-24gb", hardware_count=1)
+    ids = _submit(store, make_recipe(), count=30) + _submit(store, small, count=30)
+    barrier = threading.Barrier(4)
+    claimed: list[str] = []
+
+    def claimer(worker_id: str) -> None:
+        barrier.wait()
+        while (job := store.claim(worker_id, [HW, OTHER_HW], lease_s=600)) is not None:
+            claimed.append(job.id)
+
+    threads = [threading.Thread(target=claimer, args=(f"w{n}",)) for n in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert sorted(claimed) == sorted(ids)
+    assert all([run.attempt for run in store.runs(job_id)] == [1] for job_id in ids)
+
+
+def test_each_claim_gets_its_own_copy_of_the_recipe(store: Store, make_recipe: Callable[..., Recipe]) -> None:
+    """The recipe document is kept by content hash between claims: a claimer that changes the one it got changes
+    nobody else's, and a recipe of other content comes back as itself."""
+    _submit(store, make_recipe(), count=2)
+    [other] = _submit(store, make_recipe("other-recipe"), at=T0 + timedelta(seconds=1))
+    first = store.claim("w1", [HW], lease_s=60)
+    assert first is not None
+    first.recipe["id"] = "changed by the claimer"
+    second = store.claim("w1", [HW], lease_s=60)
+    third = store.claim("w1", [HW], lease_s=60)
+    assert second is not None
+    assert third is not None
+    assert third.id == other
+    assert Recipe.model_validate(second.recipe) == make_recipe()
+    assert Recipe.model_validate(third.recipe) == make_recipe("other-recipe")
 
 
 def test_heartbeat_renews_the_lease(store: Store, make_recipe: Callable[..., Recipe]) -> None:
@@ -461,3 +520,66 @@ def test_concurrent_first_opens_of_a_new_sqlite_store_all_succeed(tmp_path: Path
         for process in processes:
             process.join(timeout=30)
         assert outcomes == [f"ok {head_revision()}"] * (processes_n + threads_n), outcomes
+
+
+# --- PostgreSQL: a claim is one statement, and what a pooled connection is trusted with ---------------------------
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("backend", ["postgres"], indirect=True)
+def test_a_claim_on_postgres_is_one_statement_outside_any_transaction(
+    store: Store, make_recipe: Callable[..., Recipe]
+) -> None:
+    """On a connection used a moment ago, a claim (by the next in line or by id, the recipe known or not) sends
+    exactly one statement, in autocommit: no BEGIN and COMMIT, no clock read, no ping, no separate read of the
+    hosts or of the recipe; the run row is written by it too."""
+    _submit(store, make_recipe(), count=3)
+    [named] = _submit(store, make_recipe("named"), at=T0 + timedelta(seconds=1))
+    sent: list[tuple[str, bool]] = []
+
+    def record(conn: sa.Connection, _cursor: Any, statement: str, *_: Any) -> None:
+        sent.append((statement.split()[0], bool(conn.connection.dbapi_connection.autocommit)))  # type: ignore[union-attr]
+
+    engine = store._engine
+    sa.event.listen(engine, "before_cursor_execute", record)
+    try:
+        # The recipe not known yet (it comes with the claim), then known (not sent again), then a claim by id.
+        for job_id in (None, None, named):
+            store.ping()  # the connection was just used: no ping in front of the claim
+            sent.clear()
+            if job_id is None:
+                job = store.claim("w1", [HW], lease_s=60)
+            else:
+                job = store.claim_job(job_id, "w1", [HW], lease_s=60)
+            assert job is not None
+            assert sent == [("WITH", True)]
+            assert [(run.attempt, run.worker_id) for run in store.runs(job.id)] == [(1, "w1")]
+    finally:
+        sa.event.remove(engine, "before_cursor_execute", record)
+
+
+def _backend_pid(store: Store) -> int:
+    with store._engine.connect() as conn:
+        return int(conn.exec_driver_sql("SELECT pg_backend_pid()").scalar_one())
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("backend", ["postgres"], indirect=True)
+def test_a_pooled_connection_idle_past_the_ping_window_is_pinged_and_replaced_when_dead(
+    store: Store, make_recipe: Callable[..., Recipe], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A connection the database dropped while it lay idle longer than PING_AFTER_IDLE_S is found dead by its
+    ping and replaced: the claim succeeds. Within the window the connection is trusted: a claim that meets one the
+    database dropped a moment ago fails as a StoreError (as any call during an outage does), and the next call
+    gets a new connection."""
+    from farm.store import db
+
+    _submit(store, make_recipe(), count=2)
+    monkeypatch.setattr(db, "PING_AFTER_IDLE_S", 0.0)
+    admin(f"SELECT pg_terminate_backend({_backend_pid(store)})")
+    assert store.claim("w1", [HW], lease_s=60) is not None
+    monkeypatch.setattr(db, "PING_AFTER_IDLE_S", 3600.0)
+    admin(f"SELECT pg_terminate_backend({_backend_pid(store)})")
+    with pytest.raises(StoreError, match="cannot claim a job"):
+        store.claim("w1", [HW], lease_s=60)
+    assert store.claim("w1", [HW], lease_s=60) is not None

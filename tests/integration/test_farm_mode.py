@@ -36,6 +36,7 @@ from farm_harness import (
 from farm.domain import JobState
 from farm.queue.announce import Announcer
 from farm.queue.celery_app import RUN_JOB_TASK, queue_name
+from farm.settings import Settings
 from farm.store import RunState, Store
 
 pytestmark = [pytest.mark.slow, pytest.mark.postgres, pytest.mark.timeout(60)]
@@ -123,10 +124,13 @@ def test_a_message_delivered_several_times_runs_its_job_once(
     tmp_path: Path, store: Store, pg_url: str, redis_server: RedisServer, farm_workers: list[FarmWorker]
 ) -> None:
     """The same message sent twice (same task id), a third message for the same job and one for an unknown job:
-    one run; the other three are logged as duplicates and do nothing."""
+    one run. The worker takes the job either through a message or straight from the store as it starts; the
+    other messages do nothing: dropped as duplicates (the claim found the job taken) or, with no announcement
+    standing (the unknown job's; the job's own once the straight claim withdrew it), without a claim."""
     (job_id,), klass = store_jobs(store)
     announcer = Announcer.from_url(redis_server.url)
     try:
+        announcer.redis.set(f"farm:announced:{job_id}", f"0 {time.time()}")  # as the announcer writes it
         queue = queue_name(klass)
         for task_id in ("same-message", "same-message", "another-message"):
             announcer.app.send_task(RUN_JOB_TASK, args=[job_id], queue=queue, task_id=task_id)
@@ -144,24 +148,33 @@ def test_a_message_delivered_several_times_runs_its_job_once(
     )
     farm_workers.append(worker)
     wait_for(lambda: _succeeded(store, [job_id]), 40, "the job succeeded")
-    wait_for(lambda: len(worker.events("task.duplicate")) == 3, 20, "three duplicates dropped")
+    straight = any(e.get("job") == job_id for e in worker.events("task.claimed_next"))
+    surplus = 4 if straight else 3
+
+    def dropped() -> list[str]:
+        return [e["job"] for e in worker.events("task.duplicate") + worker.events("task.withdrawn")]
+
+    wait_for(lambda: len(dropped()) == surplus, 20, f"{surplus} messages dropped")
     assert [r.state for r in store.runs(job_id)] == [RunState.SUCCEEDED]
-    assert sorted(e["job"] for e in worker.events("task.duplicate")) == sorted([job_id, job_id, "j-0000000000"])
+    assert sorted(dropped()) == sorted([job_id] * (surplus - 1) + ["j-0000000000"])
+    assert [e["job"] for e in worker.events("task.withdrawn") if e["job"] != job_id] == ["j-0000000000"]
     assert len(worker.events("job.succeeded")) == 1
 
 
 def test_the_sweeper_announces_a_job_that_was_stored_but_never_announced(
     tmp_path: Path, store: Store, pg_url: str, redis_server: RedisServer, farm_workers: list[FarmWorker]
 ) -> None:
-    """A submitter that died between storing and announcing: the worker's sweeper announces the job after its
-    grace period, and it runs once."""
-    (job_id,), klass = store_jobs(store)
-    client = redis_server.client()
-    assert client.llen(queue_name(klass)) == 0
+    """A submitter that died between storing and announcing, while the worker waits for messages: the worker's
+    sweeper announces the job after its grace period, and it runs once."""
     worker = FarmWorker(
         tmp_path, "sweeping", write_profile(tmp_path, "sweeping"), database_url=pg_url, broker_url=redis_server.url
     )
     farm_workers.append(worker)
+    wait_for(lambda: worker.events("worker.start_claims_done"), 30, "the worker's start claims found nothing")
+    assert worker.events("worker.start_claims_done")[0]["ran"] is False
+    (job_id,), klass = store_jobs(store)
+    client = redis_server.client()
+    assert client.llen(queue_name(klass)) == 0
     wait_for(lambda: _succeeded(store, [job_id]), 40, "the job succeeded")
     assert [r.state for r in store.runs(job_id)] == [RunState.SUCCEEDED]
     assert [e["job"] for e in worker.events("job.announced")] == [job_id]
@@ -169,6 +182,29 @@ def test_the_sweeper_announces_a_job_that_was_stored_but_never_announced(
     assert isinstance(announced, bytes)
     assert announced.split(b" ")[0] == b"0"  # announced at attempt 0
     client.close()
+
+
+def test_a_worker_that_starts_free_claims_a_queued_job_without_a_message(
+    tmp_path: Path, store: Store, pg_url: str, redis_server: RedisServer, farm_workers: list[FarmWorker]
+) -> None:
+    """A job stored and never announced, the sweepers told to wait an hour before announcing it: a worker that
+    starts claims it straight from the store at once, and no message is sent for it."""
+    (job_id,), _ = store_jobs(store)
+    worker = FarmWorker(
+        tmp_path,
+        "starting",
+        write_profile(tmp_path, "starting"),
+        database_url=pg_url,
+        broker_url=redis_server.url,
+        FARM_ANNOUNCE_GRACE_S="3600",
+    )
+    farm_workers.append(worker)
+    wait_for(lambda: _succeeded(store, [job_id]), 40, "the job succeeded")
+    assert [e["job"] for e in worker.events("task.claimed_next")] == [job_id]
+    assert worker.events("job.announced") == []
+    assert [r.state for r in store.runs(job_id)] == [RunState.SUCCEEDED]
+    wait_for(lambda: worker.events("worker.start_claims_done"), 10, "the start claims ended")
+    assert worker.events("worker.start_claims_done")[0]["ran"] is True
 
 
 def test_sigterm_finishes_the_job_in_hand(
@@ -268,3 +304,36 @@ def test_one_sweeper_of_the_fleet_holds_a_classes_announcing_turn_per_interval(r
     finally:
         first.close()
         second.close()
+
+
+def test_a_job_claimed_straight_has_its_announcement_withdrawn_with_the_next_ping(redis_server: RedisServer) -> None:
+    """On real Redis: a withdrawal is held until the announcer's next ping and then deletes the job's
+    announcement if it names an earlier attempt than the one claimed; an announcement made since for that attempt
+    (the job came back and was announced again) stands. Withdrawals held while the broker is gone are kept for the
+    next ping that gets through; a broker that does not answer leaves the claim to decide."""
+    announcer = Announcer.from_url(redis_server.url, Settings(broker_timeout_s=0.5))
+    klass = "sim:h200-141gb x 1"
+    assert redis_server.proc is not None
+    try:
+        assert announcer.announce("j-straight", klass, 0)
+        assert announcer.announce("j-again", klass, 1)  # claimed as attempt 1, reaped, announced again at 1
+        assert announcer.announcement_stands("j-straight")
+        announcer.withdraw("j-straight", 1)
+        announcer.withdraw("j-again", 1)
+        assert announcer.announcement_stands("j-straight")  # held: nothing sent before the ping
+        assert announcer.ping() is None
+        assert not announcer.announcement_stands("j-straight")
+        assert announcer.announcement_stands("j-again")
+        assert announcer.last_announcement("j-again") is not None
+        assert announcer.announce("j-later", klass, 0)
+        announcer.withdraw("j-later", 1)
+        redis_server.proc.send_signal(signal.SIGSTOP)  # a broker that accepts and never answers
+        try:
+            assert announcer.ping() is not None
+            assert announcer.announcement_stands("j-later")  # no answer: the claim decides
+        finally:
+            redis_server.proc.send_signal(signal.SIGCONT)
+        assert announcer.ping() is None
+        assert not announcer.announcement_stands("j-later")
+    finally:
+        announcer.close()

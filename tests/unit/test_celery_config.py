@@ -178,6 +178,7 @@ class FakeStore:
         return job_id in self.left_to_others
 
     def get_job(self, job_id: str) -> JobView:
+        self.calls.append(("get_job", job_id))
         if job_id in self.reaped:
             return _view(job_id, JobState.QUEUED, attempt=1, klass="sim:rtx-pro-6000-blackwell-96gb x 2")
         if job_id in self.left_to_others:
@@ -216,8 +217,12 @@ class FakeWorker:
     spooled: frozenset[str] = frozenset()
     """Jobs whose results wait in this worker's spool (the store does not take them)."""
 
-    def run_job(self, job: ClaimedJob) -> None:
+    ended: JobState | None = None
+    """What run_job says of how each job ended (None: it does not know; the runtime asks the store)."""
+
+    def run_job(self, job: ClaimedJob) -> JobState | None:
         self.ran.append(job.id)
+        return self.ended
 
     def deliver_spooled(self) -> frozenset[str]:
         return self.spooled
@@ -252,6 +257,15 @@ class FakeAnnouncer:
 
     def forget(self, job_id: str) -> None:
         self.forgotten.append(job_id)
+
+    withdrawn: dict[str, int] = field(default_factory=dict)
+    """Jobs whose announcement was withdrawn (claimed straight), with the attempt claimed."""
+
+    def withdraw(self, job_id: str, attempt: int) -> None:
+        self.withdrawn[job_id] = attempt
+
+    def announcement_stands(self, job_id: str) -> bool:
+        return job_id not in self.withdrawn
 
     def announce_if_due(self, job: JobView, *, now: float, grace_s: float, stale_s: float, queue_empty: bool) -> bool:
         self._maybe_fail()
@@ -411,6 +425,73 @@ def test_release_hands_back_the_job_in_hand_only() -> None:
     assert ("release", "j-2", 3) in store.calls
 
 
+def test_a_message_whose_announcement_was_withdrawn_is_dropped_without_a_claim() -> None:
+    """Its job was claimed straight from the store (the announcement withdrawn): no claim query, nothing runs,
+    and nothing is forgotten or announced."""
+    store = FakeStore(claimable={"j-1"}, next_in_line=["j-2"])
+    runtime, worker, announcer = _runtime(store)
+    announcer.withdrawn["j-1"] = 1
+    assert runtime.handle("j-1") == "withdrawn"
+    assert (worker.ran, store.calls, announcer.forgotten, announcer.announced) == ([], [], [], [])
+
+
+def test_each_job_claimed_straight_withdraws_its_message_and_a_message_claim_does_not() -> None:
+    """The jobs claimed straight leave their messages in the queue: each is withdrawn with the attempt claimed.
+    The message's own job consumed its message: nothing to withdraw."""
+    runtime, worker, announcer = _runtime(FakeStore(claimable={"j-1"}, next_in_line=["j-2", "j-3"]))
+    assert runtime.handle("j-1") == "ran"
+    assert worker.ran == ["j-1", "j-2", "j-3"]
+    assert announcer.withdrawn == {"j-2": 1, "j-3": 1}
+
+
+def test_a_worker_that_starts_free_claims_straight_from_the_store() -> None:
+    """No message, no sweeper pass: at its start the worker runs what is queued for it, one job after another,
+    and says whether it ran any; with nothing queued it asks once."""
+    store = FakeStore(next_in_line=["j-1", "j-2"])
+    runtime, worker, announcer = _runtime(store)
+    assert runtime.run_queued()
+    assert worker.ran == ["j-1", "j-2"]
+    assert announcer.withdrawn == {"j-1": 1, "j-2": 1}
+    store.calls.clear()
+    assert not runtime.run_queued()
+    assert store.calls == [("claim",)]
+
+
+def test_a_task_that_waited_for_the_start_claims_of_a_stopping_worker_claims_nothing() -> None:
+    """A message that arrives while the start's straight claims run waits for them; when the worker was stopped
+    meanwhile it claims nothing, and its announcement goes (the message is spent) so that a sweeper makes another."""
+    import threading
+
+    store = FakeStore(claimable={"j-9"})
+    runtime, worker, announcer = _runtime(store)
+    outcome: list[str] = []
+    with runtime._slot:  # the start's straight claims hold the job slot
+        task = threading.Thread(target=lambda: outcome.append(runtime.handle("j-9")))
+        task.start()
+        task.join(timeout=0.2)
+        assert task.is_alive()  # it waits for the slot
+        runtime.stopping = True
+    task.join(timeout=5)
+    assert outcome == ["stopping"]
+    assert (worker.ran, announcer.forgotten, store.calls) == ([], ["j-9"], [])
+
+
+@pytest.mark.parametrize(
+    ("ended", "looked_up"),
+    [(JobState.SUCCEEDED, False), (JobState.FAILED, False), (JobState.QUEUED, True), (None, True)],
+)
+def test_only_a_job_that_may_be_back_in_the_queue_is_looked_up_after_its_run(
+    ended: JobState | None, looked_up: bool
+) -> None:
+    """A job the worker wrote as succeeded or failed for good is not read back before the next claim (a read in
+    front of every pickup); a retried one, or one whose end the worker does not know, is."""
+    store = FakeStore(claimable={"j-1"}, after_run=JobState.QUEUED if ended is None else ended)
+    runtime, worker, _ = _runtime(store)
+    worker.ended = ended
+    assert runtime.handle("j-1") == "ran"
+    assert (("get_job", "j-1") in store.calls) is looked_up
+
+
 def test_idle_heartbeat_only_while_idle() -> None:
     """A busy worker's heartbeat belongs to its job (with the phase); the sweeper's idle one must not clear it."""
     store = FakeStore()
@@ -437,6 +518,40 @@ def test_on_sigterm_policy_defaults_to_finish(tmp_path: Path, monkeypatch: pytes
 def _sweeper(store: FakeStore, announcer: FakeAnnouncer, **hooks: Any) -> Sweeper:
     settings = FarmModeSettings(sweep_interval_s=1, announce_grace_s=5, announce_stale_s=60, reap_grace_s=0)
     return Sweeper(store, announcer, ("sim:h200-141gb x 1",), settings, **hooks)  # type: ignore[arg-type]
+
+
+def test_the_first_pass_waits_a_random_part_of_an_interval_and_the_spool_is_offered_at_once() -> None:
+    """A fleet started at once does not sweep in step: the first pass comes a random part of an interval after the
+    start (here drawn as 0.6 of it), while spooled results are offered for delivery at the start itself."""
+    import random
+    import time
+
+    store = FakeStore()
+    offered: list[float] = []
+
+    def deliver() -> frozenset[str]:
+        offered.append(time.monotonic())
+        return frozenset()
+
+    sweeper = _sweeper(store, FakeAnnouncer(), deliver_spooled=deliver)
+
+    class Drawn(random.Random):
+        def uniform(self, a: float, b: float) -> float:
+            assert (a, b) == (0.0, 1.0)  # within one sweep interval
+            return 0.6
+
+    sweeper._random = Drawn()
+    started = time.monotonic()
+    sweeper.start()
+    try:
+        wait = time.monotonic() + 5
+        while ("reap",) not in store.calls and time.monotonic() < wait:
+            time.sleep(0.01)
+        first_pass = time.monotonic()
+    finally:
+        sweeper.stop()
+    assert offered[0] - started < 0.3
+    assert 0.6 <= first_pass - started < 2.0
 
 
 def test_the_sweeper_announces_reaped_jobs_at_once_and_due_ones_of_its_classes() -> None:
