@@ -495,11 +495,14 @@ def _registry_command(
 
     flags_field = f"{_REGISTRY_LM}.engine_flags"
     flags = mapping(localmaxxing.get("engine_flags"), source, flags_field)
+    unread = _unread_command(data, source) if listed is None and observed is None else None
     for field_name, section in (("launch", launch), ("draft_launch", draft_launch)):
         arguments = section.get("arguments")
         if arguments is None:
             continue
         generated = field_name == "draft_launch" and bool(section.get("synthesized"))
+        if generated and unread is not None:
+            raise unread
         if generated and deferred is not None and chosen is not None and _tool_role(engine, chosen[1]) == "benchmark":
             # What ran beats what was generated: the registry wrote its draft from the instance and its own
             # defaults (a context of its choosing, no cache types or offload split), the recording is the run.
@@ -578,6 +581,8 @@ def _registry_command(
         if _tool_role(engine, chosen[1]) == "benchmark":
             return _with_environment(_noted(_from_tool(engine, chosen, source), step_note), environment)
         raise deferred
+    if unread is not None:
+        raise unread
     uncarried = _uncarried_command(launch, engine, source, data.get("metadata"))
     if raw_observed is not None and observed is None and isinstance(raw_observed, str) and raw_observed.strip():
         detail = f" (observed_command is a note, {raw_observed.strip()[:60]!r})"
@@ -1276,6 +1281,33 @@ def _context_of_the_run(
     return serving.model_copy(update={"max_context_tokens": context}), note
 
 
+_UNREAD_FIELD = "metadata.observed_command"
+
+
+def _unread_command(data: Mapping[str, Any], source: str) -> RecipeError | None:
+    """Rule "a recorded command the farm does not read": metadata.observed_command (a discord message, a page's
+    text) that names an engine's server (`... export X=1 vllm serve MODEL --kv-cache-dtype fp8 ...`) records what
+    ran, but the farm reads commands only from argv, tokenized arguments and launches. Building one from the
+    registry's draft or the engine and instance would launch another option set than the recorded one, so the
+    recipe is refused, naming the field. None: the field is absent or names no server."""
+    metadata = data.get("metadata")
+    observed = metadata.get("observed_command") if isinstance(metadata, Mapping) else None
+    if not isinstance(observed, str) or not observed.strip():
+        return None
+    words = observed.split()
+    at = next((index for index in range(len(words)) if starts_a_server(words[index:])), None)
+    if at is None:
+        return None
+    shown = " ".join(words[at : at + 6])[:100]
+    return RecipeError(
+        f"{_UNREAD_FIELD} records a server command ({shown!r} ...) in a form the farm does not read as a command; "
+        "a command built from the registry's draft or from the engine and model instance would launch another "
+        "option set than the one that ran: put the command in argv",
+        source=source,
+        field=_UNREAD_FIELD,
+    )
+
+
 def _why_no_server_command(data: Mapping[str, Any], launch: Mapping[str, Any]) -> str | None:
     """Why a recipe that records no server command has none, where the document says it: the only command it
     records (metadata.observed_command) runs something else (a benchmark client), or its launch contract lives
@@ -1380,9 +1412,25 @@ def _server_step(chosen: tuple[str, list[str]], source: str) -> tuple[tuple[str,
     that starts a server or a benchmark tool the farm translates, and a note of what was left out. Never more than
     one server step; otherwise the tokens as they are (read_command refuses what it cannot read)."""
     field_name, tokens = chosen
-    steps = _steps(tokens)
+    steps = [_after_label(step, source, field_name) for step in _steps(tokens)]
+    for step in steps:
+        maker = _checkpoint_maker(split_environment(step, source, field_name)[1])
+        if maker is not None:
+            # Rule "a recording that makes its own checkpoint": the run's model is the file that step wrote (a
+            # custom quantization, a conversion), which the recipe does not carry; the registry's draft or the
+            # instance's published file would be another checkpoint than the one that ran.
+            raise RecipeError(
+                f"the recording makes its own checkpoint with {maker} ({' '.join(step)[:100]!r}): the model that "
+                "ran is that self-made file, which the recipe does not carry, and no other file stands for it",
+                source=source,
+                field=field_name,
+            )
     if len(steps) < 2:
         return chosen, None
+    started = [step for step in steps if starts_a_server(split_environment(step, source, field_name)[1])]
+    benches = [step for step in steps if _benchmark_tool(step) is not None]
+    if len(started) == 1 and benches:
+        return _server_over_bench(field_name, started[0], benches, steps, source)
     servers = [
         step
         for step in steps
@@ -1395,6 +1443,80 @@ def _server_step(chosen: tuple[str, list[str]], source: str) -> tuple[tuple[str,
         field_name,
         servers[0],
     ), f"the recorded line runs several commands; the server's alone is read (left out: {'; '.join(others)})"
+
+
+_CHECKPOINT_MAKERS = frozenset({"llama-quantize", "quantize", "llama-gguf-split"})
+"""Tools that write a model file (llama.cpp's quantizer): a recording that runs one made its own checkpoint."""
+
+_CONVERT_SCRIPT = re.compile(r"^convert[-_][A-Za-z0-9_-]*\.py$")
+"""llama.cpp's conversion scripts (`convert_hf_to_gguf.py`, `convert_lora_to_gguf.py`, ...)."""
+
+
+def _checkpoint_maker(tokens: list[str]) -> str | None:
+    """The tool or script a command runs when it writes a model checkpoint (llama-quantize, a convert script run
+    directly or by python), else None."""
+    if not tokens:
+        return None
+    name = executable_name(tokens[0])
+    if name in _CHECKPOINT_MAKERS or _CONVERT_SCRIPT.match(name):
+        return name
+    if re.match(r"^python(\d+(\.\d+)?)?$", name) and len(tokens) > 1:
+        script = executable_name(tokens[1])
+        if _CONVERT_SCRIPT.match(script):
+            return script
+    return None
+
+
+_MAX_LABEL_WORDS = 3
+"""The most words a label before a command takes (`server check:`, `bench:`)."""
+
+
+def _after_label(step: list[str], source: str, field_name: str) -> list[str]:
+    """A step without a short label in front of its command (`server check: llama-server ...`, `bench:
+    llama-bench ...`): the words through the last one ending in `:`, when what follows starts a server or a
+    benchmark tool and the label has no option in it."""
+    for index, word in enumerate(step[:_MAX_LABEL_WORDS]):
+        if word.startswith("-"):
+            break
+        rest = step[index + 1 :]
+        if word.endswith(":") and rest:
+            runs = split_environment(rest, source, field_name)[1]
+            if starts_a_server(runs) or _benchmark_tool(rest) is not None or _checkpoint_maker(runs) is not None:
+                return rest
+    return step
+
+
+_BENCH_MODEL_OPTIONS = ("-m", "--model")
+"""How llama-bench names the model file it loads."""
+
+_SERVER_MODEL_OPTIONS = ("-m", "--model", "-hf", "-hfr", "--hf-repo", "-mu", "--model-url")
+"""How llama-server names the model it loads."""
+
+
+def _server_over_bench(
+    field_name: str, server: list[str], benches: list[list[str]], steps: list[list[str]], source: str
+) -> tuple[tuple[str, list[str]], str]:
+    """Rule "a recorded server command beats a benchmark's conversion": a recording with a benchmark tool's run and
+    a server command (`llama-bench ...; server check: llama-server -c 106496 ...`) is served as that server command
+    ran, with its own options (the benchmark's are not merged in). Where the server command names no model, the
+    benchmark's model file (the one file the same recording loaded) is the model; two benchmarks naming different
+    files, or one naming none, leave the server command as it is (read_command refuses it if it names no model)."""
+    note = "the recording holds a benchmark run and a server command; the server command is what served"
+    others = [" ".join(step)[:80] for step in steps if step is not server]
+    note += f" (left out: {'; '.join(others)})"
+    words = split_environment(server, source, field_name)[1]
+    names_model = any(token.split("=", 1)[0] in _SERVER_MODEL_OPTIONS for token in words)
+    if not names_model:
+        files = set()
+        for bench in benches:
+            for index, token in enumerate(bench[:-1]):
+                if token in _BENCH_MODEL_OPTIONS:
+                    files.add(bench[index + 1])
+        if len(files) == 1:
+            model = files.pop()
+            server = [*server, "--model", model]
+            note += f"; it names no model, so the benchmark's model file {model!r} (the same recording's) is added"
+    return (field_name, server), note
 
 
 def _noted(command: Command, note: str | None) -> Command:

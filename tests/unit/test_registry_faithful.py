@@ -179,3 +179,74 @@ def test_a_rate_after_ctx_is_not_a_context_and_k_sizes_count(tmp_path: Path) -> 
     assert recipe.argv[recipe.argv.index("--ctx-size") + 1] == "8192"
     recipe = load_recipe(_with_notes(tmp_path, name, "full 128K context, served ctx=131072."))
     assert recipe.argv[recipe.argv.index("--ctx-size") + 1] == "131072"
+
+
+def test_a_server_command_in_metadata_observed_command_is_never_replaced_by_engine_and_instance() -> None:
+    """Sample F's Kimi-K2.6 (issue 22): `metadata.observed_command`, a discord message, records `export ...` then
+    `vllm serve ~/data/moonshotai/Kimi-K2.6 ... --kv-cache-dtype fp8_e4m3 --decode-context-parallel-size 8 ...`.
+    The farm does not read that field as a command; building `vllm serve moonshotai/Kimi-K2.6
+    --tensor-parallel-size 8` from engine + instance (what it did) would launch another option set, so the recipe is
+    refused, naming the field and the command it holds."""
+    with pytest.raises(RecipeError) as caught:
+        load_recipe(
+            REGISTRY / "discord-serve-lil-moonshotai-kimi-k2-6-b5aabbfb2022-rtx-pro-6000-blackwell-96gb-tp8-189263.json"
+        )
+    assert caught.value.field == "metadata.observed_command"
+    assert "vllm serve ~/data/moonshotai/Kimi-K2.6" in caught.value.detail
+    assert "another option set" in caught.value.detail
+
+
+def test_a_note_in_metadata_observed_command_still_falls_back_to_engine_and_instance() -> None:
+    """The rule above holds only for a field that records a server command: a message naming no server (`vllm
+    instructions ...` is prose, not `vllm serve`) is not taken for one."""
+    from farm.recipes.registry import _unread_command
+
+    assert _unread_command({"metadata": {"observed_command": "the vllm instructions work with 4 cards"}}, "t") is None
+    refusal = _unread_command({"metadata": {"observed_command": "run: vllm serve org/model --tp 2"}}, "t")
+    assert refusal is not None
+    assert refusal.field == "metadata.observed_command"
+
+
+def test_a_recorded_llama_server_command_beats_the_llama_bench_conversion() -> None:
+    """Sample F's granite-4.2-8b Q4_K_M: `llama-bench -m granite-4.2-8b-Q4_K_M.gguf ... -o json; server check:
+    llama-server -c 106496 -ngl 99 -fa on -ctk q4_0 -ctv q4_0`. The server command is what served, with its
+    context; it names no model, so the same recording's benchmark file is the model. Before, the llama-bench half
+    was converted and the recorded context dropped."""
+    recipe = load_recipe(REGISTRY / "granite-4-2-8b-q4-k-m-rtx-3060-12gb-llama-cpp-tp1.json")
+    argv = list(recipe.argv)
+    assert argv[0] == "llama-server"
+    assert argv[argv.index("-c") + 1] == "106496"
+    assert argv[argv.index("-ctk") + 1] == "q4_0"
+    assert argv[argv.index("-ctv") + 1] == "q4_0"
+    assert argv[argv.index("--model") + 1] == "granite-4.2-8b-Q4_K_M.gguf"
+    assert "-p" not in argv, "llama-bench's own options are not the server's"
+    assert "-o" not in argv
+    notes = " ".join(recipe.provenance.command_notes)
+    assert "the server command is what served" in notes
+    assert "the benchmark's model file 'granite-4.2-8b-Q4_K_M.gguf'" in notes
+
+
+def test_a_recording_that_makes_its_own_checkpoint_is_refused_not_replaced_by_the_draft() -> None:
+    """Sample F's granite-4.2-8b Q5_K_M: `llama-quantize --imatrix ... bf16.gguf out.gguf Q4_K_S; bench:
+    llama-bench ...` ran on a self-made mixed quant. The registry's draft (`-hf ...GGUF:Q5_K_M`, the published
+    file) is another checkpoint; the recipe is refused, naming the quantize step."""
+    with pytest.raises(RecipeError) as caught:
+        load_recipe(REGISTRY / "granite-4-2-8b-q5-k-m-rtx-3060-12gb-llama-cpp-tp1.json")
+    assert caught.value.field == "metadata.localmaxxing.tokenized.arguments"
+    assert "makes its own checkpoint with llama-quantize" in caught.value.detail
+
+
+@pytest.mark.parametrize(
+    ("tokens", "maker"),
+    [
+        (["llama-quantize", "in.gguf", "out.gguf", "Q4_K_M"], "llama-quantize"),
+        (["python3", "convert_hf_to_gguf.py", "./model", "--outtype", "f16"], "convert_hf_to_gguf.py"),
+        (["./convert-hf-to-gguf.py", "./model"], "convert-hf-to-gguf.py"),
+        (["llama-server", "-m", "x.gguf"], None),
+        (["python", "-m", "vllm.entrypoints.openai.api_server"], None),
+    ],
+)
+def test_checkpoint_makers_are_named(tokens: list[str], maker: str | None) -> None:
+    from farm.recipes.registry import _checkpoint_maker
+
+    assert _checkpoint_maker(tokens) == maker
