@@ -310,14 +310,21 @@ def test_beside_a_worker_whose_engine_never_starts_every_healthy_job_succeeds(
                 break
         states = {j: _state(store, j) for j in job_ids}
         assert set(states.values()) == {JobState.SUCCEEDED}, states
-        broken_runs = [r for j in job_ids for r in store.runs(j) if r.worker_id == "broken"]
-        assert len(broken_runs) == 3
+        runs = [r for j in job_ids for r in store.runs(j)]
+        broken_runs = [r for r in runs if r.worker_id == "broken"]
+        # A host's failed starts of one recipe are one strike until that recipe is seen to start on another host
+        # (Store._host_attributed_failures: a bad recipe must not quarantine the only host that tried it). A worker
+        # that starts free claims straight from the store, so the broken host may fail more of the first wave
+        # than K before a healthy host's first job has ended; it is quarantined at its first failure after that.
+        first_success = min(r.finished_at for r in runs if r.state == RunState.SUCCEEDED and r.finished_at)
+        before = sum(1 for r in broken_runs if r.finished_at is not None and r.finished_at < first_success)
+        assert 3 <= len(broken_runs) <= max(3, before + 2), (len(broken_runs), before)
         assert {r.failure_class for r in broken_runs} == {FailureClass.ENGINE_START_FAILED}
-        succeeded_on = {r.worker_id for j in job_ids for r in store.runs(j) if r.state == RunState.SUCCEEDED}
+        succeeded_on = {r.worker_id for r in runs if r.state == RunState.SUCCEEDED}
         assert succeeded_on <= {"healthy-1", "healthy-2"}
         reason = store.quarantine_reason("broken")
         assert reason is not None
-        assert "3 times in a row" in reason
+        assert f"{len(broken_runs)} times in a row" in reason, reason
         # Quarantined: it stops consuming, so the next jobs never reach it.
         wait_for(lambda: farm_workers[0].events("worker.consuming_paused"), 30, "the broken worker paused")
         more = submit_jobs(store, redis_server.url, n=4, max_attempts=1)

@@ -18,7 +18,7 @@ from farm.domain import FailureClass, JobState
 from farm.engines.process import EngineProcess, group_alive
 from farm.recipes.spec import LoadedSweep, load_sweep
 from farm.settings import Settings
-from farm.store import Store, recipe_sha256
+from farm.store import RunState, Store, recipe_sha256
 from farm.submit import submit_sweep
 from farm.worker.daemon import Worker
 from farm.worker.profile import WorkerProfile, load_profile
@@ -348,8 +348,14 @@ def test_beside_a_host_whose_engine_never_starts_every_healthy_job_succeeds(tmp_
             thread.join(timeout=60)
     states = {j: store.get_job(j).state for j in job_ids}
     assert set(states.values()) == {JobState.SUCCEEDED}, states
-    broken_runs = [r for j in job_ids for r in store.runs(j) if r.worker_id == "broken"]
-    assert 1 <= len(broken_runs) <= settings.quarantine_after
+    runs = [r for j in job_ids for r in store.runs(j)]
+    broken_runs = [r for r in runs if r.worker_id == "broken"]
+    # Failed starts of one recipe are one strike until the recipe is seen to start on another host
+    # (Store._host_attributed_failures): on a loaded machine the broken host may fail more than K before the
+    # healthy host's first job has ended, and is quarantined at its first failure after that.
+    first_success = min(r.finished_at for r in runs if r.state == RunState.SUCCEEDED and r.finished_at)
+    before = sum(1 for r in broken_runs if r.finished_at is not None and r.finished_at < first_success)
+    assert 1 <= len(broken_runs) <= max(settings.quarantine_after, before + 2), (len(broken_runs), before)
     assert {r.failure_class for r in broken_runs} == {FailureClass.ENGINE_START_FAILED}
     reason = store.quarantine_reason("broken")
     assert reason is not None
