@@ -12,7 +12,7 @@ picks, leases and returns the job:
         UPDATE jobs SET state = 'running', owner = :worker, attempt = attempt + 1,
                         lease_expires_at = now() + :lease, ...
         WHERE id = (SELECT id FROM jobs WHERE state = 'queued' AND hardware_class IN (:classes) AND <eligible>
-                    ORDER BY priority, created_at, id LIMIT 1 FOR UPDATE SKIP LOCKED)
+                    ORDER BY priority, created_at LIMIT 1 FOR UPDATE SKIP LOCKED)
           AND state = 'queued'
         RETURNING ...),
     new_run AS (INSERT INTO runs (job_id, attempt, worker_id, state, started_at) SELECT ... FROM claimed)
